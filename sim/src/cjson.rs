@@ -1,0 +1,1136 @@
+//! The cJSON 1.7.19 dialect the firmware speaks (FIRMWARE.md §2).
+//!
+//! Mirrors `cJSON.c` (`parse_value`, `parse_number`, `parse_string`, `get_object_item`,
+//! `print_string_ptr`, `print_number`) as the xiaozhi firmware uses it. It is deliberately *not*
+//! a strict JSON parser: trailing garbage is ignored, every byte ≤ 0x20 counts as whitespace,
+//! raw control bytes and invalid UTF-8 inside strings are kept, a bad `\u` escape decodes to NUL,
+//! number tokens are whatever `strtod` accepts from the longest run of `0-9 + - e E .`, duplicate
+//! keys are kept and lookups are ASCII case-insensitive, first match wins, and every string is seen
+//! by the firmware only up to its first NUL.
+//!
+//! Inputs are bytes, never `&str`: the twin must accept exactly what the device accepts.
+//! The parsed tree lives in a flat arena (like cJSON's linked list, with indices instead of
+//! pointers) so that a warmed-up [`Parser`] parses a message without allocating.
+//!
+//! Knows nothing about MCP.
+
+use std::fmt;
+
+/// cJSON's `CJSON_NESTING_LIMIT`: arrays and objects may nest this deep, not one level more.
+pub const NESTING_LIMIT: usize = 1000;
+
+/// Heap bytes one `cJSON` item costs on the 32-bit device: the 40-byte struct plus an 8-byte
+/// allocator header (used only when a heap budget is given, see [`Limits`]).
+pub const ITEM_HEAP_BYTES: usize = 48;
+/// Allocator header per heap block (strings).
+pub const BLOCK_OVERHEAD_BYTES: usize = 8;
+
+/// How the end of the input is found, i.e. which cJSON entry point the firmware used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Terminator {
+    /// `cJSON_ParseWithLength` (WebSocket frames): the whole buffer is input; a NUL byte counts as
+    /// whitespace between tokens and is kept inside strings (where it then truncates the C string).
+    #[default]
+    Length,
+    /// `cJSON_Parse` (a C string: MQTT payloads, `McpServer::ParseMessage(std::string)`): input
+    /// ends at the first NUL byte, and that NUL itself is part of the buffer (as whitespace).
+    Nul,
+}
+
+/// Resource limits of one parse.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Limits {
+    /// Free heap on the simulated device; `None` means unlimited. When the tree would need more,
+    /// the parse fails exactly like a cJSON allocation failure does.
+    pub heap_bytes: Option<usize>,
+}
+
+/// Why cJSON returned NULL.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The bytes are not a value cJSON accepts; `position` is where cJSON gave up.
+    #[error("not JSON that cJSON accepts (stopped at byte {position})")]
+    Syntax { position: usize },
+    /// More than [`NESTING_LIMIT`] nested arrays/objects.
+    #[error("nested deeper than {NESTING_LIMIT} levels (at byte {position})")]
+    TooDeep { position: usize },
+    /// The tree would not fit in the simulated heap.
+    #[error("out of memory: the parsed tree needs more than {heap_bytes} bytes of heap")]
+    OutOfMemory { heap_bytes: usize },
+}
+
+/// The type of a parsed value (cJSON's `type` field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Null,
+    False,
+    True,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// Where a decoded string lives: borrowed from the input when it had no escapes, else in the
+/// parser's scratch buffer.
+#[derive(Clone, Copy, Debug, Default)]
+struct Span {
+    start: u32,
+    len: u32,
+    in_scratch: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    kind: Kind,
+    key: Span,
+    has_key: bool,
+    text: Span,
+    double: f64,
+    int: i32,
+    child: u32,
+    next: u32,
+}
+
+impl Node {
+    fn new(kind: Kind) -> Self {
+        Node {
+            kind,
+            key: Span::default(),
+            has_key: false,
+            text: Span::default(),
+            double: 0.0,
+            int: 0,
+            child: NONE,
+            next: NONE,
+        }
+    }
+}
+
+/// A reusable parser: keeps its arena between parses so the hot path does not allocate.
+#[derive(Default)]
+pub struct Parser {
+    nodes: Vec<Node>,
+    scratch: Vec<u8>,
+}
+
+/// A parsed document borrowing the input and the parser's arena.
+#[derive(Clone, Copy)]
+pub struct Doc<'a> {
+    input: &'a [u8],
+    nodes: &'a [Node],
+    scratch: &'a [u8],
+}
+
+impl Parser {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parses `input` as the firmware's cJSON would. Anything after the first complete value is
+    /// ignored (cJSON is called without `require_null_terminated`).
+    pub fn parse<'a>(
+        &'a mut self,
+        input: &'a [u8],
+        terminator: Terminator,
+        limits: Limits,
+    ) -> Result<Doc<'a>, ParseError> {
+        self.nodes.clear();
+        self.scratch.clear();
+        let (content, length) = match terminator {
+            Terminator::Length => (input, input.len()),
+            Terminator::Nul => {
+                let end = input.iter().position(|&b| b == 0).unwrap_or(input.len());
+                // strlen + the terminator itself, which reads as 0 below.
+                (&input[..end], end + 1)
+            }
+        };
+        let mut state = State {
+            content,
+            length,
+            offset: 0,
+            depth: 0,
+            nodes: &mut self.nodes,
+            scratch: &mut self.scratch,
+            heap_used: 0,
+            heap_limit: limits.heap_bytes,
+        };
+        if length == 0 {
+            return Err(ParseError::Syntax { position: 0 });
+        }
+        state.skip_utf8_bom();
+        state.skip_whitespace();
+        state.alloc_item()?;
+        state.nodes.push(Node::new(Kind::Null));
+        state.parse_value(0)?;
+        Ok(Doc {
+            input: content,
+            nodes: &self.nodes,
+            scratch: &self.scratch,
+        })
+    }
+}
+
+/// One-shot convenience: parse with a fresh parser and hand the document to `f`.
+pub fn with_parsed<R>(input: &[u8], terminator: Terminator, f: impl FnOnce(Result<Item<'_>, ParseError>) -> R) -> R {
+    let mut parser = Parser::new();
+    match parser.parse(input, terminator, Limits::default()) {
+        Ok(doc) => f(Ok(doc.root())),
+        Err(e) => f(Err(e)),
+    }
+}
+
+struct State<'p> {
+    content: &'p [u8],
+    length: usize,
+    offset: usize,
+    depth: usize,
+    nodes: &'p mut Vec<Node>,
+    scratch: &'p mut Vec<u8>,
+    heap_used: usize,
+    heap_limit: Option<usize>,
+}
+
+fn is_cjson_whitespace(b: u8) -> bool {
+    b <= 32
+}
+
+impl State<'_> {
+    /// The byte at `offset + index`, with the virtual NUL terminator of [`Terminator::Nul`].
+    #[inline]
+    fn at(&self, index: usize) -> u8 {
+        self.content.get(self.offset + index).copied().unwrap_or(0)
+    }
+
+    #[inline]
+    fn can_access(&self, index: usize) -> bool {
+        self.offset + index < self.length
+    }
+
+    #[inline]
+    fn can_read(&self, size: usize) -> bool {
+        self.offset + size <= self.length
+    }
+
+    fn syntax(&self) -> ParseError {
+        let position = if self.offset < self.length {
+            self.offset
+        } else {
+            self.length.saturating_sub(1)
+        };
+        ParseError::Syntax { position }
+    }
+
+    fn charge(&mut self, bytes: usize) -> Result<(), ParseError> {
+        if let Some(limit) = self.heap_limit {
+            self.heap_used = self.heap_used.saturating_add(bytes);
+            if self.heap_used > limit {
+                return Err(ParseError::OutOfMemory { heap_bytes: limit });
+            }
+        }
+        Ok(())
+    }
+
+    fn alloc_item(&mut self) -> Result<(), ParseError> {
+        self.charge(ITEM_HEAP_BYTES)
+    }
+
+    fn skip_utf8_bom(&mut self) {
+        if self.offset == 0 && self.can_access(4) && self.at(0) == 0xEF && self.at(1) == 0xBB && self.at(2) == 0xBF {
+            self.offset += 3;
+        }
+    }
+
+    /// `buffer_skip_whitespace`, including its step back onto the last byte at the end.
+    fn skip_whitespace(&mut self) {
+        if !self.can_access(0) {
+            return;
+        }
+        while self.can_access(0) && is_cjson_whitespace(self.at(0)) {
+            self.offset += 1;
+        }
+        if self.offset == self.length {
+            self.offset -= 1;
+        }
+    }
+
+    fn starts_with(&self, word: &[u8]) -> bool {
+        self.can_read(word.len()) && (0..word.len()).all(|i| self.at(i) == word[i])
+    }
+
+    fn parse_value(&mut self, node: usize) -> Result<(), ParseError> {
+        if self.starts_with(b"null") {
+            self.nodes[node].kind = Kind::Null;
+            self.offset += 4;
+            return Ok(());
+        }
+        if self.starts_with(b"false") {
+            self.nodes[node].kind = Kind::False;
+            self.offset += 5;
+            return Ok(());
+        }
+        if self.starts_with(b"true") {
+            let n = &mut self.nodes[node];
+            n.kind = Kind::True;
+            n.int = 1;
+            self.offset += 4;
+            return Ok(());
+        }
+        if !self.can_access(0) {
+            return Err(self.syntax());
+        }
+        match self.at(0) {
+            b'"' => {
+                let span = self.parse_string()?;
+                let n = &mut self.nodes[node];
+                n.kind = Kind::String;
+                n.text = span;
+                Ok(())
+            }
+            b'-' | b'0'..=b'9' => self.parse_number(node),
+            b'[' => self.parse_container(node, Kind::Array),
+            b'{' => self.parse_container(node, Kind::Object),
+            _ => Err(self.syntax()),
+        }
+    }
+
+    fn parse_number(&mut self, node: usize) -> Result<(), ParseError> {
+        let start = self.offset;
+        let mut run = 0;
+        while self.can_access(run) {
+            match self.at(run) {
+                b'0'..=b'9' | b'+' | b'-' | b'e' | b'E' | b'.' => run += 1,
+                _ => break,
+            }
+        }
+        let token = &self.content[start..(start + run).min(self.content.len())];
+        let Some((consumed, value)) = strtod(token) else {
+            return Err(self.syntax());
+        };
+        let n = &mut self.nodes[node];
+        n.kind = Kind::Number;
+        n.double = value;
+        n.int = valueint(value);
+        self.offset += consumed;
+        Ok(())
+    }
+
+    /// `parse_string`: returns where the decoded bytes live. Decoded NULs are kept in the bytes;
+    /// C-string views cut there.
+    fn parse_string(&mut self) -> Result<Span, ParseError> {
+        debug_assert_eq!(self.at(0), b'"');
+        let body = self.offset + 1;
+        // Find the closing quote, skipping one byte after every backslash.
+        let mut end = body;
+        let mut escapes = false;
+        while end < self.length && byte_at(self.content, end) != b'"' {
+            if byte_at(self.content, end) == b'\\' {
+                if end + 1 >= self.length {
+                    self.offset = body;
+                    return Err(self.syntax());
+                }
+                escapes = true;
+                end += 1;
+            }
+            end += 1;
+        }
+        if end >= self.length || byte_at(self.content, end) != b'"' {
+            self.offset = body;
+            return Err(self.syntax());
+        }
+        // cJSON allocates (span - skipped + 1) bytes; charge the overestimate it uses.
+        self.charge(end - self.offset + 1 + BLOCK_OVERHEAD_BYTES)?;
+        if !escapes {
+            self.offset = end + 1;
+            return Ok(Span {
+                start: body as u32,
+                len: (end - body) as u32,
+                in_scratch: false,
+            });
+        }
+        let out_start = self.scratch.len();
+        let mut p = body;
+        while p < end {
+            let b = byte_at(self.content, p);
+            if b != b'\\' {
+                self.scratch.push(b);
+                p += 1;
+                continue;
+            }
+            let advance = match byte_at(self.content, p + 1) {
+                b'b' => push1(self.scratch, 0x08),
+                b'f' => push1(self.scratch, 0x0C),
+                b'n' => push1(self.scratch, b'\n'),
+                b'r' => push1(self.scratch, b'\r'),
+                b't' => push1(self.scratch, b'\t'),
+                c @ (b'"' | b'\\' | b'/') => push1(self.scratch, c),
+                b'u' => match utf16_literal_to_utf8(self.content, p, end, self.scratch) {
+                    Some(n) => n,
+                    None => {
+                        self.scratch.truncate(out_start);
+                        self.offset = p;
+                        return Err(self.syntax());
+                    }
+                },
+                _ => {
+                    self.scratch.truncate(out_start);
+                    self.offset = p;
+                    return Err(self.syntax());
+                }
+            };
+            p += advance;
+        }
+        self.offset = end + 1;
+        Ok(Span {
+            start: out_start as u32,
+            len: (self.scratch.len() - out_start) as u32,
+            in_scratch: true,
+        })
+    }
+
+    fn parse_container(&mut self, node: usize, kind: Kind) -> Result<(), ParseError> {
+        if self.depth >= NESTING_LIMIT {
+            return Err(ParseError::TooDeep { position: self.offset });
+        }
+        self.depth += 1;
+        let close = if kind == Kind::Array { b']' } else { b'}' };
+        self.offset += 1;
+        self.skip_whitespace();
+        if self.can_access(0) && self.at(0) == close {
+            self.offset += 1;
+            self.depth -= 1;
+            let n = &mut self.nodes[node];
+            n.kind = kind;
+            n.child = NONE;
+            return Ok(());
+        }
+        if !self.can_access(0) {
+            self.offset -= 1;
+            return Err(self.syntax());
+        }
+        // Step back onto the character in front of the first element.
+        self.offset -= 1;
+        let mut prev = NONE;
+        loop {
+            self.alloc_item()?;
+            let idx = self.nodes.len();
+            if idx >= NONE as usize {
+                return Err(ParseError::OutOfMemory {
+                    heap_bytes: self.heap_limit.unwrap_or(usize::MAX),
+                });
+            }
+            self.nodes.push(Node::new(Kind::Null));
+            if prev == NONE {
+                self.nodes[node].child = idx as u32;
+            } else {
+                self.nodes[prev as usize].next = idx as u32;
+            }
+            prev = idx as u32;
+            if kind == Kind::Object {
+                if !self.can_access(1) {
+                    return Err(self.syntax());
+                }
+                self.offset += 1;
+                self.skip_whitespace();
+                if !self.can_access(0) || self.at(0) != b'"' {
+                    return Err(self.syntax());
+                }
+                let key = self.parse_string()?;
+                let n = &mut self.nodes[idx];
+                n.key = key;
+                n.has_key = true;
+                self.skip_whitespace();
+                if !self.can_access(0) || self.at(0) != b':' {
+                    return Err(self.syntax());
+                }
+            }
+            self.offset += 1;
+            self.skip_whitespace();
+            self.parse_value(idx)?;
+            self.skip_whitespace();
+            if !(self.can_access(0) && self.at(0) == b',') {
+                break;
+            }
+        }
+        if !self.can_access(0) || self.at(0) != close {
+            return Err(self.syntax());
+        }
+        self.depth -= 1;
+        self.nodes[node].kind = kind;
+        self.offset += 1;
+        Ok(())
+    }
+}
+
+#[inline]
+fn byte_at(content: &[u8], i: usize) -> u8 {
+    content.get(i).copied().unwrap_or(0)
+}
+
+fn push1(out: &mut Vec<u8>, b: u8) -> usize {
+    out.push(b);
+    2
+}
+
+/// cJSON's `parse_hex4`: any non-hex digit makes the whole escape 0.
+fn parse_hex4(content: &[u8], at: usize) -> u32 {
+    let mut h = 0u32;
+    for i in 0..4 {
+        let c = byte_at(content, at + i);
+        let v = match c {
+            b'0'..=b'9' => c - b'0',
+            b'A'..=b'F' => c - b'A' + 10,
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => return 0,
+        };
+        h = (h << 4) | u32::from(v);
+    }
+    h
+}
+
+/// cJSON's `utf16_literal_to_utf8`: returns the escape length consumed (6 or 12), or `None`
+/// when cJSON fails the whole parse (lone low surrogate, broken pair, truncated escape).
+fn utf16_literal_to_utf8(content: &[u8], at: usize, end: usize, out: &mut Vec<u8>) -> Option<usize> {
+    if end - at < 6 {
+        return None;
+    }
+    let first = parse_hex4(content, at + 2);
+    if (0xDC00..=0xDFFF).contains(&first) {
+        return None;
+    }
+    let (codepoint, length) = if (0xD800..=0xDBFF).contains(&first) {
+        let second_at = at + 6;
+        if end - second_at < 6 {
+            return None;
+        }
+        if byte_at(content, second_at) != b'\\' || byte_at(content, second_at + 1) != b'u' {
+            return None;
+        }
+        let second = parse_hex4(content, second_at + 2);
+        if !(0xDC00..=0xDFFF).contains(&second) {
+            return None;
+        }
+        (0x10000 + (((first & 0x3FF) << 10) | (second & 0x3FF)), 12)
+    } else {
+        (first, 6)
+    };
+    // Plain UTF-8 encoding; every code point here is ≤ 0x10FFFF.
+    if codepoint < 0x80 {
+        out.push(codepoint as u8);
+    } else if codepoint < 0x800 {
+        out.push(0xC0 | (codepoint >> 6) as u8);
+        out.push(0x80 | (codepoint & 0x3F) as u8);
+    } else if codepoint < 0x10000 {
+        out.push(0xE0 | (codepoint >> 12) as u8);
+        out.push(0x80 | ((codepoint >> 6) & 0x3F) as u8);
+        out.push(0x80 | (codepoint & 0x3F) as u8);
+    } else {
+        out.push(0xF0 | (codepoint >> 18) as u8);
+        out.push(0x80 | ((codepoint >> 12) & 0x3F) as u8);
+        out.push(0x80 | ((codepoint >> 6) & 0x3F) as u8);
+        out.push(0x80 | (codepoint & 0x3F) as u8);
+    }
+    Some(length)
+}
+
+/// What C `strtod` consumes from `token` (which holds only `0-9 + - e E .`, C locale):
+/// `[sign] digits [. digits] [e [sign] digits]`, at least one mantissa digit, an exponent only
+/// when it has a digit. Returns the consumed length and the correctly rounded value.
+pub fn strtod(token: &[u8]) -> Option<(usize, f64)> {
+    let mut i = 0;
+    if matches!(token.first(), Some(b'+' | b'-')) {
+        i += 1;
+    }
+    let int_start = i;
+    while token.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    let mut digits = i - int_start;
+    if token.get(i) == Some(&b'.') {
+        let frac_start = i + 1;
+        let mut j = frac_start;
+        while token.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        digits += j - frac_start;
+        if digits > 0 {
+            i = j;
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    if matches!(token.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(token.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        let exp_digits_start = j;
+        while token.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        if j > exp_digits_start {
+            i = j;
+        }
+    }
+    // The consumed prefix is plain ASCII in a grammar Rust's float parser accepts.
+    let text = std::str::from_utf8(&token[..i]).ok()?;
+    let value: f64 = text.parse().ok()?;
+    Some((i, value))
+}
+
+/// cJSON's `valueint` for a parsed double: saturate at `INT_MAX`/`INT_MIN`, else truncate
+/// toward zero (FIRMWARE.md §2.3).
+pub fn valueint(d: f64) -> i32 {
+    if d >= i32::MAX as f64 {
+        i32::MAX
+    } else if d <= i32::MIN as f64 {
+        i32::MIN
+    } else {
+        d as i32
+    }
+}
+
+/// A value inside a parsed [`Doc`].
+#[derive(Clone, Copy)]
+pub struct Item<'a> {
+    doc: Doc<'a>,
+    idx: u32,
+}
+
+impl<'a> Doc<'a> {
+    pub fn root(&self) -> Item<'a> {
+        Item { doc: *self, idx: 0 }
+    }
+
+    fn bytes(&self, span: Span) -> &'a [u8] {
+        let (start, len) = (span.start as usize, span.len as usize);
+        if span.in_scratch {
+            &self.scratch[start..start + len]
+        } else {
+            &self.input[start..start + len]
+        }
+    }
+}
+
+/// The part of `s` a C string sees: up to the first NUL.
+pub fn c_str(s: &[u8]) -> &[u8] {
+    match s.iter().position(|&b| b == 0) {
+        Some(end) => &s[..end],
+        None => s,
+    }
+}
+
+/// cJSON's `case_insensitive_strcmp(a, b) == 0` on two C strings (ASCII `tolower` only).
+pub fn c_str_eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
+    c_str(a).eq_ignore_ascii_case(c_str(b))
+}
+
+impl<'a> Item<'a> {
+    fn node(&self) -> &'a Node {
+        &self.doc.nodes[self.idx as usize]
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.node().kind
+    }
+
+    pub fn is_object(&self) -> bool {
+        self.kind() == Kind::Object
+    }
+    pub fn is_array(&self) -> bool {
+        self.kind() == Kind::Array
+    }
+    pub fn is_string(&self) -> bool {
+        self.kind() == Kind::String
+    }
+    pub fn is_number(&self) -> bool {
+        self.kind() == Kind::Number
+    }
+    pub fn is_bool(&self) -> bool {
+        matches!(self.kind(), Kind::True | Kind::False)
+    }
+
+    /// `valueint` (numbers: saturated truncation; `true`: 1; everything else 0).
+    pub fn valueint(&self) -> i32 {
+        self.node().int
+    }
+
+    /// `valuedouble` (numbers only; 0 otherwise).
+    pub fn valuedouble(&self) -> f64 {
+        self.node().double
+    }
+
+    /// The string as the firmware sees it (`valuestring`, cut at the first NUL); `None` when this
+    /// is not a string.
+    pub fn c_string(&self) -> Option<&'a [u8]> {
+        self.decoded_string().map(c_str)
+    }
+
+    /// The whole decoded string, NULs included (for diagnostics; the firmware never sees past a NUL).
+    pub fn decoded_string(&self) -> Option<&'a [u8]> {
+        let n = self.node();
+        (n.kind == Kind::String).then(|| self.doc.bytes(n.text))
+    }
+
+    /// The member name as a C string, for items inside an object.
+    pub fn key(&self) -> Option<&'a [u8]> {
+        let n = self.node();
+        n.has_key.then(|| c_str(self.doc.bytes(n.key)))
+    }
+
+    /// Children in document order (array elements or object members).
+    pub fn children(&self) -> Children<'a> {
+        let first = if matches!(self.kind(), Kind::Array | Kind::Object) {
+            self.node().child
+        } else {
+            NONE
+        };
+        Children {
+            doc: self.doc,
+            next: first,
+        }
+    }
+
+    /// `cJSON_GetObjectItem`: the first member whose name equals `name` ignoring ASCII case,
+    /// both compared as C strings. Arrays and scalars have no members.
+    pub fn get(&self, name: &[u8]) -> Option<Item<'a>> {
+        if self.kind() != Kind::Object {
+            return None;
+        }
+        self.children()
+            .find(|child| child.key().is_some_and(|k| c_str_eq_ignore_case(k, name)))
+    }
+
+    /// Prints this value the way `cJSON_PrintUnformatted` would.
+    pub fn print_unformatted(&self, out: &mut Vec<u8>) {
+        let n = self.node();
+        match n.kind {
+            Kind::Null => out.extend_from_slice(b"null"),
+            Kind::False => out.extend_from_slice(b"false"),
+            Kind::True => out.extend_from_slice(b"true"),
+            Kind::Number => write_number(out, n.double),
+            Kind::String => write_string(out, self.doc.bytes(n.text)),
+            Kind::Array | Kind::Object => {
+                let object = n.kind == Kind::Object;
+                out.push(if object { b'{' } else { b'[' });
+                for (i, child) in self.children().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    if object {
+                        write_string(out, child.key().unwrap_or_default());
+                        out.push(b':');
+                    }
+                    child.print_unformatted(out);
+                }
+                out.push(if object { b'}' } else { b']' });
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Item<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Vec::new();
+        self.print_unformatted(&mut out);
+        write!(f, "{}", String::from_utf8_lossy(&out))
+    }
+}
+
+/// Iterator over the children of an array or object.
+pub struct Children<'a> {
+    doc: Doc<'a>,
+    next: u32,
+}
+
+impl<'a> Iterator for Children<'a> {
+    type Item = Item<'a>;
+    fn next(&mut self) -> Option<Item<'a>> {
+        if self.next == NONE {
+            return None;
+        }
+        let item = Item {
+            doc: self.doc,
+            idx: self.next,
+        };
+        self.next = item.node().next;
+        Some(item)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Printing (cJSON_PrintUnformatted)
+// ---------------------------------------------------------------------------------------------
+
+/// `print_string_ptr`: quotes `s` (cut at its first NUL) with cJSON's escaping: `"` `\` and
+/// BS/FF/LF/CR/TAB as two-character escapes, other bytes < 0x20 as `\u00xx` (lower-case hex);
+/// `/`, DEL and bytes ≥ 0x80 are copied raw.
+pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
+    let s = c_str(s);
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let mut plain_from = 0;
+    for (i, &b) in s.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0C => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1F => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&s[plain_from..i]);
+        plain_from = i + 1;
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 0xF) as usize]);
+        } else {
+            out.extend_from_slice(escape);
+        }
+    }
+    out.extend_from_slice(&s[plain_from..]);
+    out.push(b'"');
+}
+
+/// `%d`.
+pub fn write_int(out: &mut Vec<u8>, v: i32) {
+    let mut buf = [0u8; 11];
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// `print_number`: `null` for NaN/∞, `%d` when the double equals its saturated int, otherwise
+/// `%1.15g`, or `%1.17g` when 15 digits do not read back within `DBL_EPSILON`.
+pub fn write_number(out: &mut Vec<u8>, d: f64) {
+    if d.is_nan() || d.is_infinite() {
+        out.extend_from_slice(b"null");
+        return;
+    }
+    let int = valueint(d);
+    if d == int as f64 {
+        write_int(out, int);
+        return;
+    }
+    let fifteen = format_g(d, 15);
+    let test: f64 = fifteen.parse().unwrap_or(f64::NAN);
+    let text = if compare_double(test, d) {
+        fifteen
+    } else {
+        format_g(d, 17)
+    };
+    out.extend_from_slice(text.as_bytes());
+}
+
+fn compare_double(a: f64, b: f64) -> bool {
+    let max = a.abs().max(b.abs());
+    (a - b).abs() <= max * f64::EPSILON
+}
+
+/// C's `%1.<precision>g` for a finite double.
+pub fn format_g(d: f64, precision: usize) -> String {
+    let p = precision.max(1);
+    let sci = format!("{:.*e}", p - 1, d);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let x: i32 = exp.parse().unwrap_or(0);
+    if x >= -4 && x < p as i32 {
+        let fixed = format!("{:.*}", (p as i32 - 1 - x) as usize, d);
+        strip_fraction_zeros(&fixed).to_string()
+    } else {
+        let m = strip_fraction_zeros(mantissa);
+        let sign = if x < 0 { '-' } else { '+' };
+        format!("{m}e{sign}{:02}", x.unsigned_abs())
+    }
+}
+
+fn strip_fraction_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_root<R>(input: &[u8], f: impl FnOnce(Item<'_>) -> R) -> R {
+        with_parsed(input, Terminator::Length, |r| f(r.expect("parses")))
+    }
+
+    fn parses(input: &[u8]) -> bool {
+        with_parsed(input, Terminator::Length, |r| r.is_ok())
+    }
+
+    fn printed(input: &[u8]) -> String {
+        parse_root(input, |root| {
+            let mut out = Vec::new();
+            root.print_unformatted(&mut out);
+            String::from_utf8_lossy(&out).into_owned()
+        })
+    }
+
+    #[test]
+    fn valueint_truncates_toward_zero_and_saturates() {
+        let table: &[(&str, i32)] = &[
+            ("12.9", 12),
+            ("-12.9", -12),
+            ("-0.99", 0),
+            ("100.99", 100),
+            ("1e-7", 0),
+            ("-0", 0),
+            ("1e1", 10),
+            ("2147483647.5", i32::MAX),
+            ("2147483648", i32::MAX),
+            ("-2147483648.7", i32::MIN),
+            ("1e10", i32::MAX),
+            ("1e300", i32::MAX),
+            ("1e999", i32::MAX),
+            ("-1e999", i32::MIN),
+            ("-1e10", i32::MIN),
+            ("01", 1),
+            ("4.", 4),
+            ("-2147483647.9", -2147483647),
+        ];
+        for (text, expected) in table {
+            let got = parse_root(text.as_bytes(), |root| {
+                assert!(root.is_number(), "{text} is a number");
+                root.valueint()
+            });
+            assert_eq!(got, *expected, "valueint({text})");
+        }
+    }
+
+    #[test]
+    fn numbers_must_start_with_minus_or_digit() {
+        for bad in ["+5", ".5", "NaN", "Infinity", "-", "--1", "-e5", "e5"] {
+            assert!(!parses(bad.as_bytes()), "{bad} must not parse");
+        }
+        // strtod takes "-.5", and a top-level value may be followed by garbage.
+        assert!(parses(b"-.5"));
+        assert!(parses(b"0x10"));
+        assert_eq!(parse_root(b"0x10", |r| r.valueint()), 0);
+    }
+
+    #[test]
+    fn number_token_is_what_strtod_consumes() {
+        // Inside an object the unconsumed rest of the run is a syntax error.
+        assert!(!parses(br#"{"v":0x10}"#));
+        assert!(!parses(br#"{"v":1e}"#));
+        assert!(!parses(br#"{"v":1+2}"#));
+        assert!(parses(br#"{"v":1.e5}"#));
+        assert_eq!(
+            parse_root(br#"{"v":1.e5}"#, |r| r.get(b"v").unwrap().valueint()),
+            100000
+        );
+        assert_eq!(strtod(b"1e"), Some((1, 1.0)));
+        assert_eq!(strtod(b"1e+"), Some((1, 1.0)));
+        assert_eq!(strtod(b"12e-1x"), Some((5, 1.2)));
+        assert_eq!(strtod(b"."), None);
+        assert_eq!(strtod(b"-0").map(|(n, v)| (n, v.is_sign_negative())), Some((2, true)));
+    }
+
+    #[test]
+    fn ten_thousand_digit_number_parses_and_saturates() {
+        let big = "9".repeat(10_000);
+        assert_eq!(parse_root(big.as_bytes(), |r| r.valueint()), i32::MAX);
+        let tiny = format!("0.{}1", "0".repeat(10_000));
+        assert_eq!(parse_root(tiny.as_bytes(), |r| r.valueint()), 0);
+    }
+
+    #[test]
+    fn trailing_garbage_bom_and_control_whitespace_are_accepted() {
+        assert!(parses(b"{\"a\":1} garbage"));
+        assert!(parses(b"\xEF\xBB\xBF{\"a\":1}"));
+        assert!(parses(b" \t\r\n\x01\x1f{\x02\"a\"\x03:\x041\x05}"));
+        assert!(!parses(b""));
+        assert!(!parses(b"   "));
+        assert!(!parses(b"{\"a\":1"));
+    }
+
+    #[test]
+    fn nul_terminator_mode_stops_at_the_first_nul() {
+        let input = b"{\"a\":1}\0{";
+        let mut p = Parser::new();
+        assert!(p.parse(input, Terminator::Nul, Limits::default()).is_ok());
+        let input = b"{\"a\":\0 1}";
+        assert!(p.parse(input, Terminator::Nul, Limits::default()).is_err());
+        // With an explicit length the NUL is just whitespace.
+        assert!(p.parse(input, Terminator::Length, Limits::default()).is_ok());
+        // A BOM needs five bytes in the buffer: the virtual NUL counts in Nul mode.
+        assert!(p.parse(b"\xEF\xBB\xBF1", Terminator::Nul, Limits::default()).is_ok());
+        assert!(
+            p.parse(b"\xEF\xBB\xBF1", Terminator::Length, Limits::default())
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn nesting_limit_is_one_thousand() {
+        let ok = format!("{}{}", "[".repeat(1000), "]".repeat(1000));
+        assert!(parses(ok.as_bytes()));
+        let too_deep = format!("{}{}", "[".repeat(1001), "]".repeat(1001));
+        let err = with_parsed(too_deep.as_bytes(), Terminator::Length, |r| r.err());
+        assert!(matches!(err, Some(ParseError::TooDeep { .. })));
+        let objects = format!("{}1{}", "{\"a\":".repeat(1000), "}".repeat(1000));
+        assert!(parses(objects.as_bytes()));
+        let objects = format!("{}1{}", "{\"a\":".repeat(1001), "}".repeat(1001));
+        assert!(!parses(objects.as_bytes()));
+    }
+
+    #[test]
+    fn raw_control_bytes_and_invalid_utf8_are_kept() {
+        let input = b"\"a\tb\x01\xff\xfe\"";
+        assert_eq!(
+            parse_root(input, |r| r.c_string().unwrap().to_vec()),
+            b"a\tb\x01\xff\xfe".to_vec()
+        );
+    }
+
+    #[test]
+    fn escapes_decode_and_bad_unicode_escapes_become_nul() {
+        assert_eq!(
+            parse_root(br#""a\"b\\c\/d\b\f\n\r\t""#, |r| r.c_string().unwrap().to_vec()),
+            b"a\"b\\c/d\x08\x0c\n\r\t".to_vec()
+        );
+        assert_eq!(
+            parse_root(br#""\u00e9\u4e2d\ud83d\ude00""#, |r| r.c_string().unwrap().to_vec()),
+            "é中😀".as_bytes().to_vec()
+        );
+        // A non-hex digit makes the escape code point 0: the C string ends there.
+        assert_eq!(
+            parse_root(br#""ab\uZZZZcd""#, |r| (
+                r.c_string().unwrap().to_vec(),
+                r.decoded_string().unwrap().len()
+            )),
+            (b"ab".to_vec(), 5)
+        );
+        assert_eq!(
+            parse_root(br#""x\u0000y""#, |r| r.c_string().unwrap().to_vec()),
+            b"x".to_vec()
+        );
+        // Failures of the whole parse.
+        for bad in [
+            &br#""\udc00""#[..],
+            br#""\ud800""#,
+            br#""\ud800\u0041""#,
+            br#""\u12""#,
+            br#""\x""#,
+            br#""abc"#,
+            b"\"abc\\",
+        ] {
+            assert!(!parses(bad), "{} must not parse", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn lookup_is_case_insensitive_first_match_on_c_strings() {
+        let input = br#"{"VOLUME":40.7,"volume":99,"na\u0000me":"x","\u00c9":1}"#;
+        parse_root(input, |r| {
+            assert_eq!(r.get(b"volume").unwrap().valueint(), 40);
+            assert_eq!(r.get(b"Volume").unwrap().valueint(), 40);
+            assert_eq!(r.get(b"na").unwrap().c_string().unwrap(), b"x");
+            assert!(r.get(b"name").is_none());
+            // Bytes >= 0x80 compare exactly: only ASCII letters fold.
+            assert!(r.get("é".as_bytes()).is_none());
+            assert!(r.get("É".as_bytes()).is_some());
+        });
+        // Arrays and scalars have no members.
+        parse_root(br#"[{"a":1}]"#, |r| assert!(r.get(b"a").is_none()));
+        parse_root(b"42", |r| assert!(r.get(b"a").is_none()));
+    }
+
+    #[test]
+    fn duplicate_keys_are_kept_in_order() {
+        parse_root(br#"{"id":23,"id":24}"#, |r| {
+            assert_eq!(r.children().count(), 2);
+            assert_eq!(r.get(b"id").unwrap().valueint(), 23);
+        });
+    }
+
+    #[test]
+    fn true_has_valueint_one() {
+        parse_root(b"[true,false,null]", |r| {
+            let v: Vec<i32> = r.children().map(|c| c.valueint()).collect();
+            assert_eq!(v, vec![1, 0, 0]);
+        });
+    }
+
+    #[test]
+    fn escaping_follows_print_string_ptr() {
+        let mut out = Vec::new();
+        write_string(&mut out, b"a\"b\\c/d\x08\x0c\n\r\t\x01\x1f\x7f\xff");
+        assert_eq!(out, b"\"a\\\"b\\\\c/d\\b\\f\\n\\r\\t\\u0001\\u001f\x7f\xff\"".to_vec());
+        let mut out = Vec::new();
+        write_string(&mut out, b"cut\0here");
+        assert_eq!(out, b"\"cut\"".to_vec());
+    }
+
+    #[test]
+    fn integers_print_with_percent_d_and_others_with_g() {
+        let cases: &[(f64, &str)] = &[
+            (0.0, "0"),
+            (-0.0, "0"),
+            (70.0, "70"),
+            (-2147483648.0, "-2147483648"),
+            (2147483647.0, "2147483647"),
+            (1e10, "10000000000"),
+            (0.5, "0.5"),
+            (40.7, "40.7"),
+            (1e-7, "1e-07"),
+            (1e300, "1e+300"),
+            (0.1, "0.1"),
+            (1.0 / 3.0, "0.33333333333333331"),
+            (f64::NAN, "null"),
+            (f64::INFINITY, "null"),
+            (123456789012345680.0, "1.2345678901234568e+17"),
+            (0.30000000000000004, "0.3"),
+            (25.5, "25.5"),
+        ];
+        for (d, expected) in cases {
+            let mut out = Vec::new();
+            write_number(&mut out, *d);
+            assert_eq!(String::from_utf8(out).unwrap(), *expected, "print_number({d})");
+        }
+    }
+
+    #[test]
+    fn print_round_trips_structure_in_document_order() {
+        assert_eq!(
+            printed(br#" { "b" : [1, 2.5, "x"], "a" : {} , "b":null } "#),
+            r#"{"b":[1,2.5,"x"],"a":{},"b":null}"#
+        );
+    }
+
+    #[test]
+    fn heap_limit_turns_big_trees_into_out_of_memory() {
+        let mut p = Parser::new();
+        let input = format!("[{}0]", "0,".repeat(10_000));
+        let limits = Limits {
+            heap_bytes: Some(64 * 1024),
+        };
+        let err = p.parse(input.as_bytes(), Terminator::Length, limits).err();
+        assert!(matches!(err, Some(ParseError::OutOfMemory { .. })));
+        assert!(p.parse(input.as_bytes(), Terminator::Length, Limits::default()).is_ok());
+    }
+}

@@ -1,0 +1,785 @@
+//! The running application: what `Application` and the board objects hold between boots, the
+//! tasks the main loop runs, and every tool callback (`main/application.cc`,
+//! `main/mcp_server.cc` lambdas, `main/audio/audio_codec.cc`, `lamp_controller.h`,
+//! `backlight.cc`, `esp32_camera.cc`; FIRMWARE.md §5, §6, §11).
+//!
+//! Everything here is volatile: it is rebuilt at every boot from the board spec and NVS.
+
+use std::collections::BTreeMap;
+
+use crate::board::{Behavior, BoardTool, DisplayKind, ReturnSpec};
+use crate::device::catalogue::{self, BoardObjects};
+use crate::device::main_loop::MainLoop;
+use crate::device::report::{self, StatusFacts, SystemFacts};
+use crate::device::state::DeviceState;
+use crate::device::{Core, Receipt};
+use crate::hw::backlight::{Backlight, SetOutcome};
+use crate::hw::camera::Camera;
+use crate::hw::display::Display;
+use crate::mcp::server::call_result_payload;
+use crate::mcp::{McpServer, PropertyValue, Received, ReturnValue, ToolAction, wire};
+use crate::time::SimDuration;
+use crate::trace::{BootReason, Event, NvsValue};
+use crate::world::HttpOutcome;
+
+/// The protocol object (`protocol_`): how replies leave the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Replies go straight out while the protocol object exists (the conformance recorder's
+    /// stand-in; behaves like MQTT: nothing to close, nothing to open).
+    Direct,
+}
+
+/// Work on the main task's queue.
+#[derive(Debug)]
+pub enum Task {
+    /// `SendMcpMessage`'s lambda: send if a protocol object exists.
+    Send { payload: Vec<u8> },
+    /// `DoToolCall`'s lambda: run the callback, then reply (scheduled again).
+    Call {
+        id: i32,
+        tool: usize,
+        args: Vec<PropertyValue>,
+    },
+    /// A callback that blocked (HTTP, camera upload) finishing.
+    FinishCall {
+        id: i32,
+        outcome: Result<ReturnValue, Vec<u8>>,
+    },
+    /// `self.reboot`'s lambda: log, wait 1000 ms, `Reboot()`.
+    UserReboot,
+    /// `Application::Reboot()` (after its first step) and its 1000 ms before `esp_restart`.
+    Reboot { stage: RebootStage },
+    /// `self.upgrade_firmware`'s lambda: `UpgradeFirmware(url)`.
+    Upgrade { url: Vec<u8>, stage: UpgradeStage },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RebootStage {
+    Enter,
+    Restart,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpgradeStage {
+    Start,
+    AfterAlert,
+    Download,
+    Failed,
+    FailedDone,
+    Succeeded,
+}
+
+impl Task {
+    /// A short description for evidence.
+    pub fn describe(&self) -> String {
+        match self {
+            Task::Send { payload } => format!("send {}", String::from_utf8_lossy(payload)),
+            Task::Call { id, tool, .. } => format!("call tool #{tool} for id {id}"),
+            Task::FinishCall { id, .. } => format!("finish call for id {id}"),
+            Task::UserReboot => "reboot (user requested)".into(),
+            Task::Reboot { .. } => "reboot".into(),
+            Task::Upgrade { .. } => "firmware upgrade".into(),
+        }
+    }
+
+    /// Records that this task will never run.
+    pub fn record_drop(self, core: &mut Core, why: &'static str) {
+        match self {
+            Task::Send { payload } => core.emit(|| Event::ReplyDropped { payload, why }),
+            Task::Call { .. } | Task::FinishCall { .. } => core.emit(|| Event::TaskDropped { what: "call", why }),
+            Task::UserReboot | Task::Reboot { .. } => core.emit(|| Event::TaskDropped { what: "reboot", why }),
+            Task::Upgrade { .. } => core.emit(|| Event::TaskDropped { what: "upgrade", why }),
+        }
+    }
+}
+
+/// What running one task did to the main loop.
+pub enum Step {
+    Done,
+    /// `vTaskDelay`: the main task is busy for this long, then runs the continuation.
+    Block(SimDuration, Task),
+    /// `esp_restart()` or a panic.
+    Restart(BootReason),
+}
+
+/// What a callback did.
+enum Callback {
+    Return(ReturnValue),
+    Throw(Vec<u8>),
+    /// The callback blocks the main task (network) and then returns or throws.
+    Blocked(SimDuration, Result<ReturnValue, Vec<u8>>),
+    /// `ESP_ERROR_CHECK` failed (or similar abort) inside the callback.
+    Panic(String),
+}
+
+/// The application and board objects of one boot.
+pub struct Running {
+    pub mcp: McpServer,
+    pub main: MainLoop<Task>,
+    pub state: DeviceState,
+    /// `AudioCodec::output_volume_`.
+    pub volume: i32,
+    pub display: Display,
+    pub backlight: Option<Backlight>,
+    pub camera: Option<Camera>,
+    /// Software flags of lamps and board GPIO tools (the `power_` of `LampController`).
+    pub gpio_flags: BTreeMap<u32, bool>,
+    pub protocol: Option<Link>,
+    pub uuid: String,
+}
+
+fn uuid_v4(core: &mut Core) -> String {
+    use rand_core::RngCore;
+    let mut b = [0u8; 16];
+    core.rng.fill_bytes(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        h[0..4].concat(),
+        h[4..6].concat(),
+        h[6..8].concat(),
+        h[8..10].concat(),
+        h[10..16].concat()
+    )
+}
+
+impl Running {
+    /// Board constructor + `Application::Initialize` (FIRMWARE.md §11.3, §10.5).
+    pub fn boot(core: &mut Core) -> Running {
+        let spec = core.spec.clone();
+        // Board constructor: UUID, display, camera, board tools, backlight.
+        let uuid = match core.nvs.get_str("board", "uuid") {
+            Some(u) => String::from_utf8_lossy(u).into_owned(),
+            None => {
+                let u = uuid_v4(core);
+                // A failure here would abort the boot; the partition is empty at first boot.
+                let _ = core.nvs_set("board", "uuid", NvsValue::Str(u.clone().into_bytes()));
+                u
+            }
+        };
+        core.log('I', "Board", || format!("UUID={uuid} SKU={}", spec.name));
+        let stored_theme = core
+            .nvs
+            .get_str("display", "theme")
+            .map(|t| String::from_utf8_lossy(t).into_owned());
+        let display = Display::new(&spec.display, core.faults.display_init_fails, stored_theme.as_deref());
+        let camera = spec
+            .camera
+            .as_ref()
+            .map(|c| Camera::new(c, core.faults.camera_init_fails));
+        let mut gpio_flags = BTreeMap::new();
+        for gpio in spec.lamp_gpios().chain(spec.board_tools.iter().filter_map(|t| match t {
+            BoardTool::Tool(t) => t.behavior.gpio(),
+            BoardTool::Lamp { .. } => None,
+        })) {
+            if gpio_flags.insert(gpio, false).is_none() {
+                core.emit(|| Event::GpioConfigured { gpio });
+                core.emit(|| Event::GpioSet { gpio, level: 0 });
+            }
+        }
+        let mut run = Running {
+            mcp: McpServer::new(&spec.name, &spec.firmware.version, camera.is_some()),
+            main: MainLoop::default(),
+            state: DeviceState::Starting,
+            volume: spec.audio.default_volume,
+            display,
+            backlight: None,
+            camera,
+            gpio_flags,
+            protocol: None,
+            uuid,
+        };
+        if spec.backlight.is_some() {
+            run.backlight = Some(Backlight::new());
+            let stored = core.nvs.get_i32(
+                "display",
+                "brightness",
+                spec.backlight.as_ref().map_or(75, |b| i32::from(b.default_brightness)),
+            );
+            let restored = if stored <= 0 {
+                core.log('W', "Backlight", || {
+                    format!("Brightness value ({stored}) is too small, setting to default (10)")
+                });
+                10
+            } else {
+                stored
+            };
+            run.set_brightness(core, restored.clamp(0, 255) as u8, false);
+        }
+        if let Some(theme) = spec.display.boot_theme.clone() {
+            // A failed NVS write here would abort the boot; the board's own theme write is
+            // never refused by a healthy partition, so the outcome is not modelled further.
+            let _ = run.apply_theme(core, theme.as_bytes());
+        }
+        // Application::Initialize: audio codec start (volume restore), then tools.
+        let stored = core.nvs.get_i32("audio", "output_volume", run.volume);
+        run.volume = if stored <= 0 {
+            core.log('W', "AudioCodec", || {
+                format!("Output volume value ({stored}) is too small, setting to default (10)")
+            });
+            10
+        } else {
+            stored
+        };
+        core.log('I', "AudioCodec", || "Audio codec started".to_string());
+        let (mcp, registrations) = catalogue::register(&BoardObjects {
+            spec: &spec,
+            display: &run.display,
+            has_backlight: run.backlight.is_some(),
+            has_camera: run.camera.is_some(),
+        });
+        for r in registrations {
+            if r.added {
+                core.log('I', "MCP", || {
+                    format!("Add tool: {}{}", r.name, if r.user_only { " [user]" } else { "" })
+                });
+            } else {
+                core.log('W', "MCP", || format!("Tool {} already added", r.name));
+            }
+        }
+        run.mcp = mcp;
+        run.protocol = Some(Link::Direct);
+        run.set_state(core, DeviceState::Activating);
+        run.set_state(core, DeviceState::Idle);
+        run
+    }
+
+    /// `DeviceStateMachine::TransitionTo`; false (and a warning) when the table refuses.
+    pub fn set_state(&mut self, core: &mut Core, to: DeviceState) -> bool {
+        let from = self.state;
+        if from == to {
+            return true;
+        }
+        if !from.can_go_to(to) {
+            core.emit(|| Event::StateRejected {
+                from: from.name(),
+                to: to.name(),
+            });
+            return false;
+        }
+        self.state = to;
+        core.emit(|| Event::StateChanged {
+            from: from.name(),
+            to: to.name(),
+        });
+        true
+    }
+
+    /// Applies what the receive task decided.
+    pub fn receive(&mut self, core: &mut Core, received: Received) -> Receipt {
+        match received {
+            Received::Dropped { reason, log } => {
+                if let Some(line) = log {
+                    log_line(core, line);
+                }
+                let why = reason.as_str();
+                core.emit(|| Event::MessageDropped { reason: why });
+                Receipt::Dropped { reason }
+            }
+            Received::Reply {
+                id,
+                payload,
+                is_error,
+                log,
+                vision,
+            } => {
+                if let (Some(v), Some(camera)) = (vision, self.camera.as_mut()) {
+                    camera.set_explain_url(&v.url, &v.token);
+                }
+                if let Some(line) = log {
+                    log_line(core, line);
+                }
+                self.main.schedule(Task::Send { payload });
+                Receipt::Answered { id, is_error }
+            }
+            Received::Call { id, tool, args } => {
+                let name = self.mcp.tool(tool).name().to_string();
+                let receipt = Receipt::Scheduled {
+                    id,
+                    tool: name,
+                    args: args.clone(),
+                };
+                self.main.schedule(Task::Call { id, tool, args });
+                receipt
+            }
+        }
+    }
+
+    /// Runs one task on the main task.
+    pub fn run_task(&mut self, core: &mut Core, task: Task) -> Step {
+        match task {
+            Task::Send { payload } => {
+                match self.protocol {
+                    Some(Link::Direct) => core.transmit(payload),
+                    None => core.emit(|| Event::ReplyDropped {
+                        payload,
+                        why: "no protocol object",
+                    }),
+                }
+                Step::Done
+            }
+            Task::Call { id, tool, args } => match self.call(core, tool, &args) {
+                Callback::Return(value) => self.reply_later(core, id, Ok(value)),
+                Callback::Throw(message) => self.reply_later(core, id, Err(message)),
+                Callback::Blocked(d, outcome) => Step::Block(d, Task::FinishCall { id, outcome }),
+                Callback::Panic(reason) => {
+                    core.emit(|| Event::Panicked { reason });
+                    Step::Restart(BootReason::Panic)
+                }
+            },
+            Task::FinishCall { id, outcome } => self.reply_later(core, id, outcome),
+            Task::UserReboot => {
+                core.log('W', "MCP", || "User requested reboot".to_string());
+                Step::Block(
+                    core.delay(1000),
+                    Task::Reboot {
+                        stage: RebootStage::Enter,
+                    },
+                )
+            }
+            Task::Reboot {
+                stage: RebootStage::Enter,
+            } => {
+                core.log('I', "Application", || "Rebooting...".to_string());
+                core.emit(|| Event::RebootEntered);
+                self.protocol = None;
+                Step::Block(
+                    core.delay(1000),
+                    Task::Reboot {
+                        stage: RebootStage::Restart,
+                    },
+                )
+            }
+            Task::Reboot {
+                stage: RebootStage::Restart,
+            } => Step::Restart(BootReason::EspRestart),
+            Task::Upgrade { url, stage } => self.upgrade(core, url, stage),
+        }
+    }
+
+    /// The second hop: `ReplyResult`/`ReplyError` schedule the send.
+    fn reply_later(&mut self, core: &mut Core, id: i32, outcome: Result<ReturnValue, Vec<u8>>) -> Step {
+        let payload = match outcome {
+            Ok(value) => call_result_payload(id, &value),
+            Err(message) => {
+                core.log('E', "MCP", || {
+                    format!("tools/call: {}", String::from_utf8_lossy(&message))
+                });
+                wire::reply_error(id, &message)
+            }
+        };
+        self.main.schedule(Task::Send { payload });
+        Step::Done
+    }
+
+    /// `Application::UpgradeFirmware` (FIRMWARE.md §11.2).
+    fn upgrade(&mut self, core: &mut Core, url: Vec<u8>, stage: UpgradeStage) -> Step {
+        let next = |stage| Task::Upgrade {
+            url: url.clone(),
+            stage,
+        };
+        match stage {
+            UpgradeStage::Start => {
+                core.log('I', "Application", || {
+                    format!("Starting firmware upgrade from URL: {}", String::from_utf8_lossy(&url))
+                });
+                Step::Block(core.delay(3000), next(UpgradeStage::AfterAlert))
+            }
+            UpgradeStage::AfterAlert => {
+                self.set_state(core, DeviceState::Upgrading);
+                Step::Block(core.delay(1000), next(UpgradeStage::Download))
+            }
+            UpgradeStage::Download => {
+                core.emit(|| Event::OtaStarted { url: url.clone() });
+                let ota = core.world.ota.clone();
+                let then = if ota.succeeds {
+                    UpgradeStage::Succeeded
+                } else {
+                    UpgradeStage::Failed
+                };
+                Step::Block(ota.download_time, next(then))
+            }
+            UpgradeStage::Failed => {
+                core.emit(|| Event::OtaFinished { ok: false });
+                core.log('E', "Application", || {
+                    "Firmware upgrade failed, restarting audio service and continuing operation...".to_string()
+                });
+                Step::Block(core.delay(3000), next(UpgradeStage::FailedDone))
+            }
+            UpgradeStage::FailedDone => {
+                core.log('E', "MCP", || "Firmware upgrade failed".to_string());
+                Step::Done
+            }
+            UpgradeStage::Succeeded => {
+                core.emit(|| Event::OtaFinished { ok: true });
+                core.log('I', "Application", || {
+                    "Firmware upgrade successful, rebooting...".to_string()
+                });
+                Step::Block(
+                    core.delay(1000),
+                    Task::Reboot {
+                        stage: RebootStage::Enter,
+                    },
+                )
+            }
+        }
+    }
+
+    /// The earliest esp_timer deadline.
+    pub fn timer_deadline(&self) -> Option<crate::time::SimTime> {
+        self.backlight.as_ref().and_then(Backlight::next_deadline)
+    }
+
+    /// Fires every esp_timer due at `core.now` (timer task outranks the main task).
+    pub fn fire_timers(&mut self, core: &mut Core) {
+        let now = core.now;
+        if let Some(b) = self.backlight.as_mut() {
+            while let Some(step) = b.on_tick(now) {
+                core.emit(|| Event::BacklightStep {
+                    brightness: step.brightness,
+                    duty: step.duty,
+                });
+            }
+        }
+    }
+
+    /// `Backlight::SetBrightness(b, permanent)`.
+    fn set_brightness(&mut self, core: &mut Core, brightness: u8, permanent: bool) -> Option<&'static str> {
+        let now = core.now;
+        let backlight = self.backlight.as_mut()?;
+        let clamped = brightness.min(100);
+        if clamped == backlight.brightness() {
+            return None;
+        }
+        if permanent && let Err(e) = core.nvs_set("display", "brightness", NvsValue::I32(i32::from(clamped))) {
+            return Some(e);
+        }
+        if let SetOutcome::Fading { target, .. } = backlight.set_brightness(now, clamped) {
+            core.emit(|| Event::BacklightTarget { target });
+            core.log('I', "Backlight", || format!("Set brightness to {target}"));
+        }
+        None
+    }
+
+    /// `display->SetTheme(theme)` for a registered name; persists on LCD. Returns whether the
+    /// name was found, or the NVS error that aborts.
+    fn apply_theme(&mut self, core: &mut Core, name: &[u8]) -> Result<bool, &'static str> {
+        let Some(theme) = self.display.set_theme(name) else {
+            return Ok(false);
+        };
+        core.emit(|| Event::ThemeApplied { theme: theme.clone() });
+        if self.display.persists_theme() {
+            core.nvs_set("display", "theme", NvsValue::Str(theme.into_bytes()))?;
+        }
+        Ok(true)
+    }
+
+    /// `AudioCodec::SetOutputVolume`: store, log, persist.
+    fn set_volume(&mut self, core: &mut Core, volume: i32) -> Result<(), &'static str> {
+        self.volume = volume;
+        core.emit(|| Event::VolumeChanged { volume });
+        core.log('I', "AudioCodec", || format!("Set output volume to {volume}"));
+        core.nvs_set("audio", "output_volume", NvsValue::I32(volume))
+    }
+
+    /// VOL+/VOL− buttons (±10 clamped, long press = 100/0).
+    pub fn volume_button(&mut self, core: &mut Core, delta: i32, long: bool) {
+        let target = if long {
+            if delta > 0 { 100 } else { 0 }
+        } else {
+            (self.volume + delta).clamp(0, 100)
+        };
+        if let Err(e) = self.set_volume(core, target) {
+            core.emit(|| Event::Panicked {
+                reason: format!("ESP_ERROR_CHECK failed: {e}"),
+            });
+        }
+    }
+
+    /// The software state `GetDeviceStatusJson` reads.
+    pub fn device_status(&self, core: &Core) -> Vec<u8> {
+        let mut out = Vec::with_capacity(160);
+        report::device_status_json(
+            &StatusFacts {
+                volume: Some(self.volume),
+                brightness: self.backlight.as_ref().map(Backlight::brightness),
+                display: (self.display.kind() != DisplayKind::None)
+                    .then(|| (self.display.height(), self.display.current_theme())),
+                battery: core.spec.battery.as_ref().map(|b| (b.level, b.charging)),
+                wifi: &core.world.wifi,
+            },
+            &mut out,
+        );
+        out
+    }
+
+    fn system_info(&self, core: &Core) -> Vec<u8> {
+        report::system_info_json(&SystemFacts {
+            spec: &core.spec,
+            mac: &core.mac,
+            uuid: &self.uuid,
+            elf_sha256: &core.elf_sha256,
+            display: (
+                self.display.is_monochrome(),
+                self.display.width(),
+                self.display.height(),
+            ),
+            wifi: &core.world.wifi,
+        })
+    }
+
+    fn http(&self, core: &mut Core, method: &'static str, url: &[u8]) -> HttpOutcome {
+        let outcome = core.world.http_open(url);
+        core.emit(|| Event::HttpOpened {
+            method,
+            url: url.to_vec(),
+            outcome: match &outcome {
+                HttpOutcome::Unreachable { .. } => "fail".to_string(),
+                HttpOutcome::Answered { status, .. } => format!("status {status}"),
+            },
+        });
+        outcome
+    }
+
+    /// The callbacks (main task).
+    fn call(&mut self, core: &mut Core, tool: usize, args: &[PropertyValue]) -> Callback {
+        let action = self.mcp.tool(tool).action().clone();
+        let arg = |i: usize| args.get(i).cloned().unwrap_or(PropertyValue::Int(0));
+        let panic = |e: &'static str| Callback::Panic(format!("ESP_ERROR_CHECK failed: {e}"));
+        match action {
+            ToolAction::GetDeviceStatus => Callback::Return(ReturnValue::Text(self.device_status(core))),
+            ToolAction::SetVolume => match self.set_volume(core, arg(0).as_int()) {
+                Ok(()) => Callback::Return(ReturnValue::Bool(true)),
+                Err(e) => panic(e),
+            },
+            ToolAction::SetBrightness => {
+                // `static_cast<uint8_t>(value)`.
+                let b = arg(0).as_int() as u8;
+                match self.set_brightness(core, b, true) {
+                    None => Callback::Return(ReturnValue::Bool(true)),
+                    Some(e) => panic(e),
+                }
+            }
+            ToolAction::SetTheme => match self.apply_theme(core, arg(0).as_bytes()) {
+                Ok(found) => Callback::Return(ReturnValue::Bool(found)),
+                Err(e) => panic(e),
+            },
+            ToolAction::TakePhoto => self.take_photo(core, arg(0).as_bytes()),
+            ToolAction::LampGetState { gpio } => {
+                let on = self.gpio_flags.get(&gpio).copied().unwrap_or(false);
+                Callback::Return(ReturnValue::Text(
+                    if on { wire::LAMP_POWER_ON } else { wire::LAMP_POWER_OFF }
+                        .as_bytes()
+                        .to_vec(),
+                ))
+            }
+            ToolAction::LampTurnOn { gpio } => {
+                self.drive_gpio(core, gpio, true);
+                Callback::Return(ReturnValue::Bool(true))
+            }
+            ToolAction::LampTurnOff { gpio } => {
+                self.drive_gpio(core, gpio, false);
+                Callback::Return(ReturnValue::Bool(true))
+            }
+            ToolAction::GetSystemInfo => Callback::Return(ReturnValue::Text(self.system_info(core))),
+            ToolAction::Reboot => {
+                self.main.schedule(Task::UserReboot);
+                Callback::Return(ReturnValue::Bool(true))
+            }
+            ToolAction::UpgradeFirmware => {
+                let url = arg(0).as_bytes().to_vec();
+                core.log('I', "MCP", || {
+                    format!(
+                        "User requested firmware upgrade from URL: {}",
+                        String::from_utf8_lossy(&url)
+                    )
+                });
+                self.main.schedule(Task::Upgrade {
+                    url,
+                    stage: UpgradeStage::Start,
+                });
+                Callback::Return(ReturnValue::Bool(true))
+            }
+            ToolAction::ScreenGetInfo => {
+                let mut json = Vec::with_capacity(64);
+                json.extend_from_slice(b"{\"width\":");
+                crate::cjson::write_int(&mut json, self.display.width() as i32);
+                json.extend_from_slice(b",\"height\":");
+                crate::cjson::write_int(&mut json, self.display.height() as i32);
+                json.extend_from_slice(if self.display.is_monochrome() {
+                    b",\"monochrome\":true}"
+                } else {
+                    b",\"monochrome\":false}"
+                });
+                Callback::Return(ReturnValue::Json(json))
+            }
+            ToolAction::ScreenSnapshot => self.snapshot(core, arg(0).as_bytes(), arg(1).as_int()),
+            ToolAction::ScreenPreviewImage => self.preview_image(core, arg(0).as_bytes()),
+            ToolAction::AssetsSetDownloadUrl => {
+                match core.nvs_set("assets", "download_url", NvsValue::Str(arg(0).as_bytes().to_vec())) {
+                    Ok(()) => Callback::Return(ReturnValue::Bool(true)),
+                    Err(e) => panic(e),
+                }
+            }
+            ToolAction::Board(index) => self.board_tool(core, index, tool, args),
+        }
+    }
+
+    fn drive_gpio(&mut self, core: &mut Core, gpio: u32, on: bool) {
+        self.gpio_flags.insert(gpio, on);
+        core.emit(|| Event::GpioSet {
+            gpio,
+            level: u8::from(on),
+        });
+    }
+
+    fn take_photo(&mut self, core: &mut Core, question: &[u8]) -> Callback {
+        let Some(camera) = self.camera.as_mut() else {
+            return Callback::Throw(wire::ERR_FAILED_TO_CAPTURE_PHOTO.into());
+        };
+        if !camera.capture() {
+            return Callback::Throw(wire::ERR_FAILED_TO_CAPTURE_PHOTO.into());
+        }
+        let (w, h, len) = (camera.width, camera.height, camera.frame_len());
+        core.emit(|| Event::CameraCaptured { width: w, height: h });
+        core.log('I', "Esp32Camera", || {
+            format!("Captured frame: {w}x{h}, len={len}, format=0")
+        });
+        if camera.explain_url.is_empty() {
+            return Callback::Throw(wire::ERR_EXPLAIN_URL_NOT_SET.into());
+        }
+        let url = camera.explain_url.clone();
+        let asked = String::from_utf8_lossy(question).into_owned();
+        core.emit(|| Event::Note {
+            text: format!("camera_explain question={}", crate::trace::quote(asked.as_bytes())),
+        });
+        match self.http(core, "POST", &url) {
+            HttpOutcome::Unreachable { after } => {
+                core.log('E', "Esp32Camera", || "Failed to connect to explain URL".to_string());
+                Callback::Blocked(after, Err(wire::ERR_CONNECT_EXPLAIN_URL.into()))
+            }
+            HttpOutcome::Answered { status, body, latency } => {
+                if status != 200 {
+                    core.log('E', "Esp32Camera", || {
+                        format!("Failed to upload photo, status code: {status}")
+                    });
+                    Callback::Blocked(latency, Err(wire::ERR_UPLOAD_PHOTO.into()))
+                } else {
+                    Callback::Blocked(latency, Ok(ReturnValue::Text(body)))
+                }
+            }
+        }
+    }
+
+    fn snapshot(&mut self, core: &mut Core, url: &[u8], quality: i32) -> Callback {
+        // SnapshotToJpeg: a tiny deterministic JPEG whose size grows with quality.
+        let bytes = 16 + (quality.max(0) as usize) * 7 / 80;
+        core.emit(|| Event::Note {
+            text: format!("display_snapshot quality={quality} bytes={bytes}"),
+        });
+        core.log('I', "MCP", || {
+            format!("Upload snapshot {bytes} bytes to {}", String::from_utf8_lossy(url))
+        });
+        match self.http(core, "POST", url) {
+            HttpOutcome::Unreachable { after } => Callback::Blocked(after, Err(wire::concat(wire::ERR_OPEN_URL, url))),
+            HttpOutcome::Answered { status, latency, .. } if status != 200 => Callback::Blocked(
+                latency,
+                Err(wire::concat(wire::ERR_UNEXPECTED_STATUS, status.to_string().as_bytes())),
+            ),
+            HttpOutcome::Answered { latency, .. } => Callback::Blocked(latency, Ok(ReturnValue::Bool(true))),
+        }
+    }
+
+    fn preview_image(&mut self, core: &mut Core, url: &[u8]) -> Callback {
+        match self.http(core, "GET", url) {
+            HttpOutcome::Unreachable { after } => Callback::Blocked(after, Err(wire::concat(wire::ERR_OPEN_URL, url))),
+            HttpOutcome::Answered { status, latency, .. } if status != 200 => Callback::Blocked(
+                latency,
+                Err(wire::concat(wire::ERR_UNEXPECTED_STATUS, status.to_string().as_bytes())),
+            ),
+            HttpOutcome::Answered { body, latency, .. } => {
+                // heap_caps_malloc(0) returns NULL; so does a body larger than the free heap.
+                if body.is_empty() || body.len() > core.spec.target.free_heap {
+                    Callback::Blocked(latency, Err(wire::concat(wire::ERR_ALLOCATE_IMAGE, url)))
+                } else {
+                    Callback::Blocked(latency, Ok(ReturnValue::Bool(true)))
+                }
+            }
+        }
+    }
+
+    /// A board-file tool's behaviour.
+    fn board_tool(&mut self, core: &mut Core, index: usize, tool: usize, args: &[PropertyValue]) -> Callback {
+        let spec = core.spec.clone();
+        let BoardTool::Tool(t) = &spec.board_tools[index] else {
+            return Callback::Throw(b"not a board tool".to_vec());
+        };
+        let arg_named = |name: &str| {
+            let props = self.mcp.tool(tool).properties();
+            props
+                .iter()
+                .position(|p| p.name() == name)
+                .and_then(|i| args.get(i).cloned())
+        };
+        match &t.behavior {
+            Behavior::Gpio { gpio, level, from } => {
+                let on = match (level, from) {
+                    (Some(l), _) => *l != 0,
+                    (None, Some(f)) => match arg_named(f) {
+                        Some(PropertyValue::Bool(b)) => b,
+                        Some(PropertyValue::Int(i)) => i != 0,
+                        _ => false,
+                    },
+                    (None, None) => false,
+                };
+                self.drive_gpio(core, *gpio, on);
+                Callback::Return(ReturnValue::Bool(true))
+            }
+            Behavior::GpioState { gpio, key } => {
+                let on = self.gpio_flags.get(gpio).copied().unwrap_or(false);
+                Callback::Return(ReturnValue::Text(format!("{{\"{key}\": {on}}}").into_bytes()))
+            }
+            Behavior::NvsSet { namespace, key, from } => {
+                let value = match arg_named(from) {
+                    Some(PropertyValue::Int(i)) => NvsValue::I32(i),
+                    Some(PropertyValue::Bool(b)) => NvsValue::U8(u8::from(b)),
+                    Some(PropertyValue::Str(s)) => NvsValue::Str(s),
+                    None => NvsValue::I32(0),
+                };
+                match core.nvs_set(namespace, key, value) {
+                    Ok(()) => Callback::Return(ReturnValue::Bool(true)),
+                    Err(e) => panic(e),
+                }
+            }
+            Behavior::Returns { value } => Callback::Return(match value {
+                ReturnSpec::Bool(b) => ReturnValue::Bool(*b),
+                ReturnSpec::Int(i) => ReturnValue::Int(*i),
+                ReturnSpec::Text(s) => ReturnValue::Text(s.as_bytes().to_vec()),
+            }),
+            Behavior::Builtin { name } => {
+                Callback::Throw(format!("built-in behaviour {name} is not available").into_bytes())
+            }
+        }
+    }
+}
+
+fn panic(e: &'static str) -> Callback {
+    Callback::Panic(format!("ESP_ERROR_CHECK failed: {e}"))
+}
+
+/// Records a firmware log line given as `"<L> <TAG>: <text>"`.
+fn log_line(core: &mut Core, line: String) {
+    let (level, rest) = line.split_at(1);
+    let level = level.chars().next().unwrap_or('I');
+    let rest = rest.trim_start();
+    let (tag, text) = rest.split_once(": ").unwrap_or(("MCP", rest));
+    let tag: &'static str = match tag {
+        "MCP" => "MCP",
+        _ => "App",
+    };
+    let text = text.to_string();
+    core.log(level, tag, || text);
+}

@@ -1,0 +1,14 @@
+//! Built-in tool behaviours that a board file can name (`behavior: {builtin: {name: …}}`) when a
+//! callback does more than data can say (e.g. otto-robot's servo controller). The tool's texts
+//! and schema still come from the board file.
+
+/// Every built-in behaviour the device model implements.
+const KNOWN: &[&str] = &[];
+
+pub fn is_known(name: &str) -> bool {
+    KNOWN.contains(&name)
+}
+
+pub fn known_names() -> Vec<&'static str> {
+    KNOWN.to_vec()
+}

@@ -1,0 +1,253 @@
+//! Tool registration at boot, by the firmware's rules (FIRMWARE.md §4.8, §7.1; `application.cc`
+//! `Initialize`, `McpServer::AddCommonTools` / `AddUserOnlyTools`, `LampController`).
+//!
+//! Order: tools of the board constructor first (lamp, board-file tools), then `AddCommonTools`
+//! puts the common tools *in front* of them (bypassing the duplicate check between the groups),
+//! then the user-only tools. What is registered depends only on board facts (backlight, display
+//! class and theme, camera, snapshot support), never on a per-board list.
+
+use crate::board::{BoardSpec, BoardTool};
+use crate::hw::display::Display;
+use crate::mcp::property::{Property, PropertyType, PropertyValue};
+use crate::mcp::{McpServer, McpTool, ToolAction, wire};
+
+/// The objects the board constructed, as far as registration cares.
+pub struct BoardObjects<'a> {
+    pub spec: &'a BoardSpec,
+    pub display: &'a Display,
+    pub has_backlight: bool,
+    pub has_camera: bool,
+}
+
+/// One registration attempt, for the boot log (`Add tool: …` / `Tool … already added`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Registration {
+    pub name: String,
+    pub user_only: bool,
+    pub added: bool,
+}
+
+fn add(server: &mut McpServer, log: &mut Vec<Registration>, tool: McpTool) {
+    let name = tool.name().to_string();
+    let user_only = tool.user_only();
+    let added = server.add_tool(tool);
+    log.push(Registration { name, user_only, added });
+}
+
+fn no_args(name: &str, description: &str, action: ToolAction) -> McpTool {
+    McpTool::new(name, description, Vec::new(), false, action)
+}
+
+fn ranged(name: &str, min: i32, max: i32) -> Property {
+    Property::ranged(name, PropertyType::Integer, min, max).expect("built-in ranges are integer")
+}
+
+/// Builds the registry exactly as the firmware's boot does.
+pub fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {
+    let spec = objects.spec;
+    let mut server = McpServer::new(&spec.name, &spec.firmware.version, objects.has_camera);
+    let mut log = Vec::new();
+
+    // Board constructor (runs at the first Board::GetInstance()).
+    for (index, tool) in spec.board_tools.iter().enumerate() {
+        match tool {
+            BoardTool::Lamp { gpio } => {
+                let gpio = *gpio;
+                add(
+                    &mut server,
+                    &mut log,
+                    no_args(
+                        wire::TOOL_LAMP_GET_STATE,
+                        wire::DESC_LAMP_GET_STATE,
+                        ToolAction::LampGetState { gpio },
+                    ),
+                );
+                add(
+                    &mut server,
+                    &mut log,
+                    no_args(
+                        wire::TOOL_LAMP_TURN_ON,
+                        wire::DESC_LAMP_TURN_ON,
+                        ToolAction::LampTurnOn { gpio },
+                    ),
+                );
+                add(
+                    &mut server,
+                    &mut log,
+                    no_args(
+                        wire::TOOL_LAMP_TURN_OFF,
+                        wire::DESC_LAMP_TURN_OFF,
+                        ToolAction::LampTurnOff { gpio },
+                    ),
+                );
+            }
+            BoardTool::Tool(t) => {
+                let properties = t
+                    .properties
+                    .iter()
+                    .map(|p| p.to_property().expect("validated when the board file was loaded"))
+                    .collect();
+                add(
+                    &mut server,
+                    &mut log,
+                    McpTool::new(
+                        &t.name,
+                        &t.description,
+                        properties,
+                        t.user_only,
+                        ToolAction::Board(index),
+                    ),
+                );
+            }
+        }
+    }
+
+    // Application::Initialize → AddCommonTools (in front of the board tools).
+    let mut common_log = Vec::new();
+    server.add_in_front(|s| {
+        add(
+            s,
+            &mut common_log,
+            no_args(
+                wire::TOOL_GET_DEVICE_STATUS,
+                wire::DESC_GET_DEVICE_STATUS,
+                ToolAction::GetDeviceStatus,
+            ),
+        );
+        add(
+            s,
+            &mut common_log,
+            McpTool::new(
+                wire::TOOL_SET_VOLUME,
+                wire::DESC_SET_VOLUME,
+                vec![ranged("volume", 0, 100)],
+                false,
+                ToolAction::SetVolume,
+            ),
+        );
+        if objects.has_backlight {
+            add(
+                s,
+                &mut common_log,
+                McpTool::new(
+                    wire::TOOL_SET_BRIGHTNESS,
+                    wire::DESC_SET_BRIGHTNESS,
+                    vec![ranged("brightness", 0, 100)],
+                    false,
+                    ToolAction::SetBrightness,
+                ),
+            );
+        }
+        // HAVE_LVGL is on for every modelled board (no emote message style).
+        if objects.display.current_theme().is_some() {
+            add(
+                s,
+                &mut common_log,
+                McpTool::new(
+                    wire::TOOL_SET_THEME,
+                    wire::DESC_SET_THEME,
+                    vec![Property::required("theme", PropertyType::String)],
+                    false,
+                    ToolAction::SetTheme,
+                ),
+            );
+        }
+        if objects.has_camera {
+            add(
+                s,
+                &mut common_log,
+                McpTool::new(
+                    wire::TOOL_TAKE_PHOTO,
+                    wire::DESC_TAKE_PHOTO,
+                    vec![Property::required("question", PropertyType::String)],
+                    false,
+                    ToolAction::TakePhoto,
+                ),
+            );
+        }
+    });
+    log.extend(common_log);
+
+    // AddUserOnlyTools.
+    let user = |name: &str, description: &str, properties: Vec<Property>, action: ToolAction| {
+        McpTool::new(name, description, properties, true, action)
+    };
+    add(
+        &mut server,
+        &mut log,
+        user(
+            wire::TOOL_GET_SYSTEM_INFO,
+            wire::DESC_GET_SYSTEM_INFO,
+            vec![],
+            ToolAction::GetSystemInfo,
+        ),
+    );
+    add(
+        &mut server,
+        &mut log,
+        user(wire::TOOL_REBOOT, wire::DESC_REBOOT, vec![], ToolAction::Reboot),
+    );
+    let url_default = Property::with_default(
+        "url",
+        PropertyType::String,
+        PropertyValue::Str(wire::DEFAULT_UPGRADE_URL.as_bytes().to_vec()),
+    )
+    .expect("string default");
+    add(
+        &mut server,
+        &mut log,
+        user(
+            wire::TOOL_UPGRADE_FIRMWARE,
+            wire::DESC_UPGRADE_FIRMWARE,
+            vec![url_default],
+            ToolAction::UpgradeFirmware,
+        ),
+    );
+    if objects.display.is_lvgl() {
+        add(
+            &mut server,
+            &mut log,
+            user(
+                wire::TOOL_SCREEN_GET_INFO,
+                wire::DESC_SCREEN_GET_INFO,
+                vec![],
+                ToolAction::ScreenGetInfo,
+            ),
+        );
+        if spec.target.lv_use_snapshot {
+            let quality =
+                Property::ranged_with_default("quality", PropertyType::Integer, 80, 1, 100).expect("80 in 1..=100");
+            add(
+                &mut server,
+                &mut log,
+                user(
+                    wire::TOOL_SCREEN_SNAPSHOT,
+                    wire::DESC_SCREEN_SNAPSHOT,
+                    vec![Property::required("url", PropertyType::String), quality],
+                    ToolAction::ScreenSnapshot,
+                ),
+            );
+            add(
+                &mut server,
+                &mut log,
+                user(
+                    wire::TOOL_SCREEN_PREVIEW_IMAGE,
+                    wire::DESC_SCREEN_PREVIEW_IMAGE,
+                    vec![Property::required("url", PropertyType::String)],
+                    ToolAction::ScreenPreviewImage,
+                ),
+            );
+        }
+    }
+    add(
+        &mut server,
+        &mut log,
+        user(
+            wire::TOOL_ASSETS_SET_DOWNLOAD_URL,
+            wire::DESC_ASSETS_SET_DOWNLOAD_URL,
+            vec![Property::required("url", PropertyType::String)],
+            ToolAction::AssetsSetDownloadUrl,
+        ),
+    );
+    (server, log)
+}

@@ -1,0 +1,485 @@
+//! One simulated board: boot, the receive task, the main task, timers, reboot and power
+//! (`main/application.cc`, `main/boards/common/*`; FIRMWARE.md §4–§6, §9–§11).
+//!
+//! The device is **sans-IO** (quinn-proto style): it is handed `now` and inbound MCP payloads
+//! ([`Device::handle_mcp`]), and hands back outbound payloads ([`Device::poll_output`]), trace
+//! events ([`Device::drain_events`]) and its next deadline ([`Device::poll_timeout`]). It never
+//! reads a clock and never sleeps; whoever drives it owns time.
+
+pub mod app;
+pub mod builtin;
+pub mod catalogue;
+pub mod main_loop;
+pub mod report;
+pub mod state;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::board::BoardSpec;
+use crate::cjson::{self, Limits, Parser, Terminator};
+use crate::hw::nvs::Nvs;
+use crate::mcp::{DropReason, McpServer, PropertyValue, Received};
+use crate::time::{SimDuration, SimTime};
+use crate::trace::{BootReason, Event, NvsValue, TraceEvent};
+use crate::world::WorldSpec;
+
+pub use app::Running;
+pub use state::DeviceState;
+
+/// Faults that change what the board constructs at its next boot (FIRMWARE.md §7.4, §9).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// The OLED panel does not answer: `NoDisplay` fallback (tools disappear).
+    pub display_init_fails: bool,
+    /// `esp_camera_init` fails: the tool stays, every call says `Failed to capture photo`.
+    pub camera_init_fails: bool,
+}
+
+/// What leaves the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// An MCP payload the protocol transmitted (the inner JSON-RPC payload, raw bytes).
+    Mcp { payload: Vec<u8>, at: SimTime },
+}
+
+/// What the receive task did with one inbound payload (the "parameters" evidence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Receipt {
+    /// The device was off or still booting: nobody received it.
+    NotRunning,
+    /// Dropped without any reply, ever.
+    Dropped { reason: DropReason },
+    /// Parsing needed more heap than the device has: dropped (a device event, not a twin crash).
+    OutOfMemory,
+    /// A reply was built on the receive task and queued (1 hop).
+    Answered { id: i32, is_error: bool },
+    /// A valid `tools/call` was queued for the main task (2 hops), with the coerced arguments.
+    Scheduled {
+        id: i32,
+        tool: String,
+        args: Vec<PropertyValue>,
+    },
+}
+
+/// Power state of the board.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Power {
+    Off,
+    Booting { ready_at: SimTime, reason: BootReason },
+    On,
+}
+
+/// State that is not part of the application: identity, flash, time, trace, outputs.
+pub struct Core {
+    pub spec: Arc<BoardSpec>,
+    pub world: WorldSpec,
+    pub faults: Faults,
+    pub nvs: Nvs,
+    pub now: SimTime,
+    pub boots: u32,
+    pub rng: ChaCha8Rng,
+    pub mac: String,
+    pub elf_sha256: [u8; 32],
+    trace: bool,
+    events: Vec<TraceEvent>,
+    outputs: VecDeque<Output>,
+    power: Power,
+    last_boot_at: Option<SimTime>,
+}
+
+impl Core {
+    /// Records an event (only when tracing; the closure is not evaluated otherwise).
+    pub fn emit(&mut self, kind: impl FnOnce() -> Event) {
+        if self.trace {
+            let at = self.now;
+            self.events.push(TraceEvent { at, kind: kind() });
+        }
+    }
+
+    /// An `ESP_LOGx` line.
+    pub fn log(&mut self, level: char, tag: &'static str, text: impl FnOnce() -> String) {
+        if self.trace {
+            let at = self.now;
+            self.events.push(TraceEvent {
+                at,
+                kind: Event::Logged {
+                    level,
+                    tag,
+                    text: text(),
+                },
+            });
+        }
+    }
+
+    pub fn is_tracing(&self) -> bool {
+        self.trace
+    }
+
+    /// `vTaskDelay(pdMS_TO_TICKS(ms))`.
+    pub fn delay(&self, ms: u64) -> SimDuration {
+        self.spec.target.tick_rate().delay(ms)
+    }
+
+    /// A `Settings::Set*` write with its event; the error name when NVS refuses it.
+    pub fn nvs_set(&mut self, namespace: &str, key: &str, value: NvsValue) -> Result<(), &'static str> {
+        let trace = self.trace;
+        let shown = trace.then(|| value.clone());
+        match self.nvs.set(namespace, key, value) {
+            Ok(()) => {
+                if let Some(value) = shown {
+                    self.emit(|| Event::NvsSet {
+                        namespace: namespace.to_string(),
+                        key: key.to_string(),
+                        value,
+                    });
+                }
+                Ok(())
+            }
+            Err(error) => {
+                self.emit(|| Event::NvsFailed {
+                    namespace: namespace.to_string(),
+                    key: key.to_string(),
+                    error,
+                });
+                Err(error)
+            }
+        }
+    }
+
+    fn transmit(&mut self, payload: Vec<u8>) {
+        if self.trace {
+            let copy = payload.clone();
+            self.emit(|| Event::ReplySent { payload: copy });
+        }
+        let at = self.now;
+        self.outputs.push_back(Output::Mcp { payload, at });
+    }
+}
+
+/// A simulated board.
+pub struct Device {
+    core: Core,
+    run: Option<Box<Running>>,
+    parser: Parser,
+    terminator: Terminator,
+}
+
+fn format_mac(bytes: [u8; 6]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+impl Device {
+    /// A freshly flashed board (empty NVS), powered off. Identity (MAC, build hash, and the UUID
+    /// made at first boot) comes from `seed`.
+    pub fn new(spec: Arc<BoardSpec>, world: WorldSpec, seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut mac = [0u8; 6];
+        rng.fill_bytes(&mut mac[3..]);
+        mac[..3].copy_from_slice(&[0xf4, 0x12, 0xfa]);
+        let mut elf_sha256 = [0u8; 32];
+        rng.fill_bytes(&mut elf_sha256);
+        Device {
+            core: Core {
+                spec,
+                world,
+                faults: Faults::default(),
+                nvs: Nvs::new(0x4000),
+                now: SimTime::ZERO,
+                boots: 0,
+                rng,
+                mac: format_mac(mac),
+                elf_sha256,
+                trace: true,
+                events: Vec::new(),
+                outputs: VecDeque::new(),
+                power: Power::Off,
+                last_boot_at: None,
+            },
+            run: None,
+            parser: Parser::new(),
+            terminator: Terminator::Length,
+        }
+    }
+
+    /// Turns event recording on or off (off for throughput runs).
+    pub fn set_trace(&mut self, on: bool) {
+        self.core.trace = on;
+    }
+
+    /// Which cJSON entry point inbound payloads go through: `Length` for WebSocket frames,
+    /// `Nul` for C strings (MQTT, `ParseMessage(std::string)`, the conformance recorder).
+    pub fn set_terminator(&mut self, terminator: Terminator) {
+        self.terminator = terminator;
+    }
+
+    pub fn faults_mut(&mut self) -> &mut Faults {
+        &mut self.core.faults
+    }
+
+    pub fn nvs(&self) -> &Nvs {
+        &self.core.nvs
+    }
+
+    pub fn nvs_mut(&mut self) -> &mut Nvs {
+        &mut self.core.nvs
+    }
+
+    pub fn spec(&self) -> &BoardSpec {
+        &self.core.spec
+    }
+
+    pub fn world(&self) -> &WorldSpec {
+        &self.core.world
+    }
+
+    pub fn world_mut(&mut self) -> &mut WorldSpec {
+        &mut self.core.world
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.core.now
+    }
+
+    pub fn mac(&self) -> &str {
+        &self.core.mac
+    }
+
+    /// Boots since the simulation started.
+    pub fn boots(&self) -> u32 {
+        self.core.boots
+    }
+
+    /// When the device last finished booting.
+    pub fn last_boot_at(&self) -> Option<SimTime> {
+        self.core.last_boot_at
+    }
+
+    /// The application, while the board runs.
+    pub fn app(&self) -> Option<&Running> {
+        self.run.as_deref()
+    }
+
+    pub fn mcp(&self) -> Option<&McpServer> {
+        self.run.as_deref().map(|r| &r.mcp)
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.core.power == Power::On && self.run.is_some()
+    }
+
+    pub fn is_powered(&self) -> bool {
+        self.core.power != Power::Off
+    }
+
+    /// True while the main task has queued or blocked work.
+    pub fn is_busy(&self) -> bool {
+        matches!(self.core.power, Power::Booting { .. }) || self.run.as_deref().is_some_and(|r| !r.main.is_idle())
+    }
+
+    /// Everything recorded since the last call.
+    pub fn drain_events(&mut self) -> Vec<TraceEvent> {
+        std::mem::take(&mut self.core.events)
+    }
+
+    /// The next transmitted payload.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.core.outputs.pop_front()
+    }
+
+    /// The earliest time at which the device has something to do.
+    pub fn poll_timeout(&self) -> Option<SimTime> {
+        let now = self.core.now;
+        let mut next: Option<SimTime> = None;
+        let mut consider = |t: Option<SimTime>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        match self.core.power {
+            Power::Off => {}
+            Power::Booting { ready_at, .. } => consider(Some(ready_at)),
+            Power::On => {
+                if let Some(run) = self.run.as_deref() {
+                    consider(run.main.deadline(now));
+                    consider(run.timer_deadline());
+                }
+            }
+        }
+        next.map(|t| t.max(now))
+    }
+
+    /// Runs everything due at or before `t`, then sets the clock to `t`.
+    pub fn run_until(&mut self, t: SimTime) {
+        self.advance(t, true);
+    }
+
+    /// Runs everything due strictly before `t` (work queued at `t` itself stays queued), then
+    /// sets the clock to `t`.
+    pub fn run_before(&mut self, t: SimTime) {
+        self.advance(t, false);
+    }
+
+    fn advance(&mut self, limit: SimTime, inclusive: bool) {
+        let limit = limit.max(self.core.now);
+        while let Some(at) = self.poll_timeout() {
+            if at > limit || (!inclusive && at == limit) {
+                break;
+            }
+            self.core.now = at;
+            self.step();
+        }
+        self.core.now = limit;
+    }
+
+    /// One instant: finish a boot, fire due timers, then let the main task run.
+    fn step(&mut self) {
+        let now = self.core.now;
+        if let Power::Booting { ready_at, reason } = self.core.power {
+            if ready_at <= now {
+                self.boot(reason);
+            }
+            return;
+        }
+        if let Some(run) = self.run.as_deref_mut() {
+            run.fire_timers(&mut self.core);
+        }
+        self.run_main_loop();
+    }
+
+    fn run_main_loop(&mut self) {
+        loop {
+            let Some(run) = self.run.as_deref_mut() else { return };
+            let now = self.core.now;
+            match run.main.next(now) {
+                main_loop::Next::Idle | main_loop::Next::BusyUntil(_) => return,
+                main_loop::Next::BatchTaken(tasks) => self.core.emit(|| Event::BatchStarted { tasks }),
+                main_loop::Next::Run(task) => match run.run_task(&mut self.core, task) {
+                    app::Step::Done => {}
+                    app::Step::Block(d, continuation) => {
+                        run.main.block(now + d, continuation);
+                        self.core.emit(|| Event::TaskDelayed { ms: d.as_millis() });
+                    }
+                    app::Step::Restart(reason) => {
+                        self.restart(reason);
+                        return;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Power on (no-op when already powered).
+    pub fn power_on(&mut self, now: SimTime) {
+        self.run_until(now);
+        if self.core.power != Power::Off {
+            return;
+        }
+        self.start_boot(BootReason::PowerOn);
+    }
+
+    /// Pulls the plug: volatile state and every queued task are gone; NVS stays.
+    pub fn cut_power(&mut self, now: SimTime) {
+        self.run_until(now);
+        if self.core.power == Power::Off {
+            return;
+        }
+        self.core.emit(|| Event::PowerCut);
+        self.drop_everything("power cut");
+        self.core.power = Power::Off;
+    }
+
+    fn start_boot(&mut self, reason: BootReason) {
+        let boot_time = self.core.world.boot_time;
+        if boot_time.is_zero() {
+            self.boot(reason);
+        } else {
+            self.core.power = Power::Booting {
+                ready_at: self.core.now + boot_time,
+                reason,
+            };
+        }
+    }
+
+    fn boot(&mut self, reason: BootReason) {
+        self.core.boots += 1;
+        let n = self.core.boots;
+        self.core.emit(|| Event::Booted { n, reason });
+        self.core.power = Power::On;
+        self.core.last_boot_at = Some(self.core.now);
+        self.run = Some(Box::new(Running::boot(&mut self.core)));
+    }
+
+    fn drop_everything(&mut self, why: &'static str) {
+        if let Some(mut run) = self.run.take() {
+            for task in run.main.drain() {
+                task.record_drop(&mut self.core, why);
+            }
+        }
+    }
+
+    /// `esp_restart()` (or a panic): everything queued dies, then the board boots again.
+    fn restart(&mut self, reason: BootReason) {
+        self.core.emit(|| Event::Restarted);
+        let why = match reason {
+            BootReason::Panic => "panic",
+            _ => "esp_restart",
+        };
+        self.drop_everything(why);
+        self.start_boot(reason);
+    }
+
+    /// The receive task: one inbound MCP payload, processed synchronously as `ParseMessage`
+    /// does. Work it schedules waits for the main task (see [`Device::run_until`]).
+    pub fn handle_mcp(&mut self, now: SimTime, payload: &[u8]) -> Receipt {
+        self.run_before(now);
+        if !self.is_running() {
+            self.core.emit(|| Event::MessageDropped {
+                reason: "device not running",
+            });
+            return Receipt::NotRunning;
+        }
+        let run = self.run.as_deref_mut().expect("running");
+        let limits = Limits {
+            heap_bytes: Some(self.core.spec.target.free_heap),
+        };
+        let received = match self.parser.parse(payload, self.terminator, limits) {
+            Ok(doc) => run.mcp.receive(doc.root()),
+            Err(cjson::ParseError::OutOfMemory { .. }) => {
+                self.core
+                    .log('E', "MCP", || "Failed to parse MCP message: out of memory".to_string());
+                self.core.emit(|| Event::MessageDropped {
+                    reason: "out of memory while parsing",
+                });
+                return Receipt::OutOfMemory;
+            }
+            Err(_) => Received::Dropped {
+                reason: DropReason::Unparseable,
+                log: self.core.is_tracing().then(|| {
+                    let shown = String::from_utf8_lossy(cjson::c_str(payload));
+                    format!("E MCP: Failed to parse MCP message: {shown}")
+                }),
+            },
+        };
+        run.receive(&mut self.core, received)
+    }
+
+    /// Everything scheduled but not yet run, described (for evidence).
+    pub fn pending_tasks(&self) -> Vec<String> {
+        self.run
+            .as_deref()
+            .map(|r| r.main.pending().map(|t| t.describe()).collect())
+            .unwrap_or_default()
+    }
+
+    /// A volume button press (button callbacks run in the esp_timer context, not the main task).
+    pub fn press_volume(&mut self, now: SimTime, delta: i32, long: bool) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.volume_button(&mut self.core, delta, long);
+        }
+    }
+}

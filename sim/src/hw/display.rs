@@ -1,0 +1,88 @@
+//! The display objects of `main/display/` as far as MCP sees them: the class (OLED, LCD or the
+//! `NoDisplay` fallback), its size, and the global LVGL theme registry with the current theme
+//! (`lvgl_theme.cc`, `oled_display.cc`, `lcd_display.cc`; FIRMWARE.md §10.4).
+//!
+//! Knows nothing about MCP or NVS: the caller persists LCD themes.
+
+use crate::board::{DisplayKind, DisplaySpec};
+
+/// The constructed display.
+#[derive(Clone, Debug)]
+pub struct Display {
+    kind: DisplayKind,
+    width: u32,
+    height: u32,
+    themes: Vec<String>,
+    current: Option<String>,
+    persist_theme: bool,
+}
+
+impl Display {
+    /// Constructs the board's display. `init_failed` models an OLED panel that does not answer:
+    /// the board falls back to `NoDisplay` (no themes, not an LVGL display, 0×0).
+    /// `stored_theme` is NVS `display/theme` for LCD boards.
+    pub fn new(spec: &DisplaySpec, init_failed: bool, stored_theme: Option<&str>) -> Self {
+        if spec.kind == DisplayKind::None || init_failed {
+            return Display {
+                kind: DisplayKind::None,
+                width: 0,
+                height: 0,
+                themes: Vec::new(),
+                current: None,
+                persist_theme: false,
+            };
+        }
+        let current = if spec.persist_theme {
+            stored_theme
+                .filter(|t| spec.themes.iter().any(|x| x == t))
+                .map(str::to_string)
+                .or_else(|| spec.default_theme.clone())
+        } else {
+            spec.default_theme.clone()
+        };
+        Display {
+            kind: spec.kind,
+            width: spec.width,
+            height: spec.height,
+            themes: spec.themes.clone(),
+            current,
+            persist_theme: spec.persist_theme,
+        }
+    }
+
+    pub fn kind(&self) -> DisplayKind {
+        self.kind
+    }
+    /// `dynamic_cast<LvglDisplay*>` succeeds (OLED or LCD, not the fallback).
+    pub fn is_lvgl(&self) -> bool {
+        self.kind != DisplayKind::None
+    }
+    /// `dynamic_cast<OledDisplay*>` succeeds.
+    pub fn is_monochrome(&self) -> bool {
+        self.kind == DisplayKind::Oled
+    }
+    pub fn width(&self) -> u32 {
+        self.width
+    }
+    pub fn height(&self) -> u32 {
+        self.height
+    }
+    /// `GetTheme()`.
+    pub fn current_theme(&self) -> Option<&str> {
+        self.current.as_deref()
+    }
+    pub fn persists_theme(&self) -> bool {
+        self.persist_theme
+    }
+
+    /// The `set_theme` tool: registry lookup (exact, case-sensitive), then `SetTheme`.
+    /// Returns `None` for an unknown name; otherwise the theme applied. OLED displays re-apply
+    /// their font but keep the current theme.
+    pub fn set_theme(&mut self, name: &[u8]) -> Option<String> {
+        let theme = self.themes.iter().find(|t| t.as_bytes() == name)?.clone();
+        if self.kind == DisplayKind::Lcd {
+            self.current = Some(theme.clone());
+        }
+        Some(theme)
+    }
+}

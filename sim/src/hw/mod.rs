@@ -1,0 +1,7 @@
+//! Virtual hardware: each module mirrors one firmware driver or board component and knows
+//! nothing about MCP (DESIGN.md §2, `hw::*`).
+
+pub mod backlight;
+pub mod camera;
+pub mod display;
+pub mod nvs;

@@ -1,0 +1,435 @@
+//! `McpServer` of `main/mcp_server.cc`: the tool registry and everything that happens on the
+//! receive task when an MCP payload arrives (FIRMWARE.md §4).
+//!
+//! `receive` is the synchronous part of `ParseMessage`: validation, `initialize`, `tools/list`,
+//! argument coercion. It returns what the device must do next — drop, queue a 1-hop reply, or
+//! queue the call for the main task. Knows nothing about hardware, scheduling or time.
+
+use std::collections::BTreeMap;
+
+use crate::cjson::Item;
+use crate::mcp::property::PropertyValue;
+use crate::mcp::tool::McpTool;
+use crate::mcp::wire;
+
+/// Why a message was dropped without any reply (FIRMWARE.md §4.2, quirk 6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// cJSON could not parse the bytes.
+    Unparseable,
+    /// `jsonrpc` absent, not a string, or not exactly `2.0`.
+    InvalidVersion,
+    /// `method` absent or not a string.
+    MissingMethod,
+    /// A `notifications*` method.
+    Notification,
+    /// `params` present but not an object.
+    InvalidParams,
+    /// `id` absent or not a number.
+    InvalidId,
+}
+
+impl DropReason {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            DropReason::Unparseable => "unparseable",
+            DropReason::InvalidVersion => "invalid jsonrpc version",
+            DropReason::MissingMethod => "missing method",
+            DropReason::Notification => "notification",
+            DropReason::InvalidParams => "params not an object",
+            DropReason::InvalidId => "id missing or not a number",
+        }
+    }
+}
+
+/// The camera settings an `initialize` carries (`capabilities.vision`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vision {
+    pub url: Vec<u8>,
+    pub token: Vec<u8>,
+}
+
+/// The outcome of the receive-task part of `ParseMessage`.
+#[derive(Debug)]
+pub enum Received {
+    /// Nothing will ever be sent back. `log` is the firmware's log line, if it logs one.
+    Dropped { reason: DropReason, log: Option<String> },
+    /// A reply built on the receive task (1 hop). `vision` is set by an `initialize` that
+    /// configures the camera.
+    Reply {
+        id: i32,
+        payload: Vec<u8>,
+        is_error: bool,
+        log: Option<String>,
+        vision: Option<Vision>,
+    },
+    /// A valid `tools/call`: run `tool` with `args` on the main task (2 hops).
+    Call {
+        id: i32,
+        tool: usize,
+        args: Vec<PropertyValue>,
+    },
+}
+
+/// The registry plus the server identity.
+#[derive(Clone, Debug)]
+pub struct McpServer {
+    tools: Vec<McpTool>,
+    first_by_name: BTreeMap<String, usize>,
+    board_name: String,
+    version: String,
+    has_camera: bool,
+}
+
+/// How one `tools/list` request turned out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolsPage {
+    /// The `result` object, maybe with `nextCursor`.
+    Page {
+        result: Vec<u8>,
+        next_cursor: Option<String>,
+        tools: usize,
+    },
+    /// Nothing fit (or nothing matched): the error message.
+    Error { message: Vec<u8> },
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+impl McpServer {
+    pub fn new(board_name: &str, version: &str, has_camera: bool) -> Self {
+        McpServer {
+            tools: Vec::new(),
+            first_by_name: BTreeMap::new(),
+            board_name: board_name.to_string(),
+            version: version.to_string(),
+            has_camera,
+        }
+    }
+
+    /// `McpServer::AddTool`: refuses a name already in the *current* list (returns false).
+    pub fn add_tool(&mut self, tool: McpTool) -> bool {
+        if self.tools.iter().any(|t| t.name() == tool.name()) {
+            return false;
+        }
+        self.tools.push(tool);
+        self.reindex();
+        true
+    }
+
+    /// `AddCommonTools`' list juggling: the tools registered so far are moved aside, `register`
+    /// adds the common tools to an empty list, then the moved-aside tools are appended — so the
+    /// duplicate check is bypassed between the two groups (FIRMWARE.md §4.8).
+    pub fn add_in_front(&mut self, register: impl FnOnce(&mut McpServer)) {
+        let original = std::mem::take(&mut self.tools);
+        self.reindex();
+        register(self);
+        self.tools.extend(original);
+        self.reindex();
+    }
+
+    fn reindex(&mut self) {
+        self.first_by_name.clear();
+        for (i, t) in self.tools.iter().enumerate() {
+            self.first_by_name.entry(t.name().to_string()).or_insert(i);
+        }
+    }
+
+    pub fn tools(&self) -> &[McpTool] {
+        &self.tools
+    }
+
+    pub fn tool(&self, index: usize) -> &McpTool {
+        &self.tools[index]
+    }
+
+    /// The first tool with exactly this name (byte compare, case-sensitive).
+    pub fn find(&self, name: &[u8]) -> Option<usize> {
+        std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| self.first_by_name.get(n).copied())
+    }
+
+    pub fn board_name(&self) -> &str {
+        &self.board_name
+    }
+
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The synchronous part of `McpServer::ParseMessage(const cJSON*)`.
+    pub fn receive(&self, json: Item<'_>) -> Received {
+        let version = json.get(b"jsonrpc");
+        match version.and_then(|v| v.c_string()) {
+            Some(v) if v == wire::JSONRPC_VERSION => {}
+            other => {
+                let shown = match (version, other) {
+                    (_, Some(v)) => lossy(v),
+                    (Some(_), None) => "(null)".to_string(),
+                    (None, None) => "null".to_string(),
+                };
+                return Received::Dropped {
+                    reason: DropReason::InvalidVersion,
+                    log: Some(format!("E MCP: Invalid JSONRPC version: {shown}")),
+                };
+            }
+        }
+        let Some(method) = json.get(b"method").and_then(|m| m.c_string()) else {
+            return Received::Dropped {
+                reason: DropReason::MissingMethod,
+                log: Some("E MCP: Missing method".to_string()),
+            };
+        };
+        if method.starts_with(wire::NOTIFICATIONS_PREFIX) {
+            return Received::Dropped {
+                reason: DropReason::Notification,
+                log: None,
+            };
+        }
+        let params = json.get(b"params");
+        if params.is_some_and(|p| !p.is_object()) {
+            return Received::Dropped {
+                reason: DropReason::InvalidParams,
+                log: Some(format!("E MCP: Invalid params for method: {}", lossy(method))),
+            };
+        }
+        let Some(id) = json.get(b"id").filter(Item::is_number) else {
+            return Received::Dropped {
+                reason: DropReason::InvalidId,
+                log: Some(format!("E MCP: Invalid id for method: {}", lossy(method))),
+            };
+        };
+        let id = id.valueint();
+
+        match method {
+            wire::METHOD_INITIALIZE => self.initialize(id, params),
+            wire::METHOD_TOOLS_LIST => {
+                let mut cursor: &[u8] = b"";
+                let mut with_user_tools = false;
+                if let Some(p) = params {
+                    if let Some(c) = p.get(b"cursor").and_then(|c| c.c_string()) {
+                        cursor = c;
+                    }
+                    if let Some(w) = p.get(b"withUserTools").filter(Item::is_bool) {
+                        with_user_tools = w.valueint() == 1;
+                    }
+                }
+                match self.tools_list(cursor, with_user_tools) {
+                    ToolsPage::Page { result, .. } => reply(id, wire::reply_result(id, &result), false, None),
+                    ToolsPage::Error { message } => {
+                        let log = format!("E MCP: tools/list: {}", lossy(&message));
+                        reply(id, wire::reply_error(id, &message), true, Some(log))
+                    }
+                }
+            }
+            wire::METHOD_TOOLS_CALL => self.tools_call(id, params),
+            _ => {
+                let message = wire::concat(wire::ERR_METHOD_NOT_IMPLEMENTED, method);
+                let log = format!("E MCP: {}", lossy(&message));
+                reply(id, wire::reply_error(id, &message), true, Some(log))
+            }
+        }
+    }
+
+    fn initialize(&self, id: i32, params: Option<Item<'_>>) -> Received {
+        let vision = params
+            .and_then(|p| p.get(b"capabilities"))
+            .filter(Item::is_object)
+            .and_then(|c| c.get(b"vision"))
+            .filter(Item::is_object)
+            .and_then(|v| {
+                let url = v.get(b"url").and_then(|u| u.c_string())?;
+                let token = v.get(b"token").and_then(|t| t.c_string()).unwrap_or_default();
+                Some(Vision {
+                    url: url.to_vec(),
+                    token: token.to_vec(),
+                })
+            })
+            .filter(|_| self.has_camera);
+        let result = wire::initialize_result(&self.board_name, &self.version);
+        Received::Reply {
+            id,
+            payload: wire::reply_result(id, &result),
+            is_error: false,
+            log: None,
+            vision,
+        }
+    }
+
+    /// `McpServer::GetToolsList` — the exact paging algorithm of FIRMWARE.md §4.4.
+    pub fn tools_list(&self, cursor: &[u8], with_user_tools: bool) -> ToolsPage {
+        let mut out = Vec::with_capacity(2048);
+        out.extend_from_slice(b"{\"tools\":[");
+        let mut found = cursor.is_empty();
+        let mut next_cursor: Option<&str> = None;
+        let mut count = 0;
+        for tool in &self.tools {
+            if !found {
+                if tool.name().as_bytes() == cursor {
+                    found = true;
+                } else {
+                    continue;
+                }
+            }
+            if !with_user_tools && tool.user_only() {
+                continue;
+            }
+            let piece = tool.json().len() + 1;
+            if out.len() + piece + wire::TOOLS_LIST_MARGIN > wire::TOOLS_LIST_BUDGET {
+                next_cursor = Some(tool.name());
+                break;
+            }
+            out.extend_from_slice(tool.json());
+            out.push(b',');
+            count += 1;
+        }
+        if out.last() == Some(&b',') {
+            out.pop();
+        }
+        if out.last() == Some(&b'[') && !self.tools.is_empty() {
+            let mut message = wire::ERR_PAYLOAD_SIZE_LIMIT_HEAD.as_bytes().to_vec();
+            message.extend_from_slice(next_cursor.unwrap_or("").as_bytes());
+            message.extend_from_slice(wire::ERR_PAYLOAD_SIZE_LIMIT_TAIL.as_bytes());
+            return ToolsPage::Error { message };
+        }
+        match next_cursor {
+            None => out.extend_from_slice(b"]}"),
+            Some(name) => {
+                out.extend_from_slice(b"],\"nextCursor\":\"");
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"\"}");
+            }
+        }
+        ToolsPage::Page {
+            result: out,
+            next_cursor: next_cursor.map(str::to_string),
+            tools: count,
+        }
+    }
+
+    fn tools_call(&self, id: i32, params: Option<Item<'_>>) -> Received {
+        let error = |message: Vec<u8>| {
+            let log = format!("E MCP: tools/call: {}", lossy(&message));
+            reply(id, wire::reply_error(id, &message), true, Some(log))
+        };
+        let Some(params) = params.filter(Item::is_object) else {
+            return error(wire::ERR_MISSING_PARAMS.into());
+        };
+        let Some(name) = params.get(b"name").and_then(|n| n.c_string()) else {
+            return error(wire::ERR_MISSING_NAME.into());
+        };
+        let arguments = params.get(b"arguments");
+        if arguments.is_some_and(|a| !a.is_object()) {
+            return error(wire::ERR_INVALID_ARGUMENTS.into());
+        }
+        let Some(tool) = self.find(name) else {
+            return error(wire::concat(wire::ERR_UNKNOWN_TOOL, name));
+        };
+        let properties = self.tools[tool].properties();
+        let mut args = Vec::with_capacity(properties.len());
+        for p in properties {
+            match p.coerce(arguments) {
+                Ok(v) => args.push(v),
+                Err(message) => return error(message),
+            }
+        }
+        Received::Call { id, tool, args }
+    }
+}
+
+fn reply(id: i32, payload: Vec<u8>, is_error: bool, log: Option<String>) -> Received {
+    Received::Reply {
+        id,
+        payload,
+        is_error,
+        log,
+        vision: None,
+    }
+}
+
+/// `ReplyResult` for a finished callback: `{"jsonrpc":"2.0","id":N,"result":{"content":…}}`.
+pub fn call_result_payload(id: i32, value: &crate::mcp::tool::ReturnValue) -> Vec<u8> {
+    let mut result = Vec::with_capacity(96);
+    crate::mcp::tool::encode_result(value, &mut result);
+    wire::reply_result(id, &result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::tool::ToolAction;
+
+    fn tiny(name: &str, desc_len: usize, user_only: bool) -> McpTool {
+        McpTool::new(
+            name,
+            &"x".repeat(desc_len),
+            vec![],
+            user_only,
+            ToolAction::GetDeviceStatus,
+        )
+    }
+
+    #[test]
+    fn common_tools_go_in_front_and_bypass_the_duplicate_check() {
+        let mut s = McpServer::new("b", "1", false);
+        assert!(s.add_tool(tiny("board.a", 1, false)));
+        assert!(s.add_tool(tiny("dup", 1, false)));
+        assert!(!s.add_tool(tiny("dup", 2, false)), "same list: refused");
+        s.add_in_front(|s| {
+            assert!(s.add_tool(tiny("common", 1, false)));
+            assert!(s.add_tool(tiny("dup", 3, false)));
+        });
+        let names: Vec<_> = s.tools().iter().map(|t| t.name().to_string()).collect();
+        assert_eq!(names, ["common", "dup", "board.a", "dup"]);
+        assert_eq!(
+            s.tool(s.find(b"dup").unwrap()).description(),
+            "xxx",
+            "the common one is found first"
+        );
+    }
+
+    #[test]
+    fn the_largest_listable_tool_is_7959_bytes() {
+        // {"name":"t","description":"…","inputSchema":{"type":"object","properties":{}}} = 78 + len
+        let overhead = tiny("t", 0, false).json().len();
+        let mut s = McpServer::new("b", "1", false);
+        s.add_tool(tiny("t", 7959 - overhead, false));
+        assert!(matches!(s.tools_list(b"", false), ToolsPage::Page { .. }));
+        let mut s = McpServer::new("b", "1", false);
+        s.add_tool(tiny("t", 7960 - overhead, false));
+        assert_eq!(
+            s.tools_list(b"", false),
+            ToolsPage::Error {
+                message: b"Failed to add tool t because of payload size limit".to_vec()
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_cursor_gives_the_empty_name_error() {
+        let mut s = McpServer::new("b", "1", false);
+        s.add_tool(tiny("a", 1, false));
+        s.add_tool(tiny("u", 1, true));
+        let empty = ToolsPage::Error {
+            message: b"Failed to add tool  because of payload size limit".to_vec(),
+        };
+        assert_eq!(s.tools_list(b"nope", false), empty);
+        assert_eq!(
+            s.tools_list(b"u", false),
+            empty,
+            "cursor found, everything after it filtered"
+        );
+        assert!(matches!(s.tools_list(b"u", true), ToolsPage::Page { tools: 1, .. }));
+        assert_eq!(
+            McpServer::new("b", "1", false).tools_list(b"", false),
+            ToolsPage::Page {
+                result: b"{\"tools\":[]}".to_vec(),
+                next_cursor: None,
+                tools: 0
+            }
+        );
+    }
+}

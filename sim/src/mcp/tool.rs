@@ -1,0 +1,263 @@
+//! `McpTool` of `main/mcp_server.h`: a registered tool, its JSON, and the result encoding of
+//! `McpTool::Call` (FIRMWARE.md §3.2, §3.3).
+//!
+//! What a callback *does* is not here: a tool carries a [`ToolAction`] key that the device model
+//! interprets. Knows nothing about hardware or time.
+
+use crate::cjson;
+use crate::mcp::property::Property;
+
+/// Which callback a tool runs. The device model maps each key to behaviour.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolAction {
+    GetDeviceStatus,
+    SetVolume,
+    SetBrightness,
+    SetTheme,
+    TakePhoto,
+    LampGetState {
+        gpio: u32,
+    },
+    LampTurnOn {
+        gpio: u32,
+    },
+    LampTurnOff {
+        gpio: u32,
+    },
+    GetSystemInfo,
+    Reboot,
+    UpgradeFirmware,
+    ScreenGetInfo,
+    ScreenSnapshot,
+    ScreenPreviewImage,
+    AssetsSetDownloadUrl,
+    /// A tool declared in a board file; the index points into the board's tool specs.
+    Board(usize),
+}
+
+/// What a callback returned (`ReturnValue = variant<bool, int, string, cJSON*, ImageContent*>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReturnValue {
+    Bool(bool),
+    Int(i32),
+    /// A `std::string` (bytes; a NUL cuts it when cJSON copies it).
+    Text(Vec<u8>),
+    /// A cJSON object, already printed unformatted.
+    Json(Vec<u8>),
+    /// An `ImageContent`: mime type and raw bytes (base64-encoded on output).
+    Image {
+        mime: String,
+        data: Vec<u8>,
+    },
+}
+
+/// A registered tool.
+#[derive(Clone, Debug)]
+pub struct McpTool {
+    name: String,
+    description: String,
+    properties: Vec<Property>,
+    user_only: bool,
+    action: ToolAction,
+    json: Vec<u8>,
+}
+
+impl McpTool {
+    pub fn new(name: &str, description: &str, properties: Vec<Property>, user_only: bool, action: ToolAction) -> Self {
+        let mut tool = McpTool {
+            name: name.to_string(),
+            description: description.to_string(),
+            properties,
+            user_only,
+            action,
+            json: Vec::new(),
+        };
+        tool.json = tool.render_json();
+        tool
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    pub fn properties(&self) -> &[Property] {
+        &self.properties
+    }
+    pub fn user_only(&self) -> bool {
+        self.user_only
+    }
+    pub fn action(&self) -> &ToolAction {
+        &self.action
+    }
+
+    /// `McpTool::to_json()` (immutable after boot, so computed once).
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
+    fn render_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128 + self.description.len());
+        out.extend_from_slice(b"{\"name\":");
+        cjson::write_string(&mut out, self.name.as_bytes());
+        out.extend_from_slice(b",\"description\":");
+        cjson::write_string(&mut out, self.description.as_bytes());
+        out.extend_from_slice(b",\"inputSchema\":{\"type\":\"object\",\"properties\":{");
+        for (i, p) in self.properties.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            cjson::write_string(&mut out, p.name().as_bytes());
+            out.push(b':');
+            p.write_schema(&mut out);
+        }
+        out.push(b'}');
+        let mut required = self.properties.iter().filter(|p| p.is_required()).peekable();
+        if required.peek().is_some() {
+            out.extend_from_slice(b",\"required\":[");
+            for (i, p) in required.enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                cjson::write_string(&mut out, p.name().as_bytes());
+            }
+            out.push(b']');
+        }
+        out.push(b'}');
+        if self.user_only {
+            out.extend_from_slice(b",\"annotations\":{\"audience\":[\"user\"]}");
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// `McpTool::Call`'s result object: `{"content":[<item>],"isError":false}`. `isError` is never
+/// true; a business `false` is the text `"false"`.
+pub fn encode_result(value: &ReturnValue, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"content\":[{\"type\":");
+    match value {
+        ReturnValue::Image { mime, data } => {
+            out.extend_from_slice(b"\"image\",\"image\":");
+            let mut inner = Vec::with_capacity(64 + data.len() * 4 / 3);
+            inner.extend_from_slice(b"{\"type\":\"image\",\"mimeType\":");
+            cjson::write_string(&mut inner, mime.as_bytes());
+            inner.extend_from_slice(b",\"data\":");
+            let encoded = base64_standard(data);
+            cjson::write_string(&mut inner, encoded.as_bytes());
+            inner.push(b'}');
+            cjson::write_string(out, &inner);
+        }
+        ReturnValue::Bool(b) => {
+            out.extend_from_slice(b"\"text\",\"text\":");
+            out.extend_from_slice(if *b { b"\"true\"" } else { b"\"false\"" });
+        }
+        ReturnValue::Int(v) => {
+            out.extend_from_slice(b"\"text\",\"text\":\"");
+            cjson::write_int(out, *v);
+            out.push(b'"');
+        }
+        ReturnValue::Text(s) | ReturnValue::Json(s) => {
+            out.extend_from_slice(b"\"text\",\"text\":");
+            cjson::write_string(out, s);
+        }
+    }
+    out.extend_from_slice(b"}],\"isError\":false}");
+}
+
+/// mbedtls_base64_encode: standard alphabet with `=` padding.
+fn base64_standard(data: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::property::{PropertyType, PropertyValue};
+    use crate::mcp::wire;
+
+    fn text(v: ReturnValue) -> String {
+        let mut out = Vec::new();
+        encode_result(&v, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn booleans_are_text_never_json_booleans() {
+        assert_eq!(
+            text(ReturnValue::Bool(true)),
+            r#"{"content":[{"type":"text","text":"true"}],"isError":false}"#
+        );
+        assert_eq!(
+            text(ReturnValue::Bool(false)),
+            r#"{"content":[{"type":"text","text":"false"}],"isError":false}"#
+        );
+        assert_eq!(
+            text(ReturnValue::Int(-5)),
+            r#"{"content":[{"type":"text","text":"-5"}],"isError":false}"#
+        );
+    }
+
+    #[test]
+    fn json_results_are_escaped_strings() {
+        assert_eq!(
+            text(ReturnValue::Json(br#"{"width":128}"#.to_vec())),
+            r#"{"content":[{"type":"text","text":"{\"width\":128}"}],"isError":false}"#
+        );
+        assert_eq!(
+            text(ReturnValue::Text(b"a\0b".to_vec())),
+            r#"{"content":[{"type":"text","text":"a"}],"isError":false}"#
+        );
+    }
+
+    #[test]
+    fn image_results_nest_json_in_a_string() {
+        assert_eq!(
+            text(ReturnValue::Image {
+                mime: "image/jpeg".into(),
+                data: b"hi".to_vec()
+            }),
+            r#"{"content":[{"type":"image","image":"{\"type\":\"image\",\"mimeType\":\"image/jpeg\",\"data\":\"aGk=\"}"}],"isError":false}"#
+        );
+    }
+
+    #[test]
+    fn tool_json_matches_the_verified_bytes() {
+        let t2 = McpTool::new(
+            wire::TOOL_SET_VOLUME,
+            wire::DESC_SET_VOLUME,
+            vec![Property::ranged("volume", PropertyType::Integer, 0, 100).unwrap()],
+            false,
+            ToolAction::SetVolume,
+        );
+        assert_eq!(t2.json().len(), 325);
+        let t11 = McpTool::new(
+            wire::TOOL_UPGRADE_FIRMWARE,
+            wire::DESC_UPGRADE_FIRMWARE,
+            vec![
+                Property::with_default(
+                    "url",
+                    PropertyType::String,
+                    PropertyValue::Str(wire::DEFAULT_UPGRADE_URL.into()),
+                )
+                .unwrap(),
+            ],
+            true,
+            ToolAction::UpgradeFirmware,
+        );
+        assert_eq!(
+            String::from_utf8(t11.json().to_vec()).unwrap(),
+            r#"{"name":"self.upgrade_firmware","description":"Upgrade firmware from a specific URL. This will download and install the firmware, then reboot the device.","inputSchema":{"type":"object","properties":{"url":{"type":"string","default":"The URL of the firmware binary file to download and install"}}},"annotations":{"audience":["user"]}}"#
+        );
+        let t1 = McpTool::new(
+            wire::TOOL_GET_DEVICE_STATUS,
+            wire::DESC_GET_DEVICE_STATUS,
+            vec![],
+            false,
+            ToolAction::GetDeviceStatus,
+        );
+        assert_eq!(t1.json().len(), 458);
+    }
+}

@@ -1,0 +1,183 @@
+//! Virtual time: integer microseconds since the simulation started (DESIGN.md §3).
+//!
+//! Mirrors FreeRTOS `pdMS_TO_TICKS` rounding and `esp_timer` microsecond periods. There is no
+//! wall clock anywhere in the sim crate; the harness (or a live driver) hands `now` in.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+
+/// A point in virtual time (µs since the simulation started).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SimTime(u64);
+
+/// A span of virtual time in µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SimDuration(u64);
+
+impl SimTime {
+    pub const ZERO: SimTime = SimTime(0);
+    pub const MAX: SimTime = SimTime(u64::MAX);
+
+    pub const fn from_micros(us: u64) -> Self {
+        SimTime(us)
+    }
+    pub const fn from_millis(ms: u64) -> Self {
+        SimTime(ms.saturating_mul(1000))
+    }
+    pub const fn as_micros(self) -> u64 {
+        self.0
+    }
+    /// Whole milliseconds (truncated), as the recorder prints `t=`.
+    pub const fn as_millis(self) -> u64 {
+        self.0 / 1000
+    }
+    pub fn saturating_since(self, earlier: SimTime) -> SimDuration {
+        SimDuration(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl SimDuration {
+    pub const ZERO: SimDuration = SimDuration(0);
+
+    pub const fn from_micros(us: u64) -> Self {
+        SimDuration(us)
+    }
+    pub const fn from_millis(ms: u64) -> Self {
+        SimDuration(ms.saturating_mul(1000))
+    }
+    pub const fn from_secs(s: u64) -> Self {
+        SimDuration(s.saturating_mul(1_000_000))
+    }
+    pub const fn as_micros(self) -> u64 {
+        self.0
+    }
+    pub const fn as_millis(self) -> u64 {
+        self.0 / 1000
+    }
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+    pub const fn is_zero(self) -> bool {
+        self.0 == 0
+    }
+}
+
+impl Add<SimDuration> for SimTime {
+    type Output = SimTime;
+    fn add(self, d: SimDuration) -> SimTime {
+        SimTime(self.0.saturating_add(d.0))
+    }
+}
+
+impl AddAssign<SimDuration> for SimTime {
+    fn add_assign(&mut self, d: SimDuration) {
+        *self = *self + d;
+    }
+}
+
+impl Sub<SimTime> for SimTime {
+    type Output = SimDuration;
+    fn sub(self, earlier: SimTime) -> SimDuration {
+        self.saturating_since(earlier)
+    }
+}
+
+impl Add for SimDuration {
+    type Output = SimDuration;
+    fn add(self, d: SimDuration) -> SimDuration {
+        SimDuration(self.0.saturating_add(d.0))
+    }
+}
+
+impl fmt::Display for SimTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_duration(f, self.0)
+    }
+}
+
+impl fmt::Display for SimDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_duration(f, self.0)
+    }
+}
+
+fn write_duration(f: &mut fmt::Formatter<'_>, us: u64) -> fmt::Result {
+    if !us.is_multiple_of(1000) {
+        write!(f, "{}.{:03}ms", us / 1000, us % 1000)
+    } else if us.is_multiple_of(1_000_000) && us != 0 {
+        write!(f, "{}s", us / 1_000_000)
+    } else {
+        write!(f, "{}ms", us / 1000)
+    }
+}
+
+/// The FreeRTOS tick rate of a target (`CONFIG_FREERTOS_HZ`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickRate(pub u32);
+
+impl TickRate {
+    /// `pdMS_TO_TICKS(ms)` = `ms * configTICK_RATE_HZ / 1000` (integer division), then back to
+    /// time: what a `vTaskDelay(pdMS_TO_TICKS(ms))` actually blocks for (ignoring the partial
+    /// first tick, which the twin does not model).
+    pub fn delay(self, ms: u64) -> SimDuration {
+        let hz = u64::from(self.0.max(1));
+        let ticks = ms.saturating_mul(hz) / 1000;
+        SimDuration::from_micros(ticks.saturating_mul(1_000_000) / hz)
+    }
+}
+
+/// Parses a human duration with a unit: `1500ms`, `2s`, `1.5s`, `250us`, `3m`.
+pub fn parse_duration(text: &str) -> Result<SimDuration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("`{t}` has no unit: write e.g. `1500ms` or `2s`"))?;
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("`{t}` does not start with a number"));
+    }
+    let per_unit_us: f64 = match unit.trim() {
+        "us" | "µs" => 1.0,
+        "ms" => 1e3,
+        "s" => 1e6,
+        "m" | "min" => 60e6,
+        "h" => 3600e6,
+        other => return Err(format!("unknown time unit `{other}` in `{t}` (use us, ms, s, m or h)")),
+    };
+    let value: f64 = num.parse().map_err(|_| format!("`{num}` is not a number in `{t}`"))?;
+    let us = value * per_unit_us;
+    if !us.is_finite() || !(0.0..=1e15).contains(&us) {
+        return Err(format!("`{t}` is out of range"));
+    }
+    Ok(SimDuration::from_micros(us.round() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_rounding_matches_pd_ms_to_ticks() {
+        assert_eq!(TickRate(1000).delay(1000), SimDuration::from_millis(1000));
+        assert_eq!(TickRate(100).delay(1000), SimDuration::from_millis(1000));
+        assert_eq!(TickRate(100).delay(15), SimDuration::from_millis(10));
+        assert_eq!(TickRate(100).delay(5), SimDuration::ZERO);
+    }
+
+    #[test]
+    fn durations_need_units() {
+        assert_eq!(parse_duration("1500ms").unwrap(), SimDuration::from_millis(1500));
+        assert_eq!(parse_duration("2s").unwrap(), SimDuration::from_secs(2));
+        assert_eq!(parse_duration("1.5s").unwrap(), SimDuration::from_millis(1500));
+        assert!(parse_duration("1500").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn display_picks_a_readable_unit() {
+        assert_eq!(SimDuration::from_millis(1500).to_string(), "1500ms");
+        assert_eq!(SimDuration::from_secs(2).to_string(), "2s");
+        assert_eq!(SimDuration::from_micros(1500).to_string(), "1.500ms");
+    }
+}

@@ -1,0 +1,234 @@
+//! Trace events: what happened inside the simulated device, in past tense, with the virtual time
+//! it happened at. Rendered in the style of the conformance recorder (`#event …` lines), so a
+//! twin transcript reads like the firmware's.
+//!
+//! Knows nothing about how events are produced.
+
+use std::fmt;
+
+use crate::time::SimTime;
+
+/// One thing that happened, at `at`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceEvent {
+    pub at: SimTime,
+    pub kind: Event,
+}
+
+/// Why the device (re)started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BootReason {
+    PowerOn,
+    EspRestart,
+    Panic,
+}
+
+impl BootReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BootReason::PowerOn => "poweron",
+            BootReason::EspRestart => "esp_restart",
+            BootReason::Panic => "panic",
+        }
+    }
+}
+
+/// A value written to NVS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NvsValue {
+    I32(i32),
+    U8(u8),
+    Str(Vec<u8>),
+}
+
+impl fmt::Display for NvsValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NvsValue::I32(v) => write!(f, "i32={v}"),
+            NvsValue::U8(v) => write!(f, "u8={v}"),
+            NvsValue::Str(s) => write!(f, "str={}", quote(s)),
+        }
+    }
+}
+
+/// Everything the twin records. Variants are past tense.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The device booted (`n` counts boots since the simulation started).
+    Booted {
+        n: u32,
+        reason: BootReason,
+    },
+    /// An ESP_LOG line: level letter, tag and text exactly as the firmware formats it.
+    Logged {
+        level: char,
+        tag: &'static str,
+        text: String,
+    },
+    /// The main loop took a batch of `tasks` scheduled tasks.
+    BatchStarted {
+        tasks: usize,
+    },
+    /// A main-task task blocked in `vTaskDelay`.
+    TaskDelayed {
+        ms: u64,
+    },
+    /// An MCP payload was dropped on the receive task without a reply.
+    MessageDropped {
+        reason: &'static str,
+    },
+    /// The device produced an MCP payload and handed it to the protocol.
+    ReplySent {
+        payload: Vec<u8>,
+    },
+    /// A queued reply never left the device.
+    ReplyDropped {
+        payload: Vec<u8>,
+        why: &'static str,
+    },
+    /// A scheduled task was discarded (restart, panic, power cut).
+    TaskDropped {
+        what: &'static str,
+        why: &'static str,
+    },
+    NvsSet {
+        namespace: String,
+        key: String,
+        value: NvsValue,
+    },
+    NvsErased {
+        namespace: String,
+        key: String,
+    },
+    /// An NVS write failed with an `esp_err_t` name (ESP_ERROR_CHECK will panic).
+    NvsFailed {
+        namespace: String,
+        key: String,
+        error: &'static str,
+    },
+    GpioConfigured {
+        gpio: u32,
+    },
+    GpioSet {
+        gpio: u32,
+        level: u8,
+    },
+    /// `Application::Reboot()` started (audio channel closed, protocol destroyed).
+    RebootEntered,
+    /// `esp_restart()`: volatile state is gone.
+    Restarted,
+    /// An `ESP_ERROR_CHECK` (or other abort) fired.
+    Panicked {
+        reason: String,
+    },
+    /// Power was removed.
+    PowerCut,
+    VolumeChanged {
+        volume: i32,
+    },
+    ThemeApplied {
+        theme: String,
+    },
+    BacklightTarget {
+        target: u8,
+    },
+    BacklightStep {
+        brightness: u8,
+        duty: u32,
+    },
+    HttpOpened {
+        method: &'static str,
+        url: Vec<u8>,
+        outcome: String,
+    },
+    CameraCaptured {
+        width: u32,
+        height: u32,
+    },
+    OtaStarted {
+        url: Vec<u8>,
+    },
+    OtaFinished {
+        ok: bool,
+    },
+    StateChanged {
+        from: &'static str,
+        to: &'static str,
+    },
+    StateRejected {
+        from: &'static str,
+        to: &'static str,
+    },
+    /// Anything board specific (e.g. an Otto servo action queued).
+    Note {
+        text: String,
+    },
+}
+
+/// Renders bytes as a JSON-ish quoted string (lossless for ASCII, `\xNN` for other bytes).
+pub fn quote(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() + 2);
+    s.push('"');
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' => s.push_str("\\\""),
+                '\\' => s.push_str("\\\\"),
+                '\n' => s.push_str("\\n"),
+                '\r' => s.push_str("\\r"),
+                '\t' => s.push_str("\\t"),
+                c if (c as u32) < 0x20 => s.push_str(&format!("\\u{:04x}", c as u32)),
+                c => s.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    s.push('"');
+    s
+}
+
+impl fmt::Display for TraceEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.at.as_millis();
+        match &self.kind {
+            Event::Booted { n, reason } => write!(f, "boot n={n} reason={} t={t}", reason.as_str()),
+            Event::Logged { level, tag, text } => write!(f, "log {level} {tag}: {text}"),
+            Event::BatchStarted { tasks } => write!(f, "batch tasks={tasks} t={t}"),
+            Event::TaskDelayed { ms } => write!(f, "vTaskDelay ms={ms} t={t}"),
+            Event::MessageDropped { reason } => write!(f, "dropped kind=receive reason=\"{reason}\" t={t}"),
+            Event::ReplySent { payload } => write!(f, "sent bytes={} t={t}", payload.len()),
+            Event::ReplyDropped { payload, why } => {
+                write!(f, "dropped kind=send why=\"{why}\" payload={} t={t}", quote(payload))
+            }
+            Event::TaskDropped { what, why } => write!(f, "dropped kind=task what={what} why=\"{why}\" t={t}"),
+            Event::NvsSet { namespace, key, value } => write!(f, "nvs_set ns={namespace} key={key} {value} t={t}"),
+            Event::NvsErased { namespace, key } => write!(f, "nvs_erase ns={namespace} key={key} t={t}"),
+            Event::NvsFailed { namespace, key, error } => {
+                write!(f, "nvs_set ns={namespace} key={key} result={error} t={t}")
+            }
+            Event::GpioConfigured { gpio } => write!(f, "gpio_config gpio={gpio} mode=2 t={t}"),
+            Event::GpioSet { gpio, level } => write!(f, "gpio_set_level gpio={gpio} level={level} t={t}"),
+            Event::RebootEntered => write!(f, "reboot t={t}"),
+            Event::Restarted => write!(f, "esp_restart t={t}"),
+            Event::Panicked { reason } => write!(f, "panic reason=\"{reason}\" t={t}"),
+            Event::PowerCut => write!(f, "power_cut t={t}"),
+            Event::VolumeChanged { volume } => write!(f, "volume_set volume={volume} t={t}"),
+            Event::ThemeApplied { theme } => write!(f, "display_set_theme theme=\"{theme}\" t={t}"),
+            Event::BacklightTarget { target } => write!(f, "backlight_target brightness={target} t={t}"),
+            Event::BacklightStep { brightness, duty } => {
+                write!(f, "ledc_duty brightness={brightness} duty={duty} t={t}")
+            }
+            Event::HttpOpened { method, url, outcome } => {
+                write!(f, "http_open method={method} url={} result={outcome} t={t}", quote(url))
+            }
+            Event::CameraCaptured { width, height } => write!(f, "camera_capture frame={width}x{height} t={t}"),
+            Event::OtaStarted { url } => write!(f, "ota_start url={} t={t}", quote(url)),
+            Event::OtaFinished { ok } => write!(f, "ota_done ok={ok} t={t}"),
+            Event::StateChanged { from, to } => write!(f, "state {from} -> {to} t={t}"),
+            Event::StateRejected { from, to } => write!(f, "state {from} -> {to} rejected t={t}"),
+            Event::Note { text } => write!(f, "{text} t={t}"),
+        }
+    }
+}

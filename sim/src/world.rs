@@ -1,0 +1,175 @@
+//! `WorldSpec`: the environment a simulated device lives in (DESIGN.md §4 "Worlds"): Wi-Fi,
+//! which HTTP hosts answer and how, the OTA outcome, boot timing, room acoustics.
+//!
+//! Mirrors nothing in the firmware: it stands in for the network and the room. The conformance
+//! world of the recorded transcripts is [`WorldSpec::conformance`]. Knows nothing about devices.
+
+use serde::Deserialize;
+
+use crate::time::SimDuration;
+
+/// The environment, as data.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorldSpec {
+    pub wifi: WifiSpec,
+    pub http: HttpSpec,
+    pub ota: OtaSpec,
+    /// Time from power-on / `esp_restart` until the application is initialised and MCP-capable.
+    /// The recorder used 0; a real board takes seconds (FIRMWARE.md §11.3).
+    #[serde(with = "duration_text")]
+    pub boot_time: SimDuration,
+    pub room: RoomSpec,
+}
+
+/// Station interface facts (`WifiManager`).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WifiSpec {
+    pub ssid: String,
+    pub rssi: i32,
+    pub channel: u32,
+    pub ip: String,
+    /// `false` puts the board in Wi-Fi config mode (no ssid/rssi/ip in system info).
+    pub connected: bool,
+}
+
+/// What HTTP requests meet. Rules are tried in order; the first whose `url_prefix` matches wins.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSpec {
+    pub hosts: Vec<HttpRule>,
+    /// How long a failed open takes when no rule matches (connect timeout, DNS failure…).
+    #[serde(with = "duration_text")]
+    pub unreachable_after: SimDuration,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpRule {
+    pub url_prefix: String,
+    #[serde(default = "ok_status")]
+    pub status: i32,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default, with = "duration_text")]
+    pub latency: SimDuration,
+}
+
+fn ok_status() -> i32 {
+    200
+}
+
+/// The outcome of `Ota::Upgrade`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtaSpec {
+    pub succeeds: bool,
+    /// Download + flash time (after the firmware's own delays).
+    #[serde(with = "duration_text")]
+    pub download_time: SimDuration,
+}
+
+impl Default for OtaSpec {
+    fn default() -> Self {
+        OtaSpec {
+            succeeds: false,
+            download_time: SimDuration::ZERO,
+        }
+    }
+}
+
+/// The listening room (ACOUSTICS.md §4).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoomSpec {
+    /// Ambient level, dBA (WHO Table 4.1 dwelling indoors: 35).
+    pub ambient_dba: f64,
+    /// Listener distance on axis, metres.
+    pub listener_distance_m: f64,
+    /// Audibility margin over ambient, dB.
+    pub margin_db: f64,
+}
+
+impl Default for RoomSpec {
+    fn default() -> Self {
+        RoomSpec {
+            ambient_dba: 35.0,
+            listener_distance_m: 0.5,
+            margin_db: 0.0,
+        }
+    }
+}
+
+impl Default for WifiSpec {
+    fn default() -> Self {
+        WifiSpec {
+            ssid: "twin-ssid".into(),
+            rssi: -50,
+            channel: 6,
+            ip: "192.168.1.23".into(),
+            connected: true,
+        }
+    }
+}
+
+impl Default for WorldSpec {
+    fn default() -> Self {
+        WorldSpec::conformance()
+    }
+}
+
+/// The outcome of one simulated HTTP open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpOutcome {
+    /// `Open` failed (refused, DNS, timeout) after this long.
+    Unreachable { after: SimDuration },
+    /// Connected; the server answers with a status and body after `latency`.
+    Answered {
+        status: i32,
+        body: Vec<u8>,
+        latency: SimDuration,
+    },
+}
+
+impl WorldSpec {
+    /// The world the conformance transcripts were recorded in: SSID `twin-ssid`, RSSI −50, no
+    /// HTTP host reachable (every open fails at once), every OTA fails, instant boots.
+    pub fn conformance() -> Self {
+        WorldSpec {
+            wifi: WifiSpec::default(),
+            http: HttpSpec::default(),
+            ota: OtaSpec::default(),
+            boot_time: SimDuration::ZERO,
+            room: RoomSpec::default(),
+        }
+    }
+
+    /// What an HTTP open of `url` meets.
+    pub fn http_open(&self, url: &[u8]) -> HttpOutcome {
+        for rule in &self.http.hosts {
+            if url.starts_with(rule.url_prefix.as_bytes()) {
+                return HttpOutcome::Answered {
+                    status: rule.status,
+                    body: rule.body.as_bytes().to_vec(),
+                    latency: rule.latency,
+                };
+            }
+        }
+        HttpOutcome::Unreachable {
+            after: self.http.unreachable_after,
+        }
+    }
+}
+
+/// Serde helper: durations written with units (`1500ms`, `2s`).
+pub mod duration_text {
+    use serde::{Deserialize, Deserializer};
+
+    use crate::time::{SimDuration, parse_duration};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SimDuration, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_duration(&text).map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,5 @@
+//! One module per subcommand; each turns parsed arguments into output and an exit code.
+
+pub mod boards;
+pub mod replay;
+pub mod tools;
