@@ -233,6 +233,16 @@ impl State<'_> {
         Ok(())
     }
 
+    /// An allocation that is freed again before the next one: must fit, leaves nothing charged.
+    fn charge_transient(&mut self, bytes: usize) -> Result<(), ParseError> {
+        match self.heap_limit {
+            Some(limit) if self.heap_used.saturating_add(bytes) > limit => {
+                Err(ParseError::OutOfMemory { heap_bytes: limit })
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn alloc_item(&mut self) -> Result<(), ParseError> {
         self.charge(ITEM_HEAP_BYTES)
     }
@@ -306,6 +316,8 @@ impl State<'_> {
             }
         }
         let token = &self.content[start..(start + run).min(self.content.len())];
+        // cJSON copies the run into a temporary (run + 1 bytes), freed right after strtod.
+        self.charge_transient(run + 1 + BLOCK_OVERHEAD_BYTES)?;
         let Some((consumed, value)) = strtod(token) else {
             return Err(self.syntax());
         };
@@ -324,14 +336,14 @@ impl State<'_> {
         let body = self.offset + 1;
         // Find the closing quote, skipping one byte after every backslash.
         let mut end = body;
-        let mut escapes = false;
+        let mut skipped = 0usize;
         while end < self.length && byte_at(self.content, end) != b'"' {
             if byte_at(self.content, end) == b'\\' {
                 if end + 1 >= self.length {
                     self.offset = body;
                     return Err(self.syntax());
                 }
-                escapes = true;
+                skipped += 1;
                 end += 1;
             }
             end += 1;
@@ -340,9 +352,9 @@ impl State<'_> {
             self.offset = body;
             return Err(self.syntax());
         }
-        // cJSON allocates (span - skipped + 1) bytes; charge the overestimate it uses.
-        self.charge(end - self.offset + 1 + BLOCK_OVERHEAD_BYTES)?;
-        if !escapes {
+        // cJSON allocates (span from the opening quote - backslashes + 1) bytes, an overestimate.
+        self.charge(end - self.offset - skipped + 1 + BLOCK_OVERHEAD_BYTES)?;
+        if skipped == 0 {
             self.offset = end + 1;
             return Ok(Span {
                 start: body as u32,
@@ -435,6 +447,8 @@ impl State<'_> {
                 self.offset += 1;
                 self.skip_whitespace();
                 if !self.can_access(0) || self.at(0) != b'"' {
+                    // parse_string's fail path leaves the offset just past the would-be quote.
+                    self.offset += 1;
                     return Err(self.syntax());
                 }
                 let key = self.parse_string()?;
@@ -577,8 +591,53 @@ pub fn strtod(token: &[u8]) -> Option<(usize, f64)> {
     }
     // The consumed prefix is plain ASCII in a grammar Rust's float parser accepts.
     let text = std::str::from_utf8(&token[..i]).ok()?;
-    let value: f64 = text.parse().ok()?;
+    let value: f64 = match text.find(['e', 'E']) {
+        // `str::parse` stops accumulating exponent digits once the exponent reaches 65536, which is
+        // only wrong when a mantissa with that many digits compensates it (glibc strtod is exact).
+        Some(e) if text.len() - e > 6 => normalized_value(&text[..e], &text[e + 1..])?,
+        _ => text.parse().ok()?,
+    };
     Some((i, value))
+}
+
+/// `mantissa × 10^exponent` for a long exponent: folds the mantissa's digit positions into a
+/// saturated exponent, then lets `str::parse` round the significant digits exactly once.
+fn normalized_value(mantissa: &str, exponent: &str) -> Option<f64> {
+    let (negative, mantissa) = match mantissa.as_bytes()[0] {
+        b'-' => (true, &mantissa[1..]),
+        b'+' => (false, &mantissa[1..]),
+        _ => (false, mantissa),
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let (exp_negative, exp_digits) = match exponent.as_bytes()[0] {
+        b'-' => (true, &exponent[1..]),
+        b'+' => (false, &exponent[1..]),
+        _ => (false, exponent),
+    };
+    const CAP: i64 = 1 << 50;
+    let mut exp: i64 = 0;
+    for d in exp_digits.bytes() {
+        exp = (exp * 10 + i64::from(d - b'0')).min(CAP);
+    }
+    if exp_negative {
+        exp = -exp;
+    }
+    let digits = || int_part.bytes().chain(frac_part.bytes());
+    let signed = |v: f64| if negative { -v } else { v };
+    let Some(first) = digits().position(|d| d != b'0') else {
+        return Some(signed(0.0));
+    };
+    // value = 0.<significant digits> × 10^x
+    let x = exp + int_part.len() as i64 - first as i64;
+    if x > 311 {
+        return Some(signed(f64::INFINITY));
+    }
+    if x < -325 {
+        return Some(signed(0.0));
+    }
+    let significant: String = digits().skip(first).map(char::from).collect();
+    let value: f64 = format!("0.{significant}e{x}").parse().ok()?;
+    Some(signed(value))
 }
 
 /// cJSON's `valueint` for a parsed double: saturate at `INT_MAX`/`INT_MIN`, else truncate

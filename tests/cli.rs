@@ -1,0 +1,132 @@
+//! The command line, end to end: `replay` output that `compare.py` accepts, exit codes and
+//! one-line errors on bad input, nothing on stdout when the input is refused.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn twin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("binary runs")
+}
+
+fn conformance(file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/conformance")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+fn scratch(name: &str, content: &[u8]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+#[test]
+fn replay_output_passes_the_shipped_compare_script() {
+    let out = twin(&[
+        "replay",
+        "--board",
+        "bread-compact-wifi",
+        &conformance("bread-compact-wifi.requests.jsonl"),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.stdout.iter().filter(|&&b| b == b'\n').count(),
+        64,
+        "one object per request line"
+    );
+    let actual = scratch("actual.jsonl", &out.stdout);
+    let compare = Command::new("python3")
+        .arg(conformance("compare.py"))
+        .arg(conformance("bread-compact-wifi.expected.jsonl"))
+        .arg(&actual)
+        .output()
+        .expect("python3 runs compare.py");
+    let report = String::from_utf8_lossy(&compare.stdout);
+    assert!(compare.status.success(), "{report}");
+    assert!(report.contains("64/64 lines identical"), "{report}");
+}
+
+#[test]
+fn replies_only_prints_just_the_payloads() {
+    let out = twin(&[
+        "replay",
+        "--board",
+        "bread-compact-wifi",
+        "--replies-only",
+        &conformance("bread-compact-wifi.burst.requests.txt"),
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 9);
+    assert!(
+        lines[0].starts_with(r#"{"jsonrpc":"2.0","id":202,"result""#),
+        "initialize overtook the lamp call"
+    );
+    assert!(lines[2].starts_with(r#"{"jsonrpc":"2.0","id":201,"result""#));
+}
+
+fn assert_refused(out: &Output, needle: &str) {
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "no partial output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains(needle), "{err}");
+}
+
+#[test]
+fn missing_file_is_a_one_line_error() {
+    assert_refused(
+        &twin(&["replay", "--board", "bread-compact-wifi", "/no/such/file.jsonl"]),
+        "no such file",
+    );
+}
+
+#[test]
+fn unknown_board_is_a_one_line_error() {
+    let f = scratch("ok.txt", b"{}\n");
+    assert_refused(
+        &twin(&["replay", "--board", "no-such-board", f.to_str().unwrap()]),
+        "unknown board `no-such-board`",
+    );
+}
+
+#[test]
+fn malformed_burst_line_names_the_line() {
+    let f = scratch(
+        "bad-burst.txt",
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}\n#burst [\"a\",\n",
+    );
+    assert_refused(
+        &twin(&["replay", "--board", "bread-compact-wifi", f.to_str().unwrap()]),
+        "bad-burst.txt:2: #burst",
+    );
+}
+
+#[test]
+fn malformed_payloads_are_fed_to_the_device_not_refused() {
+    let f = scratch(
+        "garbage.txt",
+        b"\xff\xfe not json\n\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"} trailing\n",
+    );
+    let out = twin(&["replay", "--board", "bread-compact-wifi", f.to_str().unwrap()]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 3);
+    assert!(text.lines().nth(2).unwrap().contains(r#"Method not implemented: x"#));
+}
+
+#[test]
+fn tools_prints_every_page() {
+    let out = twin(&["tools", "--board", "bread-compact-wifi", "--with-user-tools"]);
+    assert!(out.status.success());
+    assert_eq!(out.stdout.len(), 2902 + 1);
+}
