@@ -242,6 +242,26 @@ pub struct AudioSpec {
     pub output_sample_rate: u32,
     /// Default output volume of `AudioCodec` (70).
     pub default_volume: i32,
+    /// The amplifier after the codec.
+    pub amplifier: crate::audio::chain::AmplifierSpec,
+    pub speaker: crate::audio::chain::SpeakerSpec,
+    /// Hardware codecs: DAC full scale and the voltages handed to `esp_codec_dev`.
+    pub dac: crate::audio::chain::DacSpec,
+    /// A PA enable GPIO the codec driver drives from output enable (`Es8311AudioCodec`).
+    pub pa_gpio: Option<PaPinSpec>,
+    /// The PA is switched on once at boot and never again (e.g. through an I/O expander).
+    pub pa_always_on: bool,
+    /// The microphone runs while idle (wake-word detection), keeping duplex codecs open.
+    pub wake_word: bool,
+}
+
+/// A PA enable pin.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaPinSpec {
+    pub gpio: u32,
+    #[serde(default)]
+    pub inverted: bool,
 }
 
 impl Default for AudioSpec {
@@ -251,6 +271,12 @@ impl Default for AudioSpec {
             input_sample_rate: 16_000,
             output_sample_rate: 24_000,
             default_volume: 70,
+            amplifier: Default::default(),
+            speaker: Default::default(),
+            dac: Default::default(),
+            pa_gpio: None,
+            pa_always_on: false,
+            wake_word: true,
         }
     }
 }

@@ -15,6 +15,7 @@
 //! * [`harness`] — the owner of virtual time for offline runs (replay, scenarios).
 //! * [`trace`], [`time`], [`spec`] — events, virtual time, data-file loading.
 
+pub mod audio;
 pub mod board;
 pub mod cjson;
 pub mod device;

@@ -7,7 +7,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::audio::ChainFault;
+use crate::audio::source::{Prompt, Source};
 use crate::board::{Behavior, BoardTool, DisplayKind, ReturnSpec};
+use crate::device::audio::AudioService;
 use crate::device::catalogue::{self, BoardObjects};
 use crate::device::main_loop::MainLoop;
 use crate::device::report::{self, StatusFacts, SystemFacts};
@@ -52,6 +55,8 @@ pub enum Task {
     Reboot { stage: RebootStage },
     /// `self.upgrade_firmware`'s lambda: `UpgradeFirmware(url)`.
     Upgrade { url: Vec<u8>, stage: UpgradeStage },
+    /// `audio_service_.PlaySound(...)` scheduled on the main task (e.g. the success prompt).
+    PlayPrompt(Prompt),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +85,7 @@ impl Task {
             Task::UserReboot => "reboot (user requested)".into(),
             Task::Reboot { .. } => "reboot".into(),
             Task::Upgrade { .. } => "firmware upgrade".into(),
+            Task::PlayPrompt(p) => format!("play {}", p.name()),
         }
     }
 
@@ -90,6 +96,7 @@ impl Task {
             Task::Call { .. } | Task::FinishCall { .. } => core.emit(|| Event::TaskDropped { what: "call", why }),
             Task::UserReboot | Task::Reboot { .. } => core.emit(|| Event::TaskDropped { what: "reboot", why }),
             Task::Upgrade { .. } => core.emit(|| Event::TaskDropped { what: "upgrade", why }),
+            Task::PlayPrompt(_) => core.emit(|| Event::TaskDropped { what: "sound", why }),
         }
     }
 }
@@ -127,6 +134,7 @@ pub struct Running {
     pub gpio_flags: BTreeMap<u32, bool>,
     pub protocol: Option<Link>,
     pub uuid: String,
+    pub audio: AudioService,
 }
 
 fn uuid_v4(core: &mut Core) -> String {
@@ -191,6 +199,7 @@ impl Running {
             gpio_flags,
             protocol: None,
             uuid,
+            audio: AudioService::new(&spec.audio),
         };
         if spec.backlight.is_some() {
             run.backlight = Some(Backlight::new());
@@ -225,6 +234,14 @@ impl Running {
             stored
         };
         core.log('I', "AudioCodec", || "Audio codec started".to_string());
+        let now = core.now;
+        let dummy = core.faults.codec_dummy;
+        core.audio
+            .record(now, crate::audio::AudioChange::Fault(ChainFault::DummyCodec, dummy));
+        run.audio.start(&mut core.audio, now, run.volume);
+        if spec.audio.wake_word {
+            run.audio.enable_input(&mut core.audio, now, true, run.volume);
+        }
         let (mcp, registrations) = catalogue::register(&BoardObjects {
             spec: &spec,
             display: &run.display,
@@ -243,8 +260,38 @@ impl Running {
         run.mcp = mcp;
         run.protocol = Some(Link::Direct);
         run.set_state(core, DeviceState::Activating);
+        run.activate(core);
         run.set_state(core, DeviceState::Idle);
+        // HandleActivationDoneEvent: the success sound, scheduled on the main task.
+        run.main.schedule(Task::PlayPrompt(Prompt::Success));
         run
+    }
+
+    /// The activation task's assets step: a stored `assets/download_url` is consumed (erased)
+    /// and downloaded at this boot.
+    fn activate(&mut self, core: &mut Core) {
+        if let Some(url) = core.nvs.get_str("assets", "download_url").map(<[u8]>::to_vec) {
+            if !url.is_empty() {
+                core.nvs.erase("assets", "download_url");
+                core.emit(|| Event::NvsErased {
+                    namespace: "assets".into(),
+                    key: "download_url".into(),
+                });
+                let _ = self.http(core, "GET", &url);
+            }
+        }
+    }
+
+    /// `audio_service_.PlaySound(prompt)`.
+    fn play_prompt(&mut self, core: &mut Core, prompt: Prompt) {
+        let (_, _, duration) = prompt.burst();
+        let now = core.now;
+        let (start, end) = self
+            .audio
+            .play(&mut core.audio, now, Source::Prompt(prompt), duration, self.volume);
+        core.emit(|| Event::Note {
+            text: format!("play sound={} from={} to={}", prompt.name(), start, end),
+        });
     }
 
     /// `DeviceStateMachine::TransitionTo`; false (and a warning) when the table refuses.
@@ -346,6 +393,8 @@ impl Running {
                 core.log('I', "Application", || "Rebooting...".to_string());
                 core.emit(|| Event::RebootEntered);
                 self.protocol = None;
+                let now = core.now;
+                self.audio.stop_playback(&mut core.audio, now);
                 Step::Block(
                     core.delay(1000),
                     Task::Reboot {
@@ -357,6 +406,10 @@ impl Running {
                 stage: RebootStage::Restart,
             } => Step::Restart(BootReason::EspRestart),
             Task::Upgrade { url, stage } => self.upgrade(core, url, stage),
+            Task::PlayPrompt(prompt) => {
+                self.play_prompt(core, prompt);
+                Step::Done
+            }
         }
     }
 
@@ -386,10 +439,13 @@ impl Running {
                 core.log('I', "Application", || {
                     format!("Starting firmware upgrade from URL: {}", String::from_utf8_lossy(&url))
                 });
+                self.play_prompt(core, Prompt::Upgrade);
                 Step::Block(core.delay(3000), next(UpgradeStage::AfterAlert))
             }
             UpgradeStage::AfterAlert => {
                 self.set_state(core, DeviceState::Upgrading);
+                let now = core.now;
+                self.audio.stop_playback(&mut core.audio, now);
                 Step::Block(core.delay(1000), next(UpgradeStage::Download))
             }
             UpgradeStage::Download => {
@@ -407,6 +463,7 @@ impl Running {
                 core.log('E', "Application", || {
                     "Firmware upgrade failed, restarting audio service and continuing operation...".to_string()
                 });
+                self.play_prompt(core, Prompt::Exclamation);
                 Step::Block(core.delay(3000), next(UpgradeStage::FailedDone))
             }
             UpgradeStage::FailedDone => {
@@ -430,7 +487,12 @@ impl Running {
 
     /// The earliest esp_timer deadline.
     pub fn timer_deadline(&self) -> Option<crate::time::SimTime> {
-        self.backlight.as_ref().and_then(Backlight::next_deadline)
+        let backlight = self.backlight.as_ref().and_then(Backlight::next_deadline);
+        let power = self.audio.timer_deadline();
+        match (backlight, power) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Fires every esp_timer due at `core.now` (timer task outranks the main task).
@@ -443,6 +505,11 @@ impl Running {
                     duty: step.duty,
                 });
             }
+        }
+        if self.audio.on_power_tick(&mut core.audio, now, self.volume) {
+            core.emit(|| Event::Note {
+                text: "audio output powered down (15 s without output)".to_string(),
+            });
         }
     }
 
@@ -480,6 +547,8 @@ impl Running {
     /// `AudioCodec::SetOutputVolume`: store, log, persist.
     fn set_volume(&mut self, core: &mut Core, volume: i32) -> Result<(), &'static str> {
         self.volume = volume;
+        let now = core.now;
+        self.audio.set_volume(&mut core.audio, now, volume);
         core.emit(|| Event::VolumeChanged { volume });
         core.log('I', "AudioCodec", || format!("Set output volume to {volume}"));
         core.nvs_set("audio", "output_volume", NvsValue::I32(volume))

@@ -7,6 +7,7 @@
 //! reads a clock and never sleeps; whoever drives it owns time.
 
 pub mod app;
+pub mod audio;
 pub mod builtin;
 pub mod catalogue;
 pub mod main_loop;
@@ -19,7 +20,10 @@ use std::sync::Arc;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::board::BoardSpec;
+use crate::audio::render::{ChainSetup, Signals};
+use crate::audio::source::Source;
+use crate::audio::{AudioChange, AudioLog, ChainFault, measure::Measurement};
+use crate::board::{BoardSpec, CodecKind};
 use crate::cjson::{self, Limits, Parser, Terminator};
 use crate::hw::nvs::Nvs;
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received};
@@ -37,6 +41,8 @@ pub struct Faults {
     pub display_init_fails: bool,
     /// `esp_camera_init` fails: the tool stays, every call says `Failed to capture photo`.
     pub camera_init_fails: bool,
+    /// The board's codec is replaced by `DummyAudioCodec` (everything succeeds, nothing plays).
+    pub codec_dummy: bool,
 }
 
 /// What leaves the device.
@@ -84,6 +90,8 @@ pub struct Core {
     pub rng: ChaCha8Rng,
     pub mac: String,
     pub elf_sha256: [u8; 32],
+    /// Everything that happened to the audio path (evidence; survives reboots).
+    pub audio: AudioLog,
     trace: bool,
     events: Vec<TraceEvent>,
     outputs: VecDeque<Output>,
@@ -193,6 +201,7 @@ impl Device {
                 rng,
                 mac: format_mac(mac),
                 elf_sha256,
+                audio: AudioLog::default(),
                 trace: true,
                 events: Vec::new(),
                 outputs: VecDeque::new(),
@@ -415,6 +424,8 @@ impl Device {
 
     fn drop_everything(&mut self, why: &'static str) {
         if let Some(mut run) = self.run.take() {
+            let now = self.core.now;
+            run.audio.shut_down(&mut self.core.audio, now);
             for task in run.main.drain() {
                 task.record_drop(&mut self.core, why);
             }
@@ -473,6 +484,54 @@ impl Device {
             .as_deref()
             .map(|r| r.main.pending().map(|t| t.describe()).collect())
             .unwrap_or_default()
+    }
+
+    /// Plays a sound through the device's audio path (as decoded server audio or a local sound
+    /// would): output on if needed, queued behind what already plays. Returns when it starts and
+    /// ends, or `None` when the device is not running.
+    pub fn play(&mut self, now: SimTime, source: Source, duration: SimDuration) -> Option<(SimTime, SimTime)> {
+        self.run_until(now);
+        let run = self.run.as_deref_mut()?;
+        let volume = run.volume;
+        Some(run.audio.play(&mut self.core.audio, now, source, duration, volume))
+    }
+
+    /// Sets or clears a fault of the analog chain at `now`.
+    pub fn set_chain_fault(&mut self, now: SimTime, fault: ChainFault, on: bool) {
+        self.run_until(now);
+        self.core.audio.record(now, AudioChange::Fault(fault, on));
+    }
+
+    /// The board's chain in the current world, for rendering.
+    pub fn chain_setup(&self) -> ChainSetup {
+        let a = &self.core.spec.audio;
+        let room = &self.core.world.room;
+        let frames = 6 * 240; // AUDIO_CODEC_DMA_DESC_NUM × AUDIO_CODEC_DMA_FRAME_NUM
+        ChainSetup {
+            codec: a.codec,
+            rate: a.output_sample_rate,
+            amp: a.amplifier.clone(),
+            speaker: a.speaker.clone(),
+            dac: a.dac.clone(),
+            distance_m: room.listener_distance_m,
+            ambient_dba: room.ambient_dba,
+            margin_db: room.margin_db,
+            dma_latency: match a.codec {
+                CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex => {
+                    SimDuration::from_micros(frames * 1_000_000 / u64::from(a.output_sample_rate.max(1)))
+                }
+                _ => SimDuration::ZERO,
+            },
+        }
+    }
+
+    /// Renders `[from, to)` of the audio evidence (run the device past `to` first).
+    pub fn render(&self, from: SimTime, to: SimTime, signals: bool) -> (Measurement, Option<Signals>) {
+        crate::audio::render::render(&self.core.audio, &self.chain_setup(), from, to, signals)
+    }
+
+    pub fn audio_log(&self) -> &AudioLog {
+        &self.core.audio
     }
 
     /// A volume button press (button callbacks run in the esp_timer context, not the main task).

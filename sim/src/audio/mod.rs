@@ -1,0 +1,111 @@
+//! The acoustic chain: from `set_volume` → `true` to sound pressure at the listener
+//! (DESIGN.md §5, FIRMWARE.md §9, ACOUSTICS.md).
+//!
+//! The device records what happens to its audio path in an [`AudioLog`] (volume writes, I2S TX
+//! enable, codec open/close and register writes, PA pin, playbacks, faults) as virtual time
+//! passes; [`render::render`] turns any window of that log into I2S words, the listener's
+//! pressure signal and the measurements (`playing`, `i2s_running`, `codec_gain`, `amp_enabled`,
+//! dBFS, dB SPL, verdicts). Rendering is a pure function of the log and the board, so the same
+//! run renders the same bytes.
+
+pub mod chain;
+pub mod codec;
+pub mod measure;
+pub mod render;
+pub mod source;
+
+use crate::time::SimTime;
+use source::{Sampler, Source};
+
+/// Faults of the analog chain, as data (DESIGN.md §5; FIRMWARE.md §9.3 board-level gating).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ChainFault {
+    /// Amplifier shut down (SD pin low / PA never enabled).
+    AmpShutdown,
+    /// Speaker wire off.
+    SpeakerDisconnected,
+    /// A headphone-detect style speaker enable held low.
+    SpeakerGated,
+    /// The I2S TX channel never starts (no BCLK).
+    I2sStopped,
+    /// The codec object is a `DummyAudioCodec`: every call succeeds, `Write` discards.
+    DummyCodec,
+}
+
+impl ChainFault {
+    pub fn name(self) -> &'static str {
+        match self {
+            ChainFault::AmpShutdown => "amp_shutdown",
+            ChainFault::SpeakerDisconnected => "speaker_disconnected",
+            ChainFault::SpeakerGated => "speaker_gated",
+            ChainFault::I2sStopped => "i2s_stopped",
+            ChainFault::DummyCodec => "codec_dummy",
+        }
+    }
+}
+
+/// One change of the audio path at a point in virtual time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AudioChange {
+    /// `AudioCodec::output_volume_` changed (read by software-volume codecs at write time).
+    Volume(i32),
+    /// The I2S TX channel was enabled/disabled (NoAudioCodec `EnableOutput`).
+    TxEnabled(bool),
+    /// The ES8311 `esp_codec_dev` was opened/closed (DAC active, unmuted).
+    CodecOpen(bool),
+    /// An I2C write of ES8311 REG 0x32 (DAC volume).
+    Register32(u8),
+    /// The amplifier enable (PA pin level, logical).
+    PaEnabled(bool),
+    /// A chain fault set or cleared.
+    Fault(ChainFault, bool),
+}
+
+/// A sound leaving the codec during `[start, end)`.
+#[derive(Clone, Debug)]
+pub struct Playback {
+    pub start: SimTime,
+    pub end: SimTime,
+    pub source: Source,
+    pub sampler: Sampler,
+}
+
+/// Everything that happened to the audio path, in time order. Persists across reboots (it is
+/// the evidence, not device state).
+#[derive(Clone, Debug, Default)]
+pub struct AudioLog {
+    pub changes: Vec<(SimTime, AudioChange)>,
+    pub playbacks: Vec<Playback>,
+}
+
+impl AudioLog {
+    pub fn record(&mut self, at: SimTime, change: AudioChange) {
+        debug_assert!(self.changes.last().is_none_or(|(t, _)| *t <= at));
+        self.changes.push((at, change));
+    }
+
+    pub fn play(&mut self, start: SimTime, end: SimTime, source: Source, rate: u32) {
+        let sampler = source.sampler(rate);
+        self.playbacks.push(Playback {
+            start,
+            end,
+            source,
+            sampler,
+        });
+    }
+
+    /// Sound stops (audio service stopped, restart, power cut): cut playbacks at `at`.
+    pub fn stop_playback(&mut self, at: SimTime) {
+        for p in self.playbacks.iter_mut().rev() {
+            if p.end <= at {
+                break;
+            }
+            p.end = p.end.min(at).max(p.start);
+        }
+    }
+
+    /// When the last queued sound ends.
+    pub fn playing_until(&self) -> Option<SimTime> {
+        self.playbacks.last().map(|p| p.end)
+    }
+}

@@ -1,0 +1,402 @@
+//! Renders a window of the [`AudioLog`] through codec, amplifier, speaker and room, sample by
+//! sample at the codec's output rate (ACOUSTICS.md §1–§6).
+//!
+//! Software-volume codecs read the volume when a frame is *written*; frames already in the
+//! I2S DMA ring (`dma_latency`, 6 × 240 frames = 60 ms at 24 kHz) keep the old gain. The
+//! MAX98357A is in standby while BCLK is stopped and muted for its start-up time after BCLK
+//! starts; the NS4150B follows its PA pin with a 120 ms start-up. Pure function of its inputs.
+
+use crate::audio::chain::{AmpModel, AmplifierSpec, DacSpec, P0_PA, SdMode, SpeakerSpec, max98357_full_scale_peak_v};
+use crate::audio::codec::{es8311_register_db, software_factor, software_word};
+use crate::audio::measure::{Measurement, dbfs_from_mean_square, verdict};
+use crate::audio::{AudioChange, AudioLog, ChainFault};
+use crate::board::CodecKind;
+use crate::time::{SimDuration, SimTime};
+
+/// The board's chain and the room, for rendering.
+#[derive(Clone, Debug)]
+pub struct ChainSetup {
+    pub codec: CodecKind,
+    pub rate: u32,
+    pub amp: AmplifierSpec,
+    pub speaker: SpeakerSpec,
+    pub dac: DacSpec,
+    pub distance_m: f64,
+    pub ambient_dba: f64,
+    pub margin_db: f64,
+    /// Audio already queued in the DMA ring when the volume changes.
+    pub dma_latency: SimDuration,
+}
+
+/// Optional signals of a render (for WAV evidence).
+#[derive(Clone, Debug, Default)]
+pub struct Signals {
+    /// I2S words as the codec writes them (32-bit; 16-bit codecs shifted left by 16), 0 while stopped.
+    pub i2s: Vec<i32>,
+    /// Device sound pressure at the listener, Pa.
+    pub listener_pa: Vec<f32>,
+}
+
+/// The state of the path at one instant.
+#[derive(Clone, Debug)]
+struct PathState {
+    tx: bool,
+    tx_since: Option<SimTime>,
+    codec_open: bool,
+    reg32: u8,
+    pa: bool,
+    pa_since: Option<SimTime>,
+    amp_shutdown: bool,
+    speaker_off: bool,
+    i2s_fault: bool,
+    dummy: bool,
+}
+
+impl PathState {
+    fn new() -> Self {
+        PathState {
+            tx: false,
+            tx_since: None,
+            codec_open: false,
+            reg32: 0,
+            pa: false,
+            pa_since: None,
+            amp_shutdown: false,
+            speaker_off: false,
+            i2s_fault: false,
+            dummy: false,
+        }
+    }
+
+    fn apply(&mut self, at: SimTime, change: &AudioChange, faults: &mut [bool; 5]) {
+        match change {
+            AudioChange::Volume(_) => {}
+            AudioChange::TxEnabled(on) => {
+                if *on && !self.tx {
+                    self.tx_since = Some(at);
+                }
+                self.tx = *on;
+            }
+            AudioChange::CodecOpen(open) => self.codec_open = *open,
+            AudioChange::Register32(r) => self.reg32 = *r,
+            AudioChange::PaEnabled(on) => {
+                if *on && !self.pa {
+                    self.pa_since = Some(at);
+                }
+                self.pa = *on;
+            }
+            AudioChange::Fault(f, on) => {
+                faults[*f as usize] = *on;
+                self.amp_shutdown = faults[ChainFault::AmpShutdown as usize];
+                self.speaker_off =
+                    faults[ChainFault::SpeakerDisconnected as usize] || faults[ChainFault::SpeakerGated as usize];
+                self.i2s_fault = faults[ChainFault::I2sStopped as usize];
+                self.dummy = faults[ChainFault::DummyCodec as usize];
+            }
+        }
+    }
+}
+
+fn sample_time(k: u64, rate: u32) -> SimTime {
+    SimTime::from_micros(((u128::from(k) * 1_000_000) / u128::from(rate.max(1))) as u64)
+}
+
+fn first_sample_at_or_after(t: SimTime, rate: u32) -> u64 {
+    let num = u128::from(t.as_micros()) * u128::from(rate);
+    num.div_ceil(1_000_000) as u64
+}
+
+/// Renders `[from, to)`. With `signals`, also returns the sample streams.
+pub fn render(
+    log: &AudioLog,
+    setup: &ChainSetup,
+    from: SimTime,
+    to: SimTime,
+    want_signals: bool,
+) -> (Measurement, Option<Signals>) {
+    let rate = setup.rate.max(1);
+    let k0 = first_sample_at_or_after(from, rate);
+    let k1 = first_sample_at_or_after(to, rate).max(k0);
+    let n = (k1 - k0) as usize;
+
+    // State at the window start.
+    let mut state = PathState::new();
+    let mut faults = [false; 5];
+    let mut ci = 0;
+    let changes = &log.changes;
+    let start_t = sample_time(k0, rate);
+    while ci < changes.len() && changes[ci].0 <= start_t {
+        state.apply(changes[ci].0, &changes[ci].1, &mut faults);
+        ci += 1;
+    }
+    // Volume as seen by the writer (DMA latency earlier).
+    let volumes: Vec<(SimTime, i32)> = changes
+        .iter()
+        .filter_map(|(t, c)| match c {
+            AudioChange::Volume(v) => Some((*t, *v)),
+            _ => None,
+        })
+        .collect();
+    let mut vi = 0;
+    let mut volume = 70;
+    let mut pi = log.playbacks.partition_point(|p| p.end <= start_t);
+
+    let software = matches!(
+        setup.codec,
+        CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex
+    );
+    let hardware = matches!(setup.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec);
+    let fs_peak = max98357_full_scale_peak_v();
+    let amp_gain = setup.amp.gain();
+    let clip = setup.amp.clip_peak_v(setup.speaker.impedance_ohm);
+    let startup = SimDuration::from_micros((setup.amp.startup_ms * 1000.0).round() as u64);
+    let k_spk = setup.speaker.pascal_per_volt(setup.distance_m);
+    let dac_peak = std::f64::consts::SQRT_2 * (setup.dac.avdd_v / 3.3);
+
+    let mut signals = want_signals.then(|| Signals {
+        i2s: Vec::with_capacity(n),
+        listener_pa: Vec::with_capacity(n),
+    });
+    let (mut playing, mut running, mut amp_on) = (0u64, 0u64, 0u64);
+    let (mut i2s_sq, mut amp_sq, mut p_sq) = (0f64, 0f64, 0f64);
+    let mut factor = software_factor(volume);
+    let mut factor_volume = volume;
+
+    for k in k0..k1 {
+        let t = sample_time(k, rate);
+        while ci < changes.len() && changes[ci].0 <= t {
+            state.apply(changes[ci].0, &changes[ci].1, &mut faults);
+            ci += 1;
+        }
+        let write_t = SimTime::from_micros(t.as_micros().saturating_sub(setup.dma_latency.as_micros()));
+        while vi < volumes.len() && volumes[vi].0 <= write_t {
+            volume = volumes[vi].1;
+            vi += 1;
+        }
+        while pi < log.playbacks.len() && log.playbacks[pi].end <= t {
+            pi += 1;
+        }
+        let sample = match log.playbacks.get(pi) {
+            Some(p) if p.start <= t => {
+                playing += 1;
+                let n0 = first_sample_at_or_after(p.start, rate);
+                p.sampler.sample(k.saturating_sub(n0))
+            }
+            _ => 0,
+        };
+
+        // Codec.
+        let clocked = match setup.codec {
+            _ if state.i2s_fault || state.dummy => false,
+            CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex => state.tx,
+            CodecKind::Es8311 | CodecKind::BoxAudioCodec => true,
+            CodecKind::Dummy => false,
+        };
+        let word: i32 = if !clocked {
+            0
+        } else if software {
+            if volume != factor_volume {
+                factor = software_factor(volume);
+                factor_volume = volume;
+            }
+            software_word(sample, factor)
+        } else {
+            i32::from(sample) << 16
+        };
+        if clocked {
+            running += 1;
+            let x = f64::from(word) / 2_147_483_648.0;
+            i2s_sq += x * x;
+        }
+
+        // Amplifier.
+        let mut volts = 0.0;
+        match setup.amp.model {
+            AmpModel::Max98357a if software || setup.codec == CodecKind::Dummy => {
+                let started = state.tx_since.is_some_and(|s| t >= s + startup);
+                let active = clocked && !state.amp_shutdown && setup.amp.sd_mode != SdMode::Shutdown && started;
+                if active {
+                    amp_on += 1;
+                    let left = f64::from(word) / 2_147_483_648.0;
+                    let amp_in = match setup.amp.sd_mode {
+                        SdMode::Left => left,
+                        SdMode::Mix => left / 2.0,
+                        SdMode::Right | SdMode::Shutdown => 0.0,
+                    };
+                    amp_sq += amp_in * amp_in;
+                    volts = (amp_in * fs_peak * amp_gain).clamp(-clip, clip);
+                }
+            }
+            _ if hardware => {
+                // DAC: the register gain applies only while the device is open (else suspended).
+                let dac = if state.codec_open && !state.dummy {
+                    let g = 10f64.powf(es8311_register_db(state.reg32) / 20.0);
+                    (f64::from(sample) / 32768.0 * g).clamp(-1.0, 1.0)
+                } else {
+                    0.0
+                };
+                let started = state.pa_since.is_some_and(|s| t >= s + startup);
+                if state.pa && started && !state.amp_shutdown {
+                    amp_on += 1;
+                    amp_sq += dac * dac;
+                    volts = (dac * dac_peak * amp_gain).clamp(-clip, clip);
+                }
+            }
+            _ => {}
+        }
+        let pa = if state.speaker_off { 0.0 } else { volts * k_spk };
+        p_sq += pa * pa;
+        if let Some(s) = signals.as_mut() {
+            s.i2s.push(word);
+            s.listener_pa.push(pa as f32);
+        }
+    }
+
+    let codec_gain_db = if hardware {
+        state.codec_open.then(|| es8311_register_db(state.reg32))
+    } else if software {
+        let f = software_factor(volume);
+        (f > 0).then(|| 20.0 * (f as f64 / 65536.0).log10())
+    } else {
+        None
+    };
+    let frac = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
+    let spl_db = (n > 0 && p_sq > 0.0).then(|| 10.0 * (p_sq / n as f64 / (P0_PA * P0_PA)).log10());
+    let (from_ms, to_ms) = Measurement::window(from, to);
+    let m = Measurement {
+        from_ms,
+        to_ms,
+        playing: frac(playing),
+        i2s_running: frac(running),
+        codec_gain_db,
+        codec_reg32: hardware.then_some(state.reg32),
+        amp_enabled: frac(amp_on),
+        i2s_dbfs: if running > 0 {
+            dbfs_from_mean_square(i2s_sq / running as f64)
+        } else {
+            None
+        },
+        amp_input_dbfs: if amp_on > 0 {
+            dbfs_from_mean_square(amp_sq / amp_on as f64)
+        } else {
+            None
+        },
+        spl_db,
+        ambient_dba: setup.ambient_dba,
+        verdict: verdict(spl_db, setup.ambient_dba, setup.margin_db),
+    };
+    (m, signals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audio::source::Source;
+
+    fn bread() -> ChainSetup {
+        ChainSetup {
+            codec: CodecKind::NoAudioCodecSimplex,
+            rate: 24_000,
+            amp: AmplifierSpec::default(),
+            speaker: SpeakerSpec::default(),
+            dac: DacSpec::default(),
+            distance_m: 0.5,
+            ambient_dba: 35.0,
+            margin_db: 0.0,
+            dma_latency: SimDuration::from_millis(60),
+        }
+    }
+
+    fn probe_log(volume: i32) -> AudioLog {
+        let mut log = AudioLog::default();
+        log.record(SimTime::ZERO, AudioChange::Volume(volume));
+        log.record(SimTime::ZERO, AudioChange::TxEnabled(true));
+        log.play(
+            SimTime::ZERO,
+            SimTime::from_millis(3000),
+            Source::probe(1000.0, -6.0),
+            24_000,
+        );
+        log
+    }
+
+    #[test]
+    fn bread_board_worked_examples() {
+        for (v, i2s, spl) in [
+            (70, -12.20, 72.9),
+            (50, -18.04, 67.0),
+            (40, -21.92, 63.2),
+            (10, -46.00, 39.1),
+        ] {
+            let (m, _) = render(
+                &probe_log(v),
+                &bread(),
+                SimTime::from_millis(1000),
+                SimTime::from_millis(2000),
+                false,
+            );
+            assert!((m.i2s_dbfs.unwrap() - i2s).abs() < 0.05, "v={v}: {:?}", m.i2s_dbfs);
+            assert!((m.spl_db.unwrap() - spl).abs() < 0.05, "v={v}: {:?}", m.spl_db);
+        }
+        let (m, _) = render(
+            &probe_log(0),
+            &bread(),
+            SimTime::from_millis(1000),
+            SimTime::from_millis(2000),
+            false,
+        );
+        assert_eq!((m.i2s_dbfs, m.spl_db, m.verdict.name()), (None, None, "silent"));
+    }
+
+    #[test]
+    fn the_dma_ring_keeps_the_old_gain_for_sixty_ms() {
+        let mut log = probe_log(70);
+        log.record(SimTime::from_millis(1000), AudioChange::Volume(10));
+        let before = |a, b| {
+            render(&log, &bread(), SimTime::from_millis(a), SimTime::from_millis(b), false)
+                .0
+                .i2s_dbfs
+                .unwrap()
+        };
+        assert!((before(1000, 1060) + 12.20).abs() < 0.05, "still the old gain");
+        assert!(
+            (before(1060, 1100) + 46.00).abs() < 0.05,
+            "the new gain after the ring drained"
+        );
+    }
+
+    #[test]
+    fn es8311_worked_examples() {
+        let setup = ChainSetup {
+            codec: CodecKind::BoxAudioCodec,
+            amp: AmplifierSpec {
+                model: AmpModel::Ns4150b,
+                gain_db: 20.0 * 1.6f64.log10(),
+                startup_ms: 120.0,
+                ..AmplifierSpec::default()
+            },
+            ..bread()
+        };
+        for (v, spl) in [(70, 66.6), (40, 51.6)] {
+            let mut log = AudioLog::default();
+            log.record(SimTime::ZERO, AudioChange::CodecOpen(true));
+            log.record(SimTime::ZERO, AudioChange::Register32((98 + v) as u8));
+            log.record(SimTime::ZERO, AudioChange::PaEnabled(true));
+            log.play(
+                SimTime::ZERO,
+                SimTime::from_millis(3000),
+                Source::probe(1000.0, -6.0),
+                24_000,
+            );
+            let (m, _) = render(
+                &log,
+                &setup,
+                SimTime::from_millis(1000),
+                SimTime::from_millis(2000),
+                false,
+            );
+            assert!((m.i2s_dbfs.unwrap() + 6.0).abs() < 0.05);
+            assert!((m.spl_db.unwrap() - spl).abs() < 0.05, "v={v}: {:?}", m.spl_db);
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! `AudioService` output power management and the codec drivers' enable/volume logic
+//! (`main/audio/audio_service.cc`, `audio_codec.cc`, `no_audio_codec.cc`,
+//! `es8311_audio_codec.cc`, `box_audio_codec.cc`; FIRMWARE.md §9, ACOUSTICS.md §1.3).
+//!
+//! Output is enabled lazily before playback and disabled by a 1 s periodic check 15 s after the
+//! last output (except a duplex codec while its input runs). Hardware codecs write their volume
+//! register only while the device is open (ES8311) or always (BoxAudioCodec), and drive the PA
+//! pin from output enable. Every change goes to the device's [`AudioLog`].
+
+use crate::audio::codec::{es8311_register, hw_gain_db};
+use crate::audio::source::Source;
+use crate::audio::{AudioChange, AudioLog};
+use crate::board::{AudioSpec, CodecKind};
+use crate::time::{SimDuration, SimTime};
+
+/// `AUDIO_POWER_TIMEOUT_MS`.
+pub const POWER_TIMEOUT: SimDuration = SimDuration::from_millis(15_000);
+/// `AUDIO_POWER_CHECK_INTERVAL_MS`.
+pub const POWER_CHECK_INTERVAL: SimDuration = SimDuration::from_millis(1000);
+
+/// Volatile audio state of one boot.
+#[derive(Clone, Debug)]
+pub struct AudioService {
+    codec: CodecKind,
+    pub input_enabled: bool,
+    pub output_enabled: bool,
+    /// ES8311 `dev_ != nullptr`.
+    pub codec_open: bool,
+    pub pa_on: bool,
+    /// When the last written frame ends (0 when nothing was played this boot).
+    pub last_output_end: SimTime,
+    power_tick: Option<SimTime>,
+    hw_gain: f32,
+    pa_switched: bool,
+    pa_always_on: bool,
+    rate: u32,
+}
+
+impl AudioService {
+    pub fn new(spec: &AudioSpec) -> Self {
+        AudioService {
+            codec: spec.codec,
+            input_enabled: false,
+            output_enabled: false,
+            codec_open: false,
+            pa_on: false,
+            last_output_end: SimTime::ZERO,
+            power_tick: None,
+            hw_gain: hw_gain_db(spec.dac.pa_voltage as f32, spec.dac.codec_dac_voltage as f32, 0.0),
+            pa_switched: spec.pa_gpio.is_some(),
+            pa_always_on: spec.pa_always_on,
+            rate: spec.output_sample_rate,
+        }
+    }
+
+    pub fn codec(&self) -> CodecKind {
+        self.codec
+    }
+
+    fn is_hardware(&self) -> bool {
+        matches!(self.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec)
+    }
+
+    /// Board construction: PA pins configured (forced on where the board does so).
+    pub fn start(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
+        log.record(now, AudioChange::Volume(volume));
+        if self.pa_always_on {
+            self.pa_on = true;
+            log.record(now, AudioChange::PaEnabled(true));
+        }
+    }
+
+    /// Everything stops (reboot, power cut): clocks, codec and PA off, sound cut.
+    pub fn shut_down(&mut self, log: &mut AudioLog, now: SimTime) {
+        log.stop_playback(now);
+        if self.output_enabled && !self.is_hardware() {
+            log.record(now, AudioChange::TxEnabled(false));
+        }
+        if self.codec_open {
+            log.record(now, AudioChange::Register32(0));
+            log.record(now, AudioChange::CodecOpen(false));
+        }
+        if self.pa_on {
+            log.record(now, AudioChange::PaEnabled(false));
+        }
+        self.output_enabled = false;
+        self.input_enabled = false;
+        self.codec_open = false;
+        self.pa_on = false;
+        self.power_tick = None;
+    }
+
+    /// `AudioCodec::SetOutputVolume` plus the hardware codecs' register write.
+    pub fn set_volume(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
+        log.record(now, AudioChange::Volume(volume));
+        match self.codec {
+            CodecKind::Es8311 if self.codec_open => {
+                log.record(now, AudioChange::Register32(es8311_register(volume, self.hw_gain)))
+            }
+            CodecKind::BoxAudioCodec => log.record(now, AudioChange::Register32(es8311_register(volume, self.hw_gain))),
+            _ => {}
+        }
+    }
+
+    /// `UpdateDeviceState` of the ES8311 drivers after an enable flag changed.
+    fn update_codec_device(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
+        if !self.is_hardware() {
+            return;
+        }
+        let want_open = match self.codec {
+            CodecKind::BoxAudioCodec => self.output_enabled,
+            _ => self.input_enabled || self.output_enabled,
+        };
+        if want_open && !self.codec_open {
+            self.codec_open = true;
+            log.record(now, AudioChange::CodecOpen(true));
+            // A fresh handle replays volume 0, then the driver writes the real volume.
+            log.record(now, AudioChange::Register32(es8311_register(0, self.hw_gain)));
+            log.record(now, AudioChange::Register32(es8311_register(volume, self.hw_gain)));
+        } else if !want_open && self.codec_open {
+            self.codec_open = false;
+            log.record(now, AudioChange::Register32(0));
+            log.record(now, AudioChange::CodecOpen(false));
+        }
+        if self.pa_switched && !self.pa_always_on && self.pa_on != self.output_enabled {
+            self.pa_on = self.output_enabled;
+            log.record(now, AudioChange::PaEnabled(self.pa_on));
+        }
+    }
+
+    /// `EnableOutput(b)`.
+    pub fn enable_output(&mut self, log: &mut AudioLog, now: SimTime, on: bool, volume: i32) {
+        if on == self.output_enabled {
+            return;
+        }
+        self.output_enabled = on;
+        if self.is_hardware() {
+            self.update_codec_device(log, now, volume);
+        } else if self.codec != CodecKind::Dummy {
+            log.record(now, AudioChange::TxEnabled(on));
+        }
+    }
+
+    /// `EnableInput(b)` (wake word / listening).
+    pub fn enable_input(&mut self, log: &mut AudioLog, now: SimTime, on: bool, volume: i32) {
+        if on == self.input_enabled {
+            return;
+        }
+        self.input_enabled = on;
+        self.update_codec_device(log, now, volume);
+        if on && self.power_tick.is_none() {
+            self.power_tick = Some(now + POWER_CHECK_INTERVAL);
+        }
+    }
+
+    /// `PlaySound` / decoded TTS: output on if needed (restarting the power timer), then the
+    /// sound queues behind whatever plays. Returns when it starts and ends.
+    pub fn play(
+        &mut self,
+        log: &mut AudioLog,
+        now: SimTime,
+        source: Source,
+        duration: SimDuration,
+        volume: i32,
+    ) -> (SimTime, SimTime) {
+        if !self.output_enabled {
+            self.power_tick = Some(now + POWER_CHECK_INTERVAL);
+            self.enable_output(log, now, true, volume);
+        }
+        let start = self.last_output_end.max(now);
+        let end = start + duration;
+        log.play(start, end, source, self.rate);
+        self.last_output_end = end;
+        (start, end)
+    }
+
+    /// The sound is cut (`AudioService::Stop`).
+    pub fn stop_playback(&mut self, log: &mut AudioLog, now: SimTime) {
+        log.stop_playback(now);
+        if self.last_output_end > now {
+            self.last_output_end = now;
+        }
+    }
+
+    pub fn timer_deadline(&self) -> Option<SimTime> {
+        self.power_tick
+    }
+
+    /// `CheckAndUpdateAudioPowerState` for a tick due at `now`.
+    pub fn on_power_tick(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) -> bool {
+        let Some(due) = self.power_tick else { return false };
+        if due > now {
+            return false;
+        }
+        let mut disabled = false;
+        let idle_for = now.saturating_since(self.last_output_end.min(now));
+        if idle_for > POWER_TIMEOUT && self.output_enabled && !(self.codec.is_duplex() && self.input_enabled) {
+            self.enable_output(log, now, false, volume);
+            disabled = true;
+        }
+        self.power_tick = if !self.input_enabled && !self.output_enabled {
+            None
+        } else {
+            Some(due + POWER_CHECK_INTERVAL)
+        };
+        disabled
+    }
+}
