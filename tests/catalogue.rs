@@ -84,6 +84,126 @@ fn nodisplay_fallback_lists_match_the_spec() {
     );
 }
 
+#[test]
+fn bread_compact_wifi_128x64_lists_like_the_32_pixel_build() {
+    let d = booted(shipped("bread-compact-wifi-128x64"), false);
+    assert_list(
+        &d,
+        false,
+        1353,
+        "90a48b3d90f1edfd2cad5bf809ab9c514a54b940db49ea1d6d123dcd05e218d3",
+    );
+    assert_list(
+        &d,
+        true,
+        2902,
+        "899d79b4c9a6a297199cd32a5da74800ca2150631c34c0fe77c699e3646a7cda",
+    );
+}
+
+#[test]
+fn bread_compact_wifi_lcd_lists_match_the_spec() {
+    let d = booted(shipped("bread-compact-wifi-lcd"), false);
+    assert_list(
+        &d,
+        false,
+        1572,
+        "68b6ce0095b56b3c6b8aa6e7b86f06bf4f5a01c19407b82d2462ac9d13424bd2",
+    );
+    assert_list(
+        &d,
+        true,
+        3121,
+        "d08f89caecd8fb6c5ccfc96a87136c08eef3d39bb0785a46f6255d51c3642307",
+    );
+}
+
+#[test]
+fn bread_compact_wifi_s3cam_lists_match_the_spec() {
+    let d = booted(shipped("bread-compact-wifi-s3cam"), false);
+    assert_list(
+        &d,
+        false,
+        1634,
+        "72c3dd6a55081b5cd95c0f764b142d279ec15b33c204393251bee8f7425cc65f",
+    );
+    assert_list(
+        &d,
+        true,
+        3183,
+        "af67f5040f04dff214012ad201f80dfe95566929930a6b3efabcabc5f0aece51",
+    );
+}
+
+#[test]
+fn otto_robot_pages_after_eleven_tools() {
+    let d = booted(shipped("otto-robot"), false);
+    let (r, next, n) = page(&d, "", false);
+    assert_eq!(
+        (n, next.as_deref(), r.len()),
+        (11, Some("self.battery.get_level"), 7975)
+    );
+    assert_eq!(
+        sha(&r),
+        "9cfb1733193da79b607becac1bde04cddc1638126eea4f068c76f1a20eec4a26"
+    );
+    let (r, next, n) = page(&d, "self.battery.get_level", false);
+    assert_eq!((n, next, r.len()), (2, None, 273));
+}
+
+fn names(d: &Device, with_user_tools: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (r, next, _) = page(d, &cursor, with_user_tools);
+        let v: serde_json::Value = serde_json::from_slice(&r).unwrap();
+        out.extend(
+            v["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_string()),
+        );
+        match next {
+            Some(c) => cursor = c,
+            None => return out,
+        }
+    }
+}
+
+#[test]
+fn hardware_codec_boards_derive_their_lists_from_their_facts() {
+    // Waveshare ESP32-S3 audio board: backlight, LCD themes and a camera ⇒ T1–T5, snapshot on S3.
+    let d = booted(shipped("waveshare/esp32-s3-audio-board"), false);
+    assert_eq!(
+        names(&d, false),
+        [
+            "self.get_device_status",
+            "self.audio_speaker.set_volume",
+            "self.screen.set_brightness",
+            "self.screen.set_theme",
+            "self.camera.take_photo"
+        ]
+    );
+    assert!(names(&d, true).contains(&"self.screen.snapshot".to_string()));
+    // ESP32-C3: no CONFIG_LV_USE_SNAPSHOT ⇒ get_info stays, snapshot and preview are gone.
+    let d = booted(shipped("lckfb/szpi-esp32c3"), false);
+    assert_eq!(
+        names(&d, true),
+        [
+            "self.get_device_status",
+            "self.audio_speaker.set_volume",
+            "self.screen.set_brightness",
+            "self.screen.set_theme",
+            "self.get_system_info",
+            "self.reboot",
+            "self.upgrade_firmware",
+            "self.screen.get_info",
+            "self.assets.set_download_url"
+        ]
+    );
+}
+
 /// FIRMWARE.md §4.4's synthetic golden: 20 board tools of 589 bytes after the lamp tools.
 #[test]
 fn synthetic_twenty_tool_board_pages_exactly_as_verified() {

@@ -110,6 +110,27 @@ fn bread_compact_wifi_burst_transcript_replays_identically() {
 }
 
 #[test]
+fn bread_compact_wifi_lcd_public_transcript_replays_identically() {
+    let records = replay("bread-compact-wifi-lcd", "bread-compact-wifi-lcd.requests.txt");
+    let bad = mismatches("bread-compact-wifi-lcd.expected.jsonl", &records);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn bread_compact_wifi_s3cam_public_transcript_replays_identically() {
+    let records = replay("bread-compact-wifi-s3cam", "bread-compact-wifi-s3cam.requests.txt");
+    let bad = mismatches("bread-compact-wifi-s3cam.expected.jsonl", &records);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn otto_robot_public_transcript_replays_identically() {
+    let records = replay("otto-robot", "otto-robot.requests.txt");
+    let bad = mismatches("otto-robot.expected.jsonl", &records);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
 fn system_info_reply_has_the_firmware_shape() {
     let mut replayer = Replayer::new(board("bread-compact-wifi"), 7, false);
     let raw = br#"{"jsonrpc":"2.0","id":25.5,"method":"tools/call","params":{"name":"self.get_system_info"}}"#;

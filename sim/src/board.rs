@@ -95,6 +95,38 @@ pub struct TargetSpec {
     pub minimum_free_heap: u32,
     /// `esp_chip_info().revision`.
     pub revision: u32,
+    /// The partition table (`partitions/v2/*.csv`).
+    pub partitions: PartitionTable,
+}
+
+/// The upstream partition tables a board can use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub enum PartitionTable {
+    #[serde(rename = "v2/16m")]
+    V2_16m,
+    #[serde(rename = "v2/16m_c3")]
+    V2_16mC3,
+    #[serde(rename = "v2/8m")]
+    V2_8m,
+}
+
+impl PartitionTable {
+    /// `(label, type, subtype, address, size)` rows in table order.
+    pub fn rows(self) -> [(&'static str, u32, u32, u32, u32); 6] {
+        let (app, assets_at, assets) = match self {
+            PartitionTable::V2_16m => (0x3f0000, 0x800000, 8 * 1024 * 1024),
+            PartitionTable::V2_16mC3 => (0x3f0000, 0x800000, 4_096_000),
+            PartitionTable::V2_8m => (0x2f0000, 0x600000, 2 * 1024 * 1024),
+        };
+        [
+            ("nvs", 1, 2, 0x9000, 0x4000),
+            ("otadata", 1, 0, 0xd000, 0x2000),
+            ("phy_init", 1, 1, 0xf000, 0x1000),
+            ("ota_0", 0, 16, 0x20000, app),
+            ("ota_1", 0, 17, 0x20000 + app, app),
+            ("assets", 1, 130, assets_at, assets),
+        ]
+    }
 }
 
 impl Default for TargetSpec {
@@ -107,6 +139,7 @@ impl Default for TargetSpec {
             free_heap: 8 * 1024 * 1024,
             minimum_free_heap: 8_211_452,
             revision: 2,
+            partitions: PartitionTable::V2_16m,
         }
     }
 }
@@ -208,6 +241,16 @@ pub struct BacklightSpec {
     /// NVS `display/brightness` default when nothing is stored.
     #[serde(default = "default_brightness")]
     pub default_brightness: u8,
+    /// The constructor calls `RestoreBrightness()` (most boards); when false it calls
+    /// `SetBrightness(boot_brightness)` and NVS is never read.
+    #[serde(default = "yes")]
+    pub restore: bool,
+    #[serde(default = "full_brightness")]
+    pub boot_brightness: u8,
+}
+
+fn full_brightness() -> u8 {
+    100
 }
 
 fn default_backlight_hz() -> u32 {

@@ -20,6 +20,9 @@ pub struct WorldSpec {
     #[serde(with = "duration_text")]
     pub boot_time: SimDuration,
     pub room: RoomSpec,
+    /// Board-specific tasks (otto-robot's action task) run. The conformance recorder never ran
+    /// them, so its otto stays `idle` whatever is queued.
+    pub board_tasks_run: bool,
 }
 
 /// Station interface facts (`WifiManager`).
@@ -142,6 +145,7 @@ impl WorldSpec {
             ota: OtaSpec::default(),
             boot_time: SimDuration::ZERO,
             room: RoomSpec::default(),
+            board_tasks_run: false,
         }
     }
 

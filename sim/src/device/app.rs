@@ -13,6 +13,7 @@ use crate::board::{Behavior, BoardTool, DisplayKind, ReturnSpec};
 use crate::device::audio::AudioService;
 use crate::device::catalogue::{self, BoardObjects};
 use crate::device::main_loop::MainLoop;
+use crate::device::otto::{self, Otto};
 use crate::device::report::{self, StatusFacts, SystemFacts};
 use crate::device::state::DeviceState;
 use crate::device::{Core, Receipt};
@@ -135,6 +136,8 @@ pub struct Running {
     pub protocol: Option<Link>,
     pub uuid: String,
     pub audio: AudioService,
+    /// otto-robot's controller, on boards that use it.
+    pub otto: Option<Otto>,
 }
 
 fn uuid_v4(core: &mut Core) -> String {
@@ -200,14 +203,37 @@ impl Running {
             protocol: None,
             uuid,
             audio: AudioService::new(&spec.audio),
+            otto: None,
         };
-        if spec.backlight.is_some() {
+        let builtins = spec.board_tools.iter().filter_map(|t| match t {
+            BoardTool::Tool(t) => match &t.behavior {
+                Behavior::Builtin { name } => Some(name.as_str()),
+                _ => None,
+            },
+            BoardTool::Lamp { .. } => None,
+        });
+        if crate::device::builtin::needs_otto(builtins) {
+            let trims = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
+            core.log('I', "OttoController", || {
+                format!(
+                    "从NVS加载微调设置: 左腿={}, 右腿={}, 左脚={}, 右脚={}, 左手={}, 右手={}",
+                    trims[0], trims[1], trims[2], trims[3], trims[4], trims[5]
+                )
+            });
+            let o = Otto::new(trims, core.world.board_tasks_run, core.now);
+            core.log('I', "OttoController", || {
+                otto::Item::new(otto::kind::HOME, 1, 1000, 1, 0).log_line()
+            });
+            run.otto = Some(o);
+        }
+        if let Some(bl) = spec.backlight.as_ref() {
             run.backlight = Some(Backlight::new());
-            let stored = core.nvs.get_i32(
-                "display",
-                "brightness",
-                spec.backlight.as_ref().map_or(75, |b| i32::from(b.default_brightness)),
-            );
+            let stored = if bl.restore {
+                core.nvs
+                    .get_i32("display", "brightness", i32::from(bl.default_brightness))
+            } else {
+                i32::from(bl.boot_brightness)
+            };
             let restored = if stored <= 0 {
                 core.log('W', "Backlight", || {
                     format!("Brightness value ({stored}) is too small, setting to default (10)")
@@ -270,15 +296,15 @@ impl Running {
     /// The activation task's assets step: a stored `assets/download_url` is consumed (erased)
     /// and downloaded at this boot.
     fn activate(&mut self, core: &mut Core) {
-        if let Some(url) = core.nvs.get_str("assets", "download_url").map(<[u8]>::to_vec) {
-            if !url.is_empty() {
-                core.nvs.erase("assets", "download_url");
-                core.emit(|| Event::NvsErased {
-                    namespace: "assets".into(),
-                    key: "download_url".into(),
-                });
-                let _ = self.http(core, "GET", &url);
-            }
+        if let Some(url) = core.nvs.get_str("assets", "download_url").map(<[u8]>::to_vec)
+            && !url.is_empty()
+        {
+            core.nvs.erase("assets", "download_url");
+            core.emit(|| Event::NvsErased {
+                namespace: "assets".into(),
+                key: "download_url".into(),
+            });
+            let _ = self.http(core, "GET", &url);
         }
     }
 
@@ -489,10 +515,8 @@ impl Running {
     pub fn timer_deadline(&self) -> Option<crate::time::SimTime> {
         let backlight = self.backlight.as_ref().and_then(Backlight::next_deadline);
         let power = self.audio.timer_deadline();
-        match (backlight, power) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let otto = self.otto.as_ref().and_then(Otto::deadline);
+        [backlight, power, otto].into_iter().flatten().min()
     }
 
     /// Fires every esp_timer due at `core.now` (timer task outranks the main task).
@@ -505,6 +529,9 @@ impl Running {
                     duty: step.duty,
                 });
             }
+        }
+        if let Some(note) = self.otto.as_mut().and_then(|o| o.on_tick(now)) {
+            core.log('I', "OttoController", || note);
         }
         if self.audio.on_power_tick(&mut core.audio, now, self.volume) {
             core.emit(|| Event::Note {
@@ -786,13 +813,14 @@ impl Running {
         let BoardTool::Tool(t) = &spec.board_tools[index] else {
             return Callback::Throw(b"not a board tool".to_vec());
         };
-        let arg_named = |name: &str| {
-            let props = self.mcp.tool(tool).properties();
-            props
-                .iter()
-                .position(|p| p.name() == name)
-                .and_then(|i| args.get(i).cloned())
-        };
+        let names: Vec<String> = self
+            .mcp
+            .tool(tool)
+            .properties()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect();
+        let arg_named = |name: &str| names.iter().position(|n| n == name).and_then(|i| args.get(i).cloned());
         match &t.behavior {
             Behavior::Gpio { gpio, level, from } => {
                 let on = match (level, from) {
@@ -828,9 +856,131 @@ impl Running {
                 ReturnSpec::Int(i) => ReturnValue::Int(*i),
                 ReturnSpec::Text(s) => ReturnValue::Text(s.as_bytes().to_vec()),
             }),
-            Behavior::Builtin { name } => {
-                Callback::Throw(format!("built-in behaviour {name} is not available").into_bytes())
+            Behavior::Builtin { name } => self.builtin(core, name, &arg_named),
+        }
+    }
+
+    /// Built-in behaviours (otto-robot's controller).
+    fn builtin(&mut self, core: &mut Core, name: &str, arg: &dyn Fn(&str) -> Option<PropertyValue>) -> Callback {
+        let int = |n: &str| arg(n).map_or(0, |v| v.as_int());
+        let bytes = |n: &str| arg(n).map(|v| v.as_bytes().to_vec()).unwrap_or_default();
+        let now = core.now;
+        let text = |s: &str| Callback::Return(ReturnValue::Text(s.as_bytes().to_vec()));
+        match name {
+            "battery.get_level" => {
+                let (level, charging) = core
+                    .spec
+                    .battery
+                    .as_ref()
+                    .map_or((100, false), |b| (b.level, b.charging));
+                text(&format!("{{\"level\":{level},\"charging\":{charging}}}"))
             }
+            "otto.get_ip" => {
+                let w = &core.world.wifi;
+                if w.connected && !w.ip.is_empty() {
+                    text(&format!("{{\"ip\":\"{}\",\"connected\":true}}", w.ip))
+                } else {
+                    text("{\"ip\":\"\",\"connected\":false}")
+                }
+            }
+            "otto.get_trims" => {
+                let t = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
+                let body: Vec<String> = otto::TRIM_KEYS
+                    .iter()
+                    .zip(t)
+                    .map(|(k, v)| format!("\"{k}\":{v}"))
+                    .collect();
+                let json = format!("{{{}}}", body.join(","));
+                core.log('I', "OttoController", || format!("获取微调设置: {json}"));
+                text(&json)
+            }
+            _ => {
+                let Some(o) = self.otto.as_mut() else {
+                    return Callback::Throw(
+                        format!("built-in behaviour {name} needs the otto controller").into_bytes(),
+                    );
+                };
+                match name {
+                    "otto.get_status" => text(if o.is_moving() {
+                        otto::STATUS_MOVING
+                    } else {
+                        otto::STATUS_IDLE
+                    }),
+                    "otto.stop" => {
+                        o.stop(now);
+                        Callback::Return(ReturnValue::Bool(true))
+                    }
+                    "otto.servo_sequences" => {
+                        let seq = bytes("sequence");
+                        if seq.len() >= otto::SEQUENCE_MAX {
+                            core.log('E', "OttoController", || {
+                                format!(
+                                    "JSON字符串太长！输入长度={}，最大允许={}",
+                                    seq.len(),
+                                    otto::SEQUENCE_MAX - 1
+                                )
+                            });
+                        } else if seq.is_empty() {
+                            core.log('W', "OttoController", || "序列JSON为空字符串".to_string());
+                        } else {
+                            let item = otto::Item {
+                                sequence: Some(seq),
+                                ..otto::Item::new(otto::kind::SERVO_SEQUENCE, 0, 0, 0, 0)
+                            };
+                            return Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true)));
+                        }
+                        Callback::Return(ReturnValue::Bool(true))
+                    }
+                    "otto.action" => {
+                        let action = bytes("action");
+                        match otto::action_item(
+                            &action,
+                            int("steps"),
+                            int("speed"),
+                            int("direction"),
+                            int("amount"),
+                            int("arm_swing"),
+                        ) {
+                            Some(item) => Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true))),
+                            None => text(otto::ERR_INVALID_ACTION),
+                        }
+                    }
+                    "otto.set_trim" => {
+                        let servo = bytes("servo_type");
+                        let trim = int("trim_value");
+                        core.log('I', "OttoController", || {
+                            format!("设置舵机微调: {} = {}度", String::from_utf8_lossy(&servo), trim)
+                        });
+                        let Some(i) = otto::TRIM_KEYS.iter().position(|k| k.as_bytes() == servo.as_slice()) else {
+                            return text(otto::ERR_INVALID_SERVO);
+                        };
+                        if let Err(e) = core.nvs_set(otto::TRIM_NAMESPACE, otto::TRIM_KEYS[i], NvsValue::I32(trim)) {
+                            return panic(e);
+                        }
+                        o.trims[i] = trim;
+                        let reply = ReturnValue::Text(otto::trim_saved(&servo, trim));
+                        Self::queue_otto(o, core, otto::Item::new(otto::kind::JUMP, 1, 500, 0, 0), Ok(reply))
+                    }
+                    other => Callback::Throw(format!("unknown built-in behaviour {other}").into_bytes()),
+                }
+            }
+        }
+    }
+
+    /// `QueueAction`: log, queue; a full queue blocks the caller until the task frees a slot.
+    fn queue_otto(o: &mut Otto, core: &mut Core, item: otto::Item, reply: Result<ReturnValue, Vec<u8>>) -> Callback {
+        let line = item.log_line();
+        core.log('I', "OttoController", || line);
+        let now = core.now;
+        let wait = if o.is_full() {
+            o.busy_until().map(|t| t.saturating_since(now))
+        } else {
+            None
+        };
+        o.enqueue(item, now);
+        match wait {
+            Some(d) if !d.is_zero() => Callback::Blocked(d, reply),
+            _ => Callback::Return(reply.unwrap_or(ReturnValue::Bool(true))),
         }
     }
 }

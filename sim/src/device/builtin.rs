@@ -3,7 +3,21 @@
 //! and schema still come from the board file.
 
 /// Every built-in behaviour the device model implements.
-const KNOWN: &[&str] = &[];
+const KNOWN: &[&str] = &[
+    "otto.action",
+    "otto.servo_sequences",
+    "otto.stop",
+    "otto.set_trim",
+    "otto.get_trims",
+    "otto.get_status",
+    "battery.get_level",
+    "otto.get_ip",
+];
+
+/// Whether a board uses the otto controller.
+pub fn needs_otto<'a>(mut names: impl Iterator<Item = &'a str>) -> bool {
+    names.any(|n| n.starts_with("otto."))
+}
 
 pub fn is_known(name: &str) -> bool {
     KNOWN.contains(&name)

@@ -11,6 +11,7 @@ pub mod audio;
 pub mod builtin;
 pub mod catalogue;
 pub mod main_loop;
+pub mod otto;
 pub mod report;
 pub mod state;
 

@@ -2,7 +2,7 @@
 //! `Board::GetSystemInfoJson` (hand-built, unescaped, with its odd spacing and types)
 //! (FIRMWARE.md §10.1, §10.2). Both report *software* state, never hardware.
 
-use crate::board::{BoardSpec, Chip};
+use crate::board::BoardSpec;
 use crate::cjson;
 use crate::world::WifiSpec;
 
@@ -85,67 +85,6 @@ pub struct SystemFacts<'a> {
     pub wifi: &'a WifiSpec,
 }
 
-/// A partition of the 16 MB v2 table (`partitions/v2/16m.csv`).
-struct Partition {
-    label: &'static str,
-    ty: u32,
-    subtype: u32,
-    address: u32,
-    size: u32,
-}
-
-fn partition_table(chip: Chip) -> [Partition; 6] {
-    let assets_size = if chip == Chip::Esp32c3 {
-        4_096_000
-    } else {
-        8 * 1024 * 1024
-    };
-    [
-        Partition {
-            label: "nvs",
-            ty: 1,
-            subtype: 2,
-            address: 0x9000,
-            size: 0x4000,
-        },
-        Partition {
-            label: "otadata",
-            ty: 1,
-            subtype: 0,
-            address: 0xd000,
-            size: 0x2000,
-        },
-        Partition {
-            label: "phy_init",
-            ty: 1,
-            subtype: 1,
-            address: 0xf000,
-            size: 0x1000,
-        },
-        Partition {
-            label: "ota_0",
-            ty: 0,
-            subtype: 16,
-            address: 0x20000,
-            size: 0x3f0000,
-        },
-        Partition {
-            label: "ota_1",
-            ty: 0,
-            subtype: 17,
-            address: 0x410000,
-            size: 0x3f0000,
-        },
-        Partition {
-            label: "assets",
-            ty: 1,
-            subtype: 130,
-            address: 0x800000,
-            size: assets_size,
-        },
-    ]
-}
-
 /// `Board::GetSystemInfoJson` + `WifiBoard::GetBoardJson`, concatenated without escaping.
 pub fn system_info_json(f: &SystemFacts<'_>) -> Vec<u8> {
     let s = f.spec;
@@ -171,13 +110,12 @@ pub fn system_info_json(f: &SystemFacts<'_>) -> Vec<u8> {
         fw.project_name, fw.version, fw.compile_time, fw.idf_version
     ));
     j.push_str("\"partition_table\": [");
-    for (i, p) in partition_table(t.chip).iter().enumerate() {
+    for (i, (label, ty, subtype, address, size)) in t.partitions.rows().iter().enumerate() {
         if i > 0 {
             j.push(',');
         }
         j.push_str(&format!(
-            "{{\"label\":\"{}\",\"type\":{},\"subtype\":{},\"address\":{},\"size\":{}}}",
-            p.label, p.ty, p.subtype, p.address, p.size
+            "{{\"label\":\"{label}\",\"type\":{ty},\"subtype\":{subtype},\"address\":{address},\"size\":{size}}}"
         ));
     }
     j.push_str("],\"ota\":{\"label\":\"ota_0\"},");
