@@ -5,6 +5,7 @@
 
 mod boards;
 mod cmd;
+mod wav;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,6 +53,45 @@ enum Command {
         #[arg(long)]
         with_user_tools: bool,
     },
+    /// Set the volume through the MCP path, play a probe, and measure what is heard.
+    ///
+    /// Boots the board in a quiet room (35 dBA, listener at 0.5 m), calls
+    /// self.audio_speaker.set_volume as a backend would, plays the probe through the board's own
+    /// audio path and prints the four factors (playing, i2s_running, codec_gain, amp_enabled),
+    /// the I2S level, the sound pressure at the listener and the verdict.
+    Render {
+        /// Board id or path to a board YAML file.
+        #[arg(long)]
+        board: String,
+        /// Volume to set through `tools/call` first (0..100).
+        #[arg(long)]
+        volume: Option<i32>,
+        /// Probe tone: tone:<Hz>:<dBFS>:<ms> (default tone:1000:-6:1000).
+        #[arg(long, value_name = "tone:HZ:DBFS:MS")]
+        probe: Option<String>,
+        /// Play a WAV file instead of a tone.
+        #[arg(long, value_name = "FILE")]
+        wav: Option<PathBuf>,
+        /// Inject a fault (repeatable): amp_shutdown, speaker_disconnected, speaker_gated,
+        /// i2s_stopped, codec_dummy, oled_init_failure, camera_init_failure, nvs_write_failure.
+        #[arg(long = "fault", value_name = "NAME")]
+        faults: Vec<xiaozhi_sim::fault::Fault>,
+        /// Write render.i2s.wav (32-bit PCM) and render.listener.wav (float, Pa) here.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Play the listener signal on the sound card (needs the `playback` feature).
+        #[arg(long)]
+        play: bool,
+        /// Listener distance in metres (default 0.5).
+        #[arg(long, value_name = "M")]
+        distance: Option<f64>,
+        /// Ambient level in dBA (default 35).
+        #[arg(long, value_name = "DBA")]
+        ambient: Option<f64>,
+    },
     /// List the shipped boards.
     Boards,
 }
@@ -71,6 +111,29 @@ fn main() -> ExitCode {
             seed: *seed,
         }),
         Command::Tools { board, with_user_tools } => cmd::tools::run(board, *with_user_tools),
+        Command::Render {
+            board,
+            volume,
+            probe,
+            wav,
+            faults,
+            out,
+            json,
+            play,
+            distance,
+            ambient,
+        } => cmd::render::run(&cmd::render::Options {
+            board: board.clone(),
+            volume: *volume,
+            probe: probe.clone(),
+            wav: wav.clone(),
+            faults: faults.clone(),
+            out: out.clone(),
+            json: *json,
+            play: *play,
+            distance_m: *distance,
+            ambient_dba: *ambient,
+        }),
         Command::Boards => cmd::boards::run(),
     };
     match result {

@@ -76,6 +76,59 @@ impl Harness {
     }
 }
 
+/// Lead-in excluded from a probe's measurement window: the DMA ring and playback queue
+/// (60–120 ms), the MAX98357A start-up (7.5 ms) and the NS4150B start-up (120 ms)
+/// (ACOUSTICS.md §6 "Guards").
+pub const PROBE_GUARD: SimDuration = SimDuration::from_millis(150);
+
+/// A sound played through the device and what the listener measured.
+#[derive(Clone, Debug)]
+pub struct Listening {
+    /// When the sound actually played (it queues behind what already plays).
+    pub played: (SimTime, SimTime),
+    /// The measured window (after the guard).
+    pub window: (SimTime, SimTime),
+    pub measurement: crate::audio::measure::Measurement,
+    pub signals: Option<crate::audio::render::Signals>,
+}
+
+impl Harness {
+    /// Plays `source` for `duration` through the device, runs the device past its end, and
+    /// measures the played window minus [`PROBE_GUARD`]. `None` when the device is not running.
+    pub fn play_and_measure(
+        &mut self,
+        source: crate::audio::source::Source,
+        duration: SimDuration,
+        signals: bool,
+    ) -> Option<Listening> {
+        let now = self.now();
+        let (start, end) = self.device.play(now, source, duration)?;
+        self.device.run_until(end);
+        let from = (start + PROBE_GUARD).min(end);
+        let (measurement, signals) = self.device.render(from, end, signals);
+        Some(Listening {
+            played: (start, end),
+            window: (from, end),
+            measurement,
+            signals,
+        })
+    }
+
+    /// Measures what the listener hears during `[now, now + d)` while the device runs.
+    pub fn listen(&mut self, d: SimDuration, signals: bool) -> Listening {
+        let from = self.now();
+        let to = from + d;
+        self.device.run_until(to);
+        let (measurement, signals) = self.device.render(from, to, signals);
+        Listening {
+            played: (from, to),
+            window: (from, to),
+            measurement,
+            signals,
+        }
+    }
+}
+
 /// One line of a replay file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReplayLine {

@@ -19,6 +19,7 @@ pub mod audio;
 pub mod board;
 pub mod cjson;
 pub mod device;
+pub mod fault;
 pub mod harness;
 pub mod hw;
 pub mod mcp;

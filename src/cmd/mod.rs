@@ -1,5 +1,6 @@
 //! One module per subcommand; each turns parsed arguments into output and an exit code.
 
 pub mod boards;
+pub mod render;
 pub mod replay;
 pub mod tools;

@@ -73,17 +73,23 @@ pub struct Measurement {
     pub i2s_running: f64,
     /// Codec gain at the end of the window, dB (software factor or ES8311 register); `None` when
     /// the gain is zero (volume 0 on a software codec) or the codec is closed.
+    #[serde(serialize_with = "two_decimals")]
     pub codec_gain_db: Option<f64>,
     /// ES8311 REG 0x32 at the end of the window, when the board has one.
     pub codec_reg32: Option<u8>,
     /// Fraction of the window during which the amplifier was enabled and past its start-up.
     pub amp_enabled: f64,
     /// Level of the I2S words while clocked, dBFS (`None`: all zero or never clocked).
+    #[serde(serialize_with = "two_decimals")]
     pub i2s_dbfs: Option<f64>,
     /// Level of what the amplifier takes in, dBFS.
+    #[serde(serialize_with = "two_decimals")]
     pub amp_input_dbfs: Option<f64>,
     /// Device-only Leq at the listener, dB SPL (`None`: no device sound at all).
+    #[serde(serialize_with = "two_decimals")]
     pub spl_db: Option<f64>,
+    /// Listener distance the level is for, metres.
+    pub distance_m: f64,
     pub ambient_dba: f64,
     pub verdict: Verdict,
 }
@@ -99,6 +105,14 @@ impl Measurement {
             Some(l) => 10.0 * (10f64.powf(l / 10.0) + 10f64.powf(self.ambient_dba / 10.0)).log10(),
             None => self.ambient_dba,
         }
+    }
+}
+
+/// Levels are reported with two decimals (ACOUSTICS.md §6).
+fn two_decimals<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) => s.serialize_some(&((x * 100.0).round() / 100.0)),
+        None => s.serialize_none(),
     }
 }
 

@@ -282,6 +282,7 @@ pub fn render(
             None
         },
         spl_db,
+        distance_m: setup.distance_m,
         ambient_dba: setup.ambient_dba,
         verdict: verdict(spl_db, setup.ambient_dba, setup.margin_db),
     };

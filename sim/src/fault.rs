@@ -1,0 +1,113 @@
+//! Faults as data: the ways a real board fails while every tool still says `true`
+//! (DESIGN.md §5, issue "faults"). Chain faults act at once; construction faults act at the next
+//! boot (they change what the board constructs); an NVS fault makes every write fail.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::audio::ChainFault;
+use crate::device::Device;
+use crate::time::SimTime;
+
+/// A named fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    /// Amplifier shut down (SD pin low, PA never on).
+    AmpShutdown,
+    /// Speaker wire off.
+    SpeakerDisconnected,
+    /// A headphone-detect style gate holds the speaker enable low.
+    SpeakerGated,
+    /// The I2S TX channel never clocks.
+    I2sStopped,
+    /// The codec is a `DummyAudioCodec` (next boot).
+    CodecDummy,
+    /// The OLED panel does not answer: `NoDisplay` fallback (next boot).
+    OledInitFailure,
+    /// `esp_camera_init` fails (next boot).
+    CameraInitFailure,
+    /// Every NVS write fails with `ESP_ERR_NVS_NOT_ENOUGH_SPACE` (`ESP_ERROR_CHECK` panics).
+    NvsWriteFailure,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 8] = [
+        Fault::AmpShutdown,
+        Fault::SpeakerDisconnected,
+        Fault::SpeakerGated,
+        Fault::I2sStopped,
+        Fault::CodecDummy,
+        Fault::OledInitFailure,
+        Fault::CameraInitFailure,
+        Fault::NvsWriteFailure,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::AmpShutdown => "amp_shutdown",
+            Fault::SpeakerDisconnected => "speaker_disconnected",
+            Fault::SpeakerGated => "speaker_gated",
+            Fault::I2sStopped => "i2s_stopped",
+            Fault::CodecDummy => "codec_dummy",
+            Fault::OledInitFailure => "oled_init_failure",
+            Fault::CameraInitFailure => "camera_init_failure",
+            Fault::NvsWriteFailure => "nvs_write_failure",
+        }
+    }
+
+    /// Whether the fault only takes effect when the board is next constructed.
+    pub fn needs_boot(self) -> bool {
+        matches!(
+            self,
+            Fault::CodecDummy | Fault::OledInitFailure | Fault::CameraInitFailure
+        )
+    }
+
+    fn chain(self) -> Option<ChainFault> {
+        match self {
+            Fault::AmpShutdown => Some(ChainFault::AmpShutdown),
+            Fault::SpeakerDisconnected => Some(ChainFault::SpeakerDisconnected),
+            Fault::SpeakerGated => Some(ChainFault::SpeakerGated),
+            Fault::I2sStopped => Some(ChainFault::I2sStopped),
+            _ => None,
+        }
+    }
+
+    /// Sets or clears the fault on `device` at `now`.
+    pub fn apply(self, device: &mut Device, now: SimTime, on: bool) {
+        if let Some(chain) = self.chain() {
+            device.set_chain_fault(now, chain, on);
+            return;
+        }
+        match self {
+            Fault::CodecDummy => device.faults_mut().codec_dummy = on,
+            Fault::OledInitFailure => device.faults_mut().display_init_fails = on,
+            Fault::CameraInitFailure => device.faults_mut().camera_init_fails = on,
+            Fault::NvsWriteFailure => device.nvs_mut().fail_writes = on.then_some("ESP_ERR_NVS_NOT_ENOUGH_SPACE"),
+            _ => {}
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Fault, String> {
+        Fault::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
+            format!("unknown fault `{s}`; known faults: {}", names.join(", "))
+        })
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Fault {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Fault, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,225 @@
+//! `xiaozhi-twin render`: boots a board, sets the volume through the real MCP path, plays a
+//! probe and reports what reaches the I2S bus and the listener.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use serde::Serialize;
+use xiaozhi_sim::audio::measure::Measurement;
+use xiaozhi_sim::audio::source::Source;
+use xiaozhi_sim::device::{Device, Output};
+use xiaozhi_sim::fault::Fault;
+use xiaozhi_sim::harness::Harness;
+use xiaozhi_sim::time::SimDuration;
+use xiaozhi_sim::world::WorldSpec;
+
+use crate::{boards, wav};
+
+pub struct Options {
+    pub board: String,
+    pub volume: Option<i32>,
+    pub probe: Option<String>,
+    pub wav: Option<PathBuf>,
+    pub faults: Vec<Fault>,
+    pub out: Option<PathBuf>,
+    pub json: bool,
+    pub play: bool,
+    pub distance_m: Option<f64>,
+    pub ambient_dba: Option<f64>,
+}
+
+/// A parsed `tone:<Hz>:<dBFS>:<ms>` probe.
+pub fn parse_probe(text: &str) -> Result<(f64, f64, u64)> {
+    let parts: Vec<&str> = text.split(':').collect();
+    let bad = || anyhow::anyhow!("--probe `{text}`: expected tone:<Hz>:<dBFS>:<ms>, e.g. tone:1000:-6:1000");
+    if parts.len() != 4 || parts[0] != "tone" {
+        return Err(bad());
+    }
+    let hz: f64 = parts[1].parse().map_err(|_| bad())?;
+    let dbfs: f64 = parts[2].parse().map_err(|_| bad())?;
+    let ms: u64 = parts[3].parse().map_err(|_| bad())?;
+    if !(20.0..=12_000.0).contains(&hz) || !(-120.0..=0.0).contains(&dbfs) || !(200..=600_000).contains(&ms) {
+        bail!("--probe `{text}`: frequency 20..12000 Hz, level -120..0 dBFS, duration 200..600000 ms");
+    }
+    Ok((hz, dbfs, ms))
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    board: &'a str,
+    call: Option<String>,
+    reply: Option<String>,
+    readback_volume: Option<i32>,
+    source: String,
+    faults: Vec<String>,
+    measurement: &'a Measurement,
+    files: Vec<String>,
+}
+
+pub fn run(opts: &Options) -> Result<()> {
+    let spec = boards::load(&opts.board)?;
+    if let Some(v) = opts.volume {
+        if !(0..=100).contains(&v) {
+            eprintln!("note: volume {v} is outside 0..=100; the device will answer with a range error");
+        }
+    }
+    let (source, duration) = match (&opts.probe, &opts.wav) {
+        (Some(_), Some(_)) => bail!("give either --probe or --wav, not both"),
+        (None, Some(path)) => {
+            let (rate, samples) = wav::read_pcm(path)?;
+            if samples.is_empty() {
+                bail!("{}: no samples", path.display());
+            }
+            let source = Source::Pcm {
+                rate,
+                samples: samples.into(),
+            };
+            let d = source.natural_duration().unwrap_or(SimDuration::from_secs(1));
+            (source, d)
+        }
+        (probe, None) => {
+            let (hz, dbfs, ms) = parse_probe(probe.as_deref().unwrap_or("tone:1000:-6:1000"))?;
+            (
+                Source::probe(hz, dbfs),
+                SimDuration::from_millis(ms) + xiaozhi_sim::harness::PROBE_GUARD,
+            )
+        }
+    };
+    let mut world = WorldSpec::conformance();
+    if let Some(d) = opts.distance_m {
+        world.room.listener_distance_m = d;
+    }
+    if let Some(a) = opts.ambient_dba {
+        world.room.ambient_dba = a;
+    }
+    let mut h = Harness::new(Device::new(spec.clone(), world, 0));
+    h.device.set_trace(false);
+    let start = h.now();
+    for f in opts.faults.iter().filter(|f| f.needs_boot()) {
+        f.apply(&mut h.device, start, true);
+    }
+    h.power_on();
+    h.sleep(SimDuration::from_millis(1000));
+    h.run_until_idle()?;
+    for f in opts.faults.iter().filter(|f| !f.needs_boot()) {
+        let now = h.now();
+        f.apply(&mut h.device, now, true);
+    }
+    let mut call = None;
+    let mut reply = None;
+    if let Some(v) = opts.volume {
+        let msg = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"self.audio_speaker.set_volume","arguments":{{"volume":{v}}}}}}}"#
+        );
+        h.deliver(msg.as_bytes());
+        h.run_until_idle()?;
+        reply = h
+            .take_outputs()
+            .into_iter()
+            .map(|Output::Mcp { payload, .. }| String::from_utf8_lossy(&payload).into_owned())
+            .next();
+        call = Some(msg);
+        h.sleep(SimDuration::from_millis(200));
+    }
+    let readback = h.device.app().map(|a| a.volume);
+    let want_signals = opts.out.is_some() || opts.play;
+    let described = source.describe();
+    let Some(listening) = h.play_and_measure(source, duration, want_signals) else {
+        bail!("the board is not running (a fault stopped it?)")
+    };
+    let mut files = Vec::new();
+    if let (Some(dir), Some(signals)) = (&opts.out, &listening.signals) {
+        let (a, b) = wav::write_signals(dir, "render", spec.audio.output_sample_rate, signals)?;
+        files.push(a.display().to_string());
+        files.push(b.display().to_string());
+    }
+    let m = &listening.measurement;
+    if opts.json {
+        let report = Report {
+            board: &opts.board,
+            call,
+            reply,
+            readback_volume: readback,
+            source: described,
+            faults: opts.faults.iter().map(|f| f.name().to_string()).collect(),
+            measurement: m,
+            files,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(
+            &opts.board,
+            &spec,
+            call.as_deref(),
+            reply.as_deref(),
+            readback,
+            &described,
+            &opts.faults,
+            m,
+            &files,
+        );
+    }
+    if opts.play {
+        if let Some(signals) = &listening.signals {
+            wav::play(spec.audio.output_sample_rate, signals)?;
+        }
+    }
+    Ok(())
+}
+
+fn db(v: Option<f64>, unit: &str) -> String {
+    v.map_or_else(|| "null (silent)".to_string(), |x| format!("{x:.2} {unit}"))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn print_table(
+    board: &str,
+    spec: &xiaozhi_sim::board::BoardSpec,
+    call: Option<&str>,
+    reply: Option<&str>,
+    readback: Option<i32>,
+    source: &str,
+    faults: &[Fault],
+    m: &Measurement,
+    files: &[String],
+) {
+    let a = &spec.audio;
+    println!(
+        "board      {board}: {:?} -> {:?} {:.2} dB -> speaker {} dB/1W/1m {} ohm",
+        a.codec, a.amplifier.model, a.amplifier.gain_db, a.speaker.sensitivity_db, a.speaker.impedance_ohm
+    );
+    if !faults.is_empty() {
+        let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
+        println!("faults     {}", names.join(", "));
+    }
+    if let Some(c) = call {
+        println!("call       {c}");
+        println!("reply      {}", reply.unwrap_or("(none)"));
+    }
+    if let Some(v) = readback {
+        println!("readback   audio_speaker.volume = {v}");
+    }
+    println!("source     {source}, measured {:.0}..{:.0} ms", m.from_ms, m.to_ms);
+    println!(
+        "factors    playing {:.2}  i2s_running {:.2}  codec_gain {}  amp_enabled {:.2}",
+        m.playing,
+        m.i2s_running,
+        db(m.codec_gain_db, "dB"),
+        m.amp_enabled
+    );
+    println!(
+        "levels     I2S {}   amp input {}",
+        db(m.i2s_dbfs, "dBFS"),
+        db(m.amp_input_dbfs, "dBFS")
+    );
+    println!(
+        "listener   {} at {:.2} m (ambient {:.1} dBA)",
+        db(m.spl_db, "dB SPL"),
+        m.distance_m,
+        m.ambient_dba
+    );
+    println!("verdict    {}", m.verdict.name());
+    for f in files {
+        println!("wrote      {f}");
+    }
+}

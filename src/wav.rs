@@ -1,0 +1,92 @@
+//! Evidence files: WAV of the I2S stream and of the listener signal (hound), and optional
+//! playback on a real sound card (rodio, behind the `playback` feature).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use xiaozhi_sim::audio::render::Signals;
+
+/// Full scale of the listener WAV: 0 dBFS = 1 Pa peak (≈ 91 dB SPL for a sine).
+pub const LISTENER_FULL_SCALE_PA: f32 = 1.0;
+
+/// Writes `<stem>.i2s.wav` (32-bit PCM, the words the codec clocks out) and
+/// `<stem>.listener.wav` (32-bit float, pressure at the listener in Pa). Returns both paths.
+pub fn write_signals(dir: &Path, stem: &str, rate: u32, signals: &Signals) -> Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create the output directory", dir.display()))?;
+    let i2s_path = dir.join(format!("{stem}.i2s.wav"));
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: rate,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w =
+        hound::WavWriter::create(&i2s_path, spec).with_context(|| format!("{}: cannot write", i2s_path.display()))?;
+    for s in &signals.i2s {
+        w.write_sample(*s)?;
+    }
+    w.finalize()?;
+    let listener_path = dir.join(format!("{stem}.listener.wav"));
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: rate,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut w = hound::WavWriter::create(&listener_path, spec)
+        .with_context(|| format!("{}: cannot write", listener_path.display()))?;
+    for p in &signals.listener_pa {
+        w.write_sample(*p / LISTENER_FULL_SCALE_PA)?;
+    }
+    w.finalize()?;
+    Ok((i2s_path, listener_path))
+}
+
+/// Reads a WAV file as mono int16 PCM (channels averaged, other widths scaled).
+pub fn read_pcm(path: &Path) -> Result<(u32, Vec<i16>)> {
+    let mut r = hound::WavReader::open(path).with_context(|| format!("{}: not a readable WAV file", path.display()))?;
+    let spec = r.spec();
+    let channels = usize::from(spec.channels.max(1));
+    let frames: Vec<f32> = match spec.sample_format {
+        hound::SampleFormat::Float => r.samples::<f32>().collect::<Result<_, _>>()?,
+        hound::SampleFormat::Int => {
+            let scale = (1i64 << (spec.bits_per_sample.clamp(1, 32) - 1)) as f32;
+            r.samples::<i32>()
+                .map(|s| s.map(|v| v as f32 / scale))
+                .collect::<Result<_, _>>()?
+        }
+    };
+    let mono = frames
+        .chunks(channels)
+        .map(|c| {
+            let avg = c.iter().sum::<f32>() / c.len() as f32;
+            (avg * 32768.0).round().clamp(-32768.0, 32767.0) as i16
+        })
+        .collect();
+    Ok((spec.sample_rate, mono))
+}
+
+/// Plays the listener signal on the default sound card (`--play`).
+#[cfg(feature = "playback")]
+pub fn play(rate: u32, signals: &Signals) -> Result<()> {
+    use std::num::NonZero;
+    let sink =
+        rodio::DeviceSinkBuilder::open_default_sink().map_err(|e| anyhow::anyhow!("no sound card to play on: {e}"))?;
+    let player = rodio::Player::connect_new(sink.mixer());
+    // Scale so that 1 Pa peak is full scale, as in the WAV file.
+    let samples: Vec<f32> = signals.listener_pa.iter().map(|p| p / LISTENER_FULL_SCALE_PA).collect();
+    let rate = NonZero::new(rate).ok_or_else(|| anyhow::anyhow!("sample rate 0"))?;
+    player.append(rodio::buffer::SamplesBuffer::new(
+        NonZero::new(1u16).expect("1"),
+        rate,
+        samples,
+    ));
+    player.sleep_until_end();
+    Ok(())
+}
+
+/// Without the `playback` feature there is no sound card support compiled in.
+#[cfg(not(feature = "playback"))]
+pub fn play(_rate: u32, _signals: &Signals) -> Result<()> {
+    anyhow::bail!("this build has no playback: rebuild with `--features playback` (needs libasound2-dev)")
+}
