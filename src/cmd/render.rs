@@ -58,10 +58,10 @@ struct Report<'a> {
 
 pub fn run(opts: &Options) -> Result<()> {
     let spec = boards::load(&opts.board)?;
-    if let Some(v) = opts.volume {
-        if !(0..=100).contains(&v) {
-            eprintln!("note: volume {v} is outside 0..=100; the device will answer with a range error");
-        }
+    if let Some(v) = opts.volume
+        && !(0..=100).contains(&v)
+    {
+        eprintln!("note: volume {v} is outside 0..=100; the device will answer with a range error");
     }
     let (source, duration) = match (&opts.probe, &opts.wav) {
         (Some(_), Some(_)) => bail!("give either --probe or --wav, not both"),
@@ -159,10 +159,10 @@ pub fn run(opts: &Options) -> Result<()> {
             &files,
         );
     }
-    if opts.play {
-        if let Some(signals) = &listening.signals {
-            wav::play(spec.audio.output_sample_rate, signals)?;
-        }
+    if opts.play
+        && let Some(signals) = &listening.signals
+    {
+        wav::play(spec.audio.output_sample_rate, signals)?;
     }
     Ok(())
 }

@@ -254,15 +254,15 @@ impl Otto {
             return None;
         }
         let mut note = None;
-        if let Some((_, end)) = &self.current {
-            if *end <= now {
-                self.current = None;
-                self.next_take = if self.queue.is_empty() {
-                    None
-                } else {
-                    Some(now + SimDuration::from_millis(20))
-                };
-            }
+        if let Some((_, end)) = &self.current
+            && *end <= now
+        {
+            self.current = None;
+            self.next_take = if self.queue.is_empty() {
+                None
+            } else {
+                Some(now + SimDuration::from_millis(20))
+            };
         }
         if self.current.is_none() && self.next_take.is_some_and(|t| t <= now) {
             self.next_take = None;
