@@ -92,12 +92,56 @@ enum Command {
         #[arg(long, value_name = "DBA")]
         ambient: Option<f64>,
     },
+    /// Run scenario files and print their acceptance records and checks.
+    ///
+    /// Each scenario boots its board in virtual time, runs its steps, and prints one 5-row
+    /// acceptance record per tool call (discovery, decision, parameters, response, effect) and
+    /// a pass/fail line per expectation. Exit status: 0 all passed, 1 an expectation failed
+    /// (the seed and the command to reproduce are printed), 2 a file could not be used.
+    Run {
+        /// Scenario files or directories of them.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Seed of the device identity (overrides the scenarios' own).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write the full report (records, checks, traces) as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Write WAV evidence of every measurement under DIR/<scenario>/.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Print only failures and the summary.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// List the shipped boards.
     Boards,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Run {
+        paths,
+        seed,
+        json,
+        out,
+        quiet,
+    } = &cli.command
+    {
+        let opts = cmd::run::Options {
+            paths: paths.clone(),
+            seed: *seed,
+            json: json.clone(),
+            out: out.clone(),
+            quiet: *quiet,
+        };
+        return match cmd::run::run(&opts) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => report_error(e),
+        };
+    }
     let result = match &cli.command {
         Command::Replay {
             board,
@@ -135,18 +179,21 @@ fn main() -> ExitCode {
             ambient_dba: *ambient,
         }),
         Command::Boards => cmd::boards::run(),
+        Command::Run { .. } => unreachable!("handled above"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            // Broken pipe (e.g. `| head`) is not an error worth a message.
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            {
-                return ExitCode::SUCCESS;
-            }
-            eprintln!("xiaozhi-twin: {e:#}");
-            ExitCode::from(2)
-        }
+        Err(e) => report_error(e),
     }
+}
+
+/// One line on stderr and exit status 2; a broken pipe (`| head`) is not an error.
+fn report_error(e: anyhow::Error) -> ExitCode {
+    if e.downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("xiaozhi-twin: {e:#}");
+    ExitCode::from(2)
 }

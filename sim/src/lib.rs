@@ -23,6 +23,7 @@ pub mod fault;
 pub mod harness;
 pub mod hw;
 pub mod mcp;
+pub mod scenario;
 pub mod spec;
 pub mod time;
 pub mod trace;

@@ -3,4 +3,5 @@
 pub mod boards;
 pub mod render;
 pub mod replay;
+pub mod run;
 pub mod tools;

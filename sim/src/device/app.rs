@@ -58,6 +58,8 @@ pub enum Task {
     Upgrade { url: Vec<u8>, stage: UpgradeStage },
     /// `audio_service_.PlaySound(...)` scheduled on the main task (e.g. the success prompt).
     PlayPrompt(Prompt),
+    /// Work elsewhere that keeps the main task busy (e.g. opening the audio channel).
+    Busy(SimDuration),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +89,7 @@ impl Task {
             Task::Reboot { .. } => "reboot".into(),
             Task::Upgrade { .. } => "firmware upgrade".into(),
             Task::PlayPrompt(p) => format!("play {}", p.name()),
+            Task::Busy(d) => format!("busy for {d}"),
         }
     }
 
@@ -98,6 +101,7 @@ impl Task {
             Task::UserReboot | Task::Reboot { .. } => core.emit(|| Event::TaskDropped { what: "reboot", why }),
             Task::Upgrade { .. } => core.emit(|| Event::TaskDropped { what: "upgrade", why }),
             Task::PlayPrompt(_) => core.emit(|| Event::TaskDropped { what: "sound", why }),
+            Task::Busy(_) => core.emit(|| Event::TaskDropped { what: "busy", why }),
         }
     }
 }
@@ -436,6 +440,8 @@ impl Running {
                 self.play_prompt(core, prompt);
                 Step::Done
             }
+            Task::Busy(d) if !d.is_zero() => Step::Block(d, Task::Busy(SimDuration::ZERO)),
+            Task::Busy(_) => Step::Done,
         }
     }
 

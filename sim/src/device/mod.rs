@@ -535,6 +535,23 @@ impl Device {
         &self.core.audio
     }
 
+    /// Hardware reset (EN pin): `esp_restart` now; queued work is lost, NVS kept.
+    pub fn reset(&mut self, now: SimTime) {
+        self.run_until(now);
+        if self.core.power == Power::On {
+            self.restart(BootReason::EspRestart);
+        }
+    }
+
+    /// Keeps the main task busy for `d` from `now` (as a slow callback or a blocking channel
+    /// open would): everything that arrives meanwhile waits.
+    pub fn busy(&mut self, now: SimTime, d: SimDuration) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.main.schedule(app::Task::Busy(d));
+        }
+    }
+
     /// A volume button press (button callbacks run in the esp_timer context, not the main task).
     pub fn press_volume(&mut self, now: SimTime, delta: i32, long: bool) {
         self.run_until(now);

@@ -1,0 +1,492 @@
+//! Scenarios: a board, a world, a seed, a fault timeline and steps, each step with optional
+//! expectations, read from YAML (DESIGN.md §7). The runner ([`runner`]) executes them in
+//! virtual time and produces the seed article's acceptance record ([`record`]).
+//!
+//! A scenario reads like a board developer's test plan:
+//!
+//! ```yaml
+//! name: turn it down a bit
+//! board: bread-compact-wifi
+//! steps:
+//!   - readback: { path: audio_speaker.volume, expect: { value: 70 } }
+//!   - call:
+//!       tool: self.audio_speaker.set_volume
+//!       args: { volume: 40 }
+//!       decision: user said "turn it down a bit"; 70 → 40
+//!       expect: { text: "true" }
+//!   - play: { tone: { hz: 1000, dbfs: -6 }, for: 1s, expect: { audible: true } }
+//! ```
+//!
+//! Knows nothing about files on disk beyond text, nor about sockets.
+
+pub mod record;
+pub mod runner;
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::board::BoardSpec;
+use crate::fault::Fault;
+use crate::spec::{self, SpecError};
+use crate::time::{SimDuration, parse_duration};
+use crate::world::WorldSpec;
+
+/// A duration written with a unit (`1500ms`, `2s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Duration(pub SimDuration);
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Number(f64),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(t) => parse_duration(&t).map(Duration).map_err(serde::de::Error::custom),
+            Raw::Number(n) => Err(serde::de::Error::custom(format!(
+                "a duration needs a unit: write `{n}ms` or `{n}s`"
+            ))),
+        }
+    }
+}
+
+/// A scenario file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    pub name: String,
+    /// What the scenario shows, in one or two sentences.
+    #[serde(default)]
+    pub description: String,
+    /// The row of the seed article's error card (1–16) this scenario reproduces.
+    #[serde(default)]
+    pub card: Option<u32>,
+    /// A board id (or a path to a board file, relative to the scenario).
+    pub board: String,
+    /// Seed of the device identity; `--seed` overrides it.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// The environment (defaults: the conformance world with a quiet room).
+    #[serde(default)]
+    pub world: Option<WorldSpec>,
+    /// Faults set or cleared at points in virtual time.
+    #[serde(default)]
+    pub faults: Vec<FaultEvent>,
+    pub steps: Vec<Spanned<Step>>,
+}
+
+/// One entry of the fault timeline.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultEvent {
+    /// Virtual time from power-on.
+    pub at: Duration,
+    #[serde(default)]
+    pub set: Option<Fault>,
+    #[serde(default)]
+    pub clear: Option<Fault>,
+}
+
+/// One step.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    /// `initialize` (optionally with a vision capability).
+    Initialize(InitializeStep),
+    /// `tools/list`, following `nextCursor` unless told not to.
+    ListTools(ListStep),
+    /// `tools/call`.
+    Call(CallStep),
+    /// A raw payload (any bytes the device should receive).
+    Send(SendStep),
+    /// Several payloads parsed by the receive task before the main task runs.
+    Burst(BurstStep),
+    /// Let virtual time pass.
+    Wait(Duration),
+    /// Read a status value through `self.get_device_status`, as a backend would.
+    Readback(ReadbackStep),
+    /// Play a probe tone, a WAV file or a device prompt and measure what the listener hears.
+    Play(PlayStep),
+    /// Measure what the listener hears for a while.
+    Listen(ListenStep),
+    /// Press a board button.
+    Press(PressStep),
+    /// Hardware reset (EN pin): restart now, NVS kept.
+    Reboot,
+    /// Pull the plug (volatile state lost, NVS kept); `power_on` brings it back.
+    CutPower,
+    PowerOn,
+    /// Set or clear a fault now.
+    Fault(FaultStep),
+    /// Keep the main task busy (a slow callback elsewhere): requests pile up.
+    Busy(Duration),
+    /// A line of narrative for the record.
+    Note(String),
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitializeStep {
+    #[serde(default)]
+    pub id: Option<i64>,
+    /// `capabilities.vision.url` / `token` (camera boards).
+    #[serde(default)]
+    pub vision_url: Option<String>,
+    #[serde(default)]
+    pub vision_token: Option<String>,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListStep {
+    #[serde(default)]
+    pub with_user_tools: bool,
+    /// Follow `nextCursor` (default true); false stops after the first page, as some backends do.
+    #[serde(default = "yes")]
+    pub follow: bool,
+    #[serde(default)]
+    pub cursor: Option<String>,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallStep {
+    pub tool: Spanned<String>,
+    /// Arguments, in order (duplicate or case-varied keys need `send`).
+    #[serde(default)]
+    pub args: Option<serde_json::Value>,
+    #[serde(default)]
+    pub id: Option<i64>,
+    /// How the user's request became this call (the record's decision row).
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// Play the reference probe before and after the call and record the change.
+    #[serde(default)]
+    pub acoustic: bool,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendStep {
+    pub payload: String,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BurstStep {
+    pub payloads: Vec<String>,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadbackStep {
+    /// A dotted path in the status JSON, e.g. `audio_speaker.volume`, `screen.theme`.
+    pub path: String,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlayStep {
+    #[serde(default)]
+    pub tone: Option<Tone>,
+    /// A WAV file (relative to the scenario file).
+    #[serde(default)]
+    pub wav: Option<String>,
+    #[serde(default, rename = "for")]
+    pub duration: Option<Duration>,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tone {
+    #[serde(default = "khz")]
+    pub hz: f64,
+    #[serde(default = "minus_six")]
+    pub dbfs: f64,
+}
+
+fn khz() -> f64 {
+    1000.0
+}
+fn minus_six() -> f64 {
+    -6.0
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenStep {
+    #[serde(rename = "for")]
+    pub duration: Duration,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PressStep {
+    pub button: String,
+    #[serde(default)]
+    pub long: bool,
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultStep {
+    #[serde(default)]
+    pub set: Option<Fault>,
+    #[serde(default)]
+    pub clear: Option<Fault>,
+}
+
+/// A level with a tolerance.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Approx {
+    pub value: f64,
+    #[serde(default = "tenth")]
+    pub tolerance: f64,
+}
+
+fn tenth() -> f64 {
+    0.1
+}
+
+/// Trace events a step can require.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EventName {
+    /// A queued reply never left (restart, no protocol).
+    ReplyDropped,
+    /// The board booted again.
+    DeviceRebooted,
+    /// A payload was dropped on the receive task without a reply.
+    MessageDropped,
+    /// An `ESP_ERROR_CHECK` (or similar) fired.
+    Panicked,
+    /// The audio output powered down after 15 s without sound.
+    OutputPoweredDown,
+    /// An NVS write happened.
+    NvsWritten,
+    /// A GPIO changed level.
+    GpioChanged,
+}
+
+/// What a step expects. Every field is optional; each present one becomes a pass/fail line.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// The exact raw reply payload.
+    #[serde(default)]
+    pub reply: Option<String>,
+    /// `result.content[0].text` equals this.
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub text_contains: Option<String>,
+    /// The error message (raw, as sent).
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The reply is (not) valid JSON.
+    #[serde(default)]
+    pub valid_json: Option<bool>,
+    /// No reply for this request within this time.
+    #[serde(default)]
+    pub no_reply_within: Option<Duration>,
+    /// A reply for this request within this time.
+    #[serde(default)]
+    pub reply_within: Option<Duration>,
+    /// The payload was dropped on the receive task (no reply ever).
+    #[serde(default)]
+    pub dropped: Option<bool>,
+    /// Reply ids in transmission order (bursts).
+    #[serde(default)]
+    pub reply_order: Option<Vec<i64>>,
+    /// The reply's id (ids are coerced to int).
+    #[serde(default)]
+    pub reply_id: Option<i64>,
+    /// Readback value (`readback` steps).
+    #[serde(default)]
+    pub value: Option<serde_json::Value>,
+    /// `list_tools`: these tools are (not) in the list.
+    #[serde(default)]
+    pub contains: Vec<String>,
+    #[serde(default)]
+    pub absent: Vec<String>,
+    #[serde(default)]
+    pub pages: Option<usize>,
+    /// Acoustic verdicts (`play`, `listen`, acoustic calls).
+    #[serde(default)]
+    pub audible: Option<bool>,
+    #[serde(default)]
+    pub verdict: Option<String>,
+    #[serde(default)]
+    pub spl_db: Option<Approx>,
+    #[serde(default)]
+    pub i2s_dbfs: Option<Approx>,
+    /// Level change against the previous measurement, dB.
+    #[serde(default)]
+    pub change_db: Option<Approx>,
+    #[serde(default)]
+    pub perceived_change: Option<bool>,
+    /// The acceptance record of this call has (lacks) readback and effect evidence.
+    #[serde(default)]
+    pub record_complete: Option<bool>,
+    /// Trace events that must happen during the step.
+    #[serde(default)]
+    pub events: Vec<EventName>,
+    /// Trace events that must not happen.
+    #[serde(default)]
+    pub no_events: Vec<EventName>,
+}
+
+impl ScenarioSpec {
+    /// Parses a scenario; `origin` names the file in errors.
+    pub fn from_yaml(origin: &str, text: &str) -> Result<ScenarioSpec, SpecError> {
+        let s: ScenarioSpec = spec::from_yaml(origin, text)?;
+        for (i, f) in s.faults.iter().enumerate() {
+            if f.set.is_some() == f.clear.is_some() {
+                let (line, column) = spec::find_field(text, &format!("faults[{i}]"));
+                return Err(SpecError::Invalid {
+                    origin: origin.into(),
+                    line,
+                    column,
+                    field: format!("faults[{i}]"),
+                    message: "give exactly one of `set` or `clear`".into(),
+                });
+            }
+        }
+        for step in &s.steps {
+            if let Step::Fault(f) = &step.value
+                && f.set.is_some() == f.clear.is_some()
+            {
+                return Err(located(
+                    origin,
+                    &step.referenced,
+                    "fault",
+                    "give exactly one of `set` or `clear`",
+                ));
+            }
+            if let Step::Play(p) = &step.value
+                && p.tone.is_some()
+                && p.wav.is_some()
+            {
+                return Err(located(
+                    origin,
+                    &step.referenced,
+                    "play",
+                    "give either `tone` or `wav`, not both",
+                ));
+            }
+        }
+        Ok(s)
+    }
+
+    /// Checks the steps against the board: every called tool must exist, unless the step
+    /// expects the `Unknown tool` error.
+    pub fn check_against(&self, origin: &str, board: &BoardSpec, tools: &[String]) -> Result<(), SpecError> {
+        for step in &self.steps {
+            if let Step::Call(c) = &step.value {
+                let name = &c.tool.value;
+                let expects_unknown = c
+                    .expect
+                    .error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with(crate::mcp::wire::ERR_UNKNOWN_TOOL));
+                if !tools.iter().any(|t| t == name) && !expects_unknown {
+                    return Err(located(
+                        origin,
+                        &c.tool.referenced,
+                        "call.tool",
+                        &format!(
+                            "unknown tool `{name}` on board {} (expect the error `Unknown tool: {name}` to call it anyway)",
+                            board.name
+                        ),
+                    ));
+                }
+            }
+            if let Step::Press(p) = &step.value
+                && !board.buttons.iter().any(|b| b.name == p.button)
+            {
+                let names: Vec<&str> = board.buttons.iter().map(|b| b.name.as_str()).collect();
+                return Err(located(
+                    origin,
+                    &step.referenced,
+                    "press.button",
+                    &format!(
+                        "board {} has no button `{}` (it has: {})",
+                        board.name,
+                        p.button,
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn located(origin: &str, at: &serde_saphyr::Location, field: &str, message: &str) -> SpecError {
+    SpecError::Invalid {
+        origin: origin.to_string(),
+        line: at.line().max(1),
+        column: at.column().max(1),
+        field: field.to_string(),
+        message: message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        ScenarioSpec::from_yaml("s.yaml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_readable_scenario_parses() {
+        let s = ScenarioSpec::from_yaml(
+            "s.yaml",
+            "name: n\nboard: bread-compact-wifi\nsteps:\n  - initialize: {}\n  - call: { tool: self.reboot, expect: { no_reply_within: 5s } }\n  - wait: 1500ms\n  - reboot\n  - note: hello\n",
+        )
+        .unwrap();
+        assert_eq!(s.steps.len(), 5);
+        assert!(matches!(s.steps[2].value, Step::Wait(Duration(d)) if d == SimDuration::from_millis(1500)));
+        assert_eq!(s.steps[1].referenced.line(), 5);
+    }
+
+    #[test]
+    fn bad_files_point_at_line_and_column() {
+        let e = err("name: n\nboard: b\nsteps:\n  - explode: {}\n");
+        assert!(e.starts_with("s.yaml:4:"), "{e}");
+        assert!(e.contains("explode"), "{e}");
+        let e = err("name: n\nboard: b\nsteps:\n  - wait: soon\n");
+        assert!(e.starts_with("s.yaml:4:"), "{e}");
+        let e = err("name: n\nboard: b\nsteps:\n  - wait: 1500\n");
+        assert!(e.contains("unit"), "{e}");
+        let e = err("name: n\nboard: b\ncolour: red\nsteps: []\n");
+        assert!(e.starts_with("s.yaml:3:"), "{e}");
+    }
+}

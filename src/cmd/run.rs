@@ -1,0 +1,167 @@
+//! `xiaozhi-twin run`: runs scenario files in virtual time, prints their acceptance records and
+//! checks, writes a JSON report and WAV evidence, and exits 1 when an expectation fails.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use xiaozhi_sim::board::BoardSpec;
+use xiaozhi_sim::device::Device;
+use xiaozhi_sim::scenario::ScenarioSpec;
+use xiaozhi_sim::scenario::record::ScenarioReport;
+use xiaozhi_sim::scenario::runner::{self, Evidence, Resources, RunOptions};
+use xiaozhi_sim::spec::read_text;
+use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::world::WorldSpec;
+
+use crate::{boards, wav};
+
+pub struct Options {
+    pub paths: Vec<PathBuf>,
+    pub seed: Option<u64>,
+    pub json: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub quiet: bool,
+}
+
+/// Scenario files named on the command line: files as given, directories' `*.yaml` sorted.
+pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("{}: cannot read the directory", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            found.sort();
+            if found.is_empty() {
+                bail!("{}: no .yaml scenarios in this directory", p.display());
+            }
+            files.extend(found);
+        } else if p.exists() {
+            files.push(p.clone());
+        } else {
+            bail!("{}: no such file or directory", p.display());
+        }
+    }
+    Ok(files)
+}
+
+/// A scenario ready to run: parsed, its board resolved, checked against the board's tools.
+pub struct Loaded {
+    pub path: PathBuf,
+    pub origin: String,
+    pub spec: ScenarioSpec,
+    pub board: Arc<BoardSpec>,
+}
+
+pub fn load(path: &Path) -> Result<Loaded> {
+    let origin = path.display().to_string();
+    let text = read_text(path)?;
+    let spec = ScenarioSpec::from_yaml(&origin, &text)?;
+    let board = resolve_board(path, &spec.board).map_err(|e| {
+        let (line, col) = xiaozhi_sim::spec::find_field(&text, "board");
+        anyhow::anyhow!("{origin}:{line}:{col}: board: {e:#}")
+    })?;
+    let mut probe = Device::new(board.clone(), WorldSpec::conformance(), 0);
+    probe.set_trace(false);
+    probe.power_on(SimTime::ZERO);
+    let tools: Vec<String> = probe
+        .mcp()
+        .map(|m| m.tools().iter().map(|t| t.name().to_string()).collect())
+        .unwrap_or_default();
+    spec.check_against(&origin, &board, &tools)?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        origin,
+        spec,
+        board,
+    })
+}
+
+fn resolve_board(scenario: &Path, board: &str) -> Result<Arc<BoardSpec>> {
+    if board.ends_with(".yaml") || board.ends_with(".yml") {
+        let p = scenario.parent().unwrap_or(Path::new(".")).join(board);
+        if p.exists() {
+            return boards::load(&p.display().to_string());
+        }
+    }
+    boards::load(board)
+}
+
+/// WAV files named in scenarios, relative to the scenario file.
+struct ScenarioFiles<'a> {
+    dir: &'a Path,
+}
+
+impl Resources for ScenarioFiles<'_> {
+    fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String> {
+        wav::read_pcm(&self.dir.join(path)).map_err(|e| format!("{e:#}"))
+    }
+}
+
+/// Runs one loaded scenario.
+pub fn run_one(l: &Loaded, seed: Option<u64>, keep_signals: bool) -> (ScenarioReport, Vec<Evidence>) {
+    let dir = l.path.parent().unwrap_or(Path::new("."));
+    runner::run(
+        &l.spec,
+        l.board.clone(),
+        &l.origin,
+        &RunOptions { seed, keep_signals },
+        &ScenarioFiles { dir },
+    )
+}
+
+/// Writes a report's evidence under `out/<scenario stem>/`.
+pub fn write_evidence(out: &Path, l: &Loaded, report: &mut ScenarioReport, evidence: &[Evidence]) -> Result<()> {
+    let stem = l
+        .path
+        .file_stem()
+        .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
+    let dir = out.join(stem);
+    for e in evidence {
+        let (a, b) = wav::write_signals(&dir, &e.label, e.rate, &e.signals)?;
+        report.files.push(a.display().to_string());
+        report.files.push(b.display().to_string());
+    }
+    Ok(())
+}
+
+pub fn run(opts: &Options) -> Result<bool> {
+    let files = collect(&opts.paths)?;
+    // Load everything first: a broken file stops the run before anything is reported.
+    let loaded: Vec<Loaded> = files.iter().map(|f| load(f)).collect::<Result<_>>()?;
+    let mut reports = Vec::new();
+    let mut all_passed = true;
+    for l in &loaded {
+        let (mut report, evidence) = run_one(l, opts.seed, opts.out.is_some());
+        if let Some(out) = &opts.out {
+            write_evidence(out, l, &mut report, &evidence)?;
+        }
+        if !opts.quiet || !report.passed {
+            print!("{}", report.to_text());
+            println!();
+        }
+        if !report.passed {
+            all_passed = false;
+            eprintln!(
+                "FAILED: {} ({} of {} checks failed). Reproduce with: xiaozhi-twin run {} --seed {}",
+                l.spec.name,
+                report.failed_checks().count(),
+                report.checks.len(),
+                l.origin,
+                report.seed
+            );
+        }
+        reports.push(report);
+    }
+    if let Some(path) = &opts.json {
+        let text = serde_json::to_string_pretty(&reports)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the report", path.display()))?;
+    }
+    let passed = reports.iter().filter(|r| r.passed).count();
+    let checks: usize = reports.iter().map(|r| r.checks.len()).sum();
+    println!("{passed}/{} scenarios passed ({checks} checks)", reports.len());
+    Ok(all_passed)
+}

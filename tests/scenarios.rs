@@ -1,0 +1,157 @@
+//! The shipped scenarios pass, twice with byte-identical reports and traces; a scenario that
+//! expects something false fails with a clear message and exit 1; broken scenario files are
+//! refused with file:line:column errors and exit 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn twin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
+        .args(args)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("binary runs")
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scratch(name: &str, content: &[u8]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenarios");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+#[test]
+fn shipped_scenarios_pass_twice_with_identical_reports() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("determinism");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenarios = root().join("scenarios");
+    let mut reports = Vec::new();
+    for run in 0..2 {
+        let json = dir.join(format!("run{run}.json"));
+        let out = twin(&[
+            "run",
+            scenarios.to_str().unwrap(),
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        reports.push(std::fs::read(&json).unwrap());
+    }
+    assert!(!reports[0].is_empty());
+    assert!(
+        reports[0] == reports[1],
+        "two runs of the same scenarios produced different reports"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&reports[0]).unwrap();
+    let all = v.as_array().unwrap();
+    assert!(all.len() >= 17, "the error card and the volume template are shipped");
+    for card in 1..=16 {
+        assert!(
+            all.iter().any(|r| r["card"] == card),
+            "error-card row {card} has a scenario"
+        );
+    }
+    assert!(all.iter().all(|r| !r["trace"].as_array().unwrap().is_empty()));
+}
+
+#[test]
+fn a_different_seed_changes_identity_not_outcomes() {
+    let s = root().join("scenarios/12-reboot-true-never-arrives.yaml");
+    let out = twin(&["run", s.to_str().unwrap(), "--seed", "999", "--quiet"]);
+    assert!(out.status.success());
+}
+
+#[test]
+fn a_false_expectation_fails_clearly_with_exit_1() {
+    let f = scratch(
+        "wrong.yaml",
+        b"name: expects the wrong readback\nboard: bread-compact-wifi\nseed: 7\nsteps:\n  - call: { tool: self.audio_speaker.set_volume, args: { volume: 30 } }\n  - readback: { path: audio_speaker.volume, expect: { value: 99 } }\n",
+    );
+    let out = twin(&["run", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("FAIL  step 2 (line 6): readback is 99 — got 30"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("--seed 7"),
+        "the seed to reproduce is printed: {stderr}"
+    );
+    assert!(stderr.contains("Reproduce with: xiaozhi-twin run"), "{stderr}");
+}
+
+fn refused(name: &str, content: &[u8], needle: &str) {
+    let f = scratch(name, content);
+    let out = twin(&["run", f.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+    assert!(out.stdout.is_empty(), "{name}: nothing presented as success");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: one line: {stderr}");
+    assert!(stderr.contains(needle), "{name}: expected `{needle}` in: {stderr}");
+}
+
+#[test]
+fn broken_scenario_files_point_at_line_and_column() {
+    let head = "name: broken\nboard: bread-compact-wifi\nsteps:\n";
+    refused(
+        "unknown-step.yaml",
+        format!("{head}  - explode: {{}}\n").as_bytes(),
+        "unknown-step.yaml:4:",
+    );
+    refused(
+        "bad-duration.yaml",
+        format!("{head}  - wait: soon\n").as_bytes(),
+        "bad-duration.yaml:4:",
+    );
+    refused(
+        "no-unit.yaml",
+        format!("{head}  - wait: 1500\n").as_bytes(),
+        "a duration needs a unit",
+    );
+    refused(
+        "unknown-tool.yaml",
+        format!("{head}  - call: {{ tool: self.screen.set_brightness }}\n").as_bytes(),
+        "unknown-tool.yaml:4:",
+    );
+    refused(
+        "unknown-key.yaml",
+        b"name: x\nboard: bread-compact-wifi\ncolour: red\nsteps: []\n",
+        "unknown-key.yaml:3:",
+    );
+    refused("missing-board.yaml", b"name: x\nsteps: []\n", "missing-board.yaml:");
+    refused(
+        "unknown-board.yaml",
+        b"name: x\nboard: no-such-board\nsteps: []\n",
+        "unknown board",
+    );
+    refused(
+        "bad-fault.yaml",
+        format!("{head}  - fault: {{ set: meteor_strike }}\n").as_bytes(),
+        "unknown fault `meteor_strike`",
+    );
+    refused(
+        "not-utf8.yaml",
+        b"name: x\nboard: bread-compact-wifi\nsteps:\n  - note: \xff\xfe\n",
+        "not-utf8.yaml:4:",
+    );
+    refused(
+        "no-button.yaml",
+        format!("{head}  - press: {{ button: volume_up }}\n")
+            .replace("bread-compact-wifi", "bread-compact-wifi-lcd")
+            .as_bytes(),
+        "has no button",
+    );
+}
