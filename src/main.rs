@@ -25,6 +25,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Narrated tour: `true`, readback and what a listener hears, on simulated boards.
+    ///
+    /// Runs a few curated scenarios in virtual time (seconds of wall time), prints their
+    /// acceptance records and writes WAV evidence (I2S stream and listener pressure) per scene.
+    Demo {
+        /// Where to write the WAV evidence.
+        #[arg(long, value_name = "DIR", default_value = "xiaozhi-twin-demo")]
+        out: PathBuf,
+        /// Play the before/after listener audio of the first scenes (needs the `playback` feature).
+        #[arg(long)]
+        play: bool,
+    },
     /// Replay a conformance request file on a freshly flashed board and print what it sends.
     ///
     /// Each line of FILE is one inner MCP payload (raw bytes, JSON or not), `#burst [<payload
@@ -121,40 +133,30 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Run {
-        paths,
-        seed,
-        json,
-        out,
-        quiet,
-    } = &cli.command
-    {
-        let opts = cmd::run::Options {
-            paths: paths.clone(),
-            seed: *seed,
-            json: json.clone(),
-            out: out.clone(),
-            quiet: *quiet,
-        };
-        return match cmd::run::run(&opts) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
-            Err(e) => report_error(e),
-        };
+    match dispatch(cli.command) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => report_error(e),
     }
-    let result = match &cli.command {
+}
+
+/// Runs a command: `Ok(true)` success, `Ok(false)` an expectation failed, `Err` unusable input.
+fn dispatch(command: Command) -> anyhow::Result<bool> {
+    match command {
+        Command::Demo { out, play } => cmd::demo::run(&cmd::demo::Options { out, play }),
         Command::Replay {
             board,
             file,
             replies_only,
             seed,
         } => cmd::replay::run(&cmd::replay::Options {
-            board,
-            file,
-            replies_only: *replies_only,
-            seed: *seed,
-        }),
-        Command::Tools { board, with_user_tools } => cmd::tools::run(board, *with_user_tools),
+            board: &board,
+            file: &file,
+            replies_only,
+            seed,
+        })
+        .map(|()| true),
+        Command::Tools { board, with_user_tools } => cmd::tools::run(&board, with_user_tools).map(|()| true),
         Command::Render {
             board,
             volume,
@@ -167,23 +169,32 @@ fn main() -> ExitCode {
             distance,
             ambient,
         } => cmd::render::run(&cmd::render::Options {
-            board: board.clone(),
-            volume: *volume,
-            probe: probe.clone(),
-            wav: wav.clone(),
-            faults: faults.clone(),
-            out: out.clone(),
-            json: *json,
-            play: *play,
-            distance_m: *distance,
-            ambient_dba: *ambient,
+            board,
+            volume,
+            probe,
+            wav,
+            faults,
+            out,
+            json,
+            play,
+            distance_m: distance,
+            ambient_dba: ambient,
+        })
+        .map(|()| true),
+        Command::Run {
+            paths,
+            seed,
+            json,
+            out,
+            quiet,
+        } => cmd::run::run(&cmd::run::Options {
+            paths,
+            seed,
+            json,
+            out,
+            quiet,
         }),
-        Command::Boards => cmd::boards::run(),
-        Command::Run { .. } => unreachable!("handled above"),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => report_error(e),
+        Command::Boards => cmd::boards::run().map(|()| true),
     }
 }
 

@@ -1,0 +1,128 @@
+//! `xiaozhi-twin demo`: a few curated scenarios, narrated, that show the gap between `true`,
+//! the software readback and what a listener hears. No arguments, no hardware, seconds.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use xiaozhi_sim::scenario::ScenarioSpec;
+
+use crate::boards;
+use crate::cmd::run::{Loaded, run_one, write_evidence};
+
+pub struct Options {
+    pub out: PathBuf,
+    pub play: bool,
+}
+
+/// (scenario file, embedded text, narration).
+const SCENES: &[(&str, &str, &str)] = &[
+    (
+        "scenarios/00-turn-it-down-a-bit.yaml",
+        include_str!("../../scenarios/00-turn-it-down-a-bit.yaml"),
+        "A backend asks a simulated bread-compact-wifi to turn the volume down. Three facts are \
+         recorded separately: the tool said \"true\", get_device_status reads 40, and a listener \
+         0.5 m away hears the 1 kHz probe drop from 67.0 to 63.2 dB SPL.",
+    ),
+    (
+        "scenarios/01-true-is-not-heard.yaml",
+        include_str!("../../scenarios/01-true-is-not-heard.yaml"),
+        "Same call, but the MAX98357A amplifier is shut down. \"true\" and the readback look \
+         exactly as before; only the acoustic row tells the truth: silence. Clear the fault and \
+         the same probe is heard at 63.2 dB SPL.",
+    ),
+    (
+        "scenarios/04a-bread-board-law.yaml",
+        include_str!("../../scenarios/04a-bread-board-law.yaml"),
+        "One tool name, different codecs. On the bread board 70 → 40 is a software factor: −9.7 dB…",
+    ),
+    (
+        "scenarios/04b-es8311-board-law.yaml",
+        include_str!("../../scenarios/04b-es8311-board-law.yaml"),
+        "…on an ES8311 + NS4150B board the same call writes register 0x32 = 98 + volume: −15.0 dB.",
+    ),
+    (
+        "scenarios/12-reboot-true-never-arrives.yaml",
+        include_str!("../../scenarios/12-reboot-true-never-arrives.yaml"),
+        "self.reboot's \"true\" is queued behind the reboot task and dies with esp_restart. The only \
+         evidence is the device coming back — with volume 10, because a stored 0 is not restored.",
+    ),
+    (
+        "scenarios/10-built-is-not-received.yaml",
+        include_str!("../../scenarios/10-built-is-not-received.yaml"),
+        "Replies are queued on the main task: a tools/list sent after a tools/call overtakes it, and \
+         a busy main task holds every reply back. Pair replies by id.",
+    ),
+];
+
+pub fn run(opts: &Options) -> Result<bool> {
+    println!("xiaozhi-twin demo: the gap between `true`, readback and what is heard");
+    println!("(firmware 78/xiaozhi-esp32 2.4.2 @ 48142026, simulated in virtual time)\n");
+    let mut all_passed = true;
+    let mut plays = Vec::new();
+    for (i, (origin, text, narration)) in SCENES.iter().enumerate() {
+        let spec = ScenarioSpec::from_yaml(origin, text)?;
+        let board = boards::load(&spec.board)?;
+        let loaded = Loaded {
+            path: PathBuf::from(origin),
+            origin: origin.to_string(),
+            spec,
+            board,
+        };
+        let (mut report, evidence) = run_one(&loaded, None, true);
+        write_evidence(&opts.out, &loaded, &mut report, &evidence)?;
+        println!("--- scene {} of {}: {}", i + 1, SCENES.len(), report.name);
+        for line in xiaozhi_sim::scenario::record::wrap(narration, 96) {
+            println!("    {line}");
+        }
+        for r in &report.records {
+            println!("\n    {} (id {})", r.tool, r.id);
+            for (row, value) in [
+                ("parameters", &r.parameters),
+                ("response", &r.response),
+                ("effect", &r.effect),
+            ] {
+                println!("      {row:<10} {value}");
+            }
+        }
+        for s in report.steps.iter().filter(|s| s.kind == "burst") {
+            let ids: Vec<String> = s
+                .replies
+                .iter()
+                .filter_map(|r| xiaozhi_sim::scenario::runner::reply_id(r.as_bytes()).map(|i| i.to_string()))
+                .collect();
+            println!("\n    {}: replies left in the order {}", s.summary, ids.join(", "));
+        }
+        for s in report.steps.iter().filter(|s| s.kind == "play" || s.kind == "listen") {
+            println!(
+                "\n    {} → {}",
+                s.summary,
+                s.measurement.as_ref().map_or("-".into(), |m| {
+                    format!(
+                        "{} ({})",
+                        m.spl_db.map_or("silence".into(), |l| format!("{l:.1} dB SPL")),
+                        m.verdict.name()
+                    )
+                })
+            );
+        }
+        let failed = report.failed_checks().count();
+        println!(
+            "\n    {} checks, {} failed; evidence in {}\n",
+            report.checks.len(),
+            failed,
+            opts.out.join(loaded.path.file_stem().unwrap_or_default()).display()
+        );
+        all_passed &= report.passed;
+        if i < 2 {
+            plays.extend(evidence.into_iter().map(|e| (report.name.clone(), e)));
+        }
+    }
+    println!("Run them yourself: xiaozhi-twin run scenarios/   (or write your own: see README.md)");
+    if opts.play {
+        for (name, e) in &plays {
+            println!("playing {name}: {}", e.label);
+            crate::wav::play(e.rate, &e.signals)?;
+        }
+    }
+    Ok(all_passed)
+}
