@@ -45,7 +45,7 @@ fn set_volume(h: &mut Harness, v: i32) -> String {
     h.run_until_idle().unwrap();
     h.take_outputs()
         .into_iter()
-        .map(|Output::Mcp { payload, .. }| String::from_utf8(payload).unwrap())
+        .filter_map(|o| o.mcp().map(|(p, _)| String::from_utf8(p.to_vec()).unwrap()))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -51,6 +51,9 @@ pub struct BoardSpec {
     pub buttons: Vec<ButtonSpec>,
     #[serde(default)]
     pub battery: Option<BatterySpec>,
+    /// The built-in font the device hello advertises (`text_font`); default from the display.
+    #[serde(default)]
+    pub text_font: Option<crate::device::link::TextFontSpec>,
 }
 
 /// Application descriptor and build facts.
@@ -693,6 +696,25 @@ impl BoardSpec {
             return bad("battery.level", format!("{} is outside 0..=100", bat.level));
         }
         Ok(())
+    }
+
+    /// The font in the device hello: the board's, else the display's usual built-in font
+    /// (14 px 1 bpp on OLEDs, 16 px 4 bpp on LCDs), none without a display.
+    pub fn text_font(&self) -> Option<crate::device::link::TextFontSpec> {
+        if let Some(f) = &self.text_font {
+            return Some(f.clone());
+        }
+        let (size, bpp) = match self.display.kind {
+            DisplayKind::Oled => (14, 1),
+            DisplayKind::Lcd => (16, 4),
+            DisplayKind::None => return None,
+        };
+        Some(crate::device::link::TextFontSpec {
+            bundle: format!("font_puhui_basic_{size}_{bpp}"),
+            charset: "basic".into(),
+            size,
+            bpp,
+        })
     }
 
     /// The lamp GPIO, if the board constructs a `LampController`.

@@ -269,8 +269,9 @@ impl Replayer {
             .harness
             .take_outputs()
             .into_iter()
-            .map(|o| match o {
-                Output::Mcp { payload, .. } => payload,
+            .filter_map(|o| match o {
+                Output::Mcp { payload, .. } => Some(payload),
+                _ => None,
             })
             .collect();
         let events = if self.trace {

@@ -23,6 +23,9 @@ pub struct WorldSpec {
     /// Board-specific tasks (otto-robot's action task) run. The conformance recorder never ran
     /// them, so its otto stays `idle` whatever is queued.
     pub board_tasks_run: bool,
+    /// The `websocket` object of the OTA answer: when present the device uses the WebSocket
+    /// protocol (channel opened on user action); otherwise the recorder's direct feed.
+    pub websocket: Option<crate::device::link::WsConfig>,
 }
 
 /// Station interface facts (`WifiManager`).
@@ -146,6 +149,7 @@ impl WorldSpec {
             boot_time: SimDuration::ZERO,
             room: RoomSpec::default(),
             board_tasks_run: false,
+            websocket: None,
         }
     }
 

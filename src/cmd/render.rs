@@ -7,7 +7,7 @@ use anyhow::{Result, bail};
 use serde::Serialize;
 use xiaozhi_sim::audio::measure::Measurement;
 use xiaozhi_sim::audio::source::Source;
-use xiaozhi_sim::device::{Device, Output};
+use xiaozhi_sim::device::Device;
 use xiaozhi_sim::fault::Fault;
 use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::time::SimDuration;
@@ -116,7 +116,7 @@ pub fn run(opts: &Options) -> Result<()> {
         reply = h
             .take_outputs()
             .into_iter()
-            .map(|Output::Mcp { payload, .. }| String::from_utf8_lossy(&payload).into_owned())
+            .filter_map(|o| o.mcp().map(|(p, _)| String::from_utf8_lossy(p).into_owned()))
             .next();
         call = Some(msg);
         h.sleep(SimDuration::from_millis(200));

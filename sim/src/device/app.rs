@@ -12,11 +12,12 @@ use crate::audio::source::{Prompt, Source};
 use crate::board::{Behavior, BoardTool, DisplayKind, ReturnSpec};
 use crate::device::audio::AudioService;
 use crate::device::catalogue::{self, BoardObjects};
+use crate::device::link::{Socket, WsLink, device_hello, handshake_request, parse_url};
 use crate::device::main_loop::MainLoop;
 use crate::device::otto::{self, Otto};
 use crate::device::report::{self, StatusFacts, SystemFacts};
 use crate::device::state::DeviceState;
-use crate::device::{Core, Receipt};
+use crate::device::{Core, Output, Receipt};
 use crate::hw::backlight::{Backlight, SetOutcome};
 use crate::hw::camera::Camera;
 use crate::hw::display::Display;
@@ -27,11 +28,21 @@ use crate::trace::{BootReason, Event, NvsValue};
 use crate::world::HttpOutcome;
 
 /// The protocol object (`protocol_`): how replies leave the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Link {
     /// Replies go straight out while the protocol object exists (the conformance recorder's
     /// stand-in; behaves like MQTT: nothing to close, nothing to open).
     Direct,
+    /// The on-demand WebSocket audio channel.
+    WebSocket(Box<WsLink>),
+}
+
+/// `ContinueOpenAudioChannel` / `OpenAudioChannel`, split where it blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenStage {
+    Begin,
+    AwaitConnect,
+    AwaitHello,
 }
 
 /// Work on the main task's queue.
@@ -60,6 +71,12 @@ pub enum Task {
     PlayPrompt(Prompt),
     /// Work elsewhere that keeps the main task busy (e.g. opening the audio channel).
     Busy(SimDuration),
+    /// `MAIN_EVENT_TOGGLE_CHAT` (BOOT click, wake word).
+    ToggleChat,
+    /// `ContinueOpenAudioChannel(mode)` and its waits.
+    OpenChannel { mode: &'static str, stage: OpenStage },
+    /// A state change the firmware schedules (`on_audio_channel_closed`, `tts` start/stop).
+    SetState(DeviceState),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +107,9 @@ impl Task {
             Task::Upgrade { .. } => "firmware upgrade".into(),
             Task::PlayPrompt(p) => format!("play {}", p.name()),
             Task::Busy(d) => format!("busy for {d}"),
+            Task::ToggleChat => "toggle chat".into(),
+            Task::OpenChannel { .. } => "open the audio channel".into(),
+            Task::SetState(s) => format!("set state {}", s.name()),
         }
     }
 
@@ -102,6 +122,9 @@ impl Task {
             Task::Upgrade { .. } => core.emit(|| Event::TaskDropped { what: "upgrade", why }),
             Task::PlayPrompt(_) => core.emit(|| Event::TaskDropped { what: "sound", why }),
             Task::Busy(_) => core.emit(|| Event::TaskDropped { what: "busy", why }),
+            Task::ToggleChat | Task::OpenChannel { .. } | Task::SetState(_) => {
+                core.emit(|| Event::TaskDropped { what: "state", why })
+            }
         }
     }
 }
@@ -288,7 +311,21 @@ impl Running {
             }
         }
         run.mcp = mcp;
-        run.protocol = Some(Link::Direct);
+        run.protocol = Some(match core.world.websocket.clone() {
+            // The OTA answer carried a `websocket` object: its members land in NVS and the
+            // protocol is WebsocketProtocol (InitializeProtocol).
+            Some(cfg) => {
+                let _ = core.nvs_set("websocket", "url", NvsValue::Str(cfg.url.clone().into_bytes()));
+                if !cfg.token.is_empty() {
+                    let _ = core.nvs_set("websocket", "token", NvsValue::Str(cfg.token.clone().into_bytes()));
+                }
+                if cfg.version != 0 {
+                    let _ = core.nvs_set("websocket", "version", NvsValue::I32(cfg.version));
+                }
+                Link::WebSocket(Box::new(WsLink::new(&cfg)))
+            }
+            None => Link::Direct,
+        });
         run.set_state(core, DeviceState::Activating);
         run.activate(core);
         run.set_state(core, DeviceState::Idle);
@@ -389,8 +426,21 @@ impl Running {
     pub fn run_task(&mut self, core: &mut Core, task: Task) -> Step {
         match task {
             Task::Send { payload } => {
-                match self.protocol {
+                match &self.protocol {
                     Some(Link::Direct) => core.transmit(payload),
+                    Some(Link::WebSocket(ws)) if ws.socket == Socket::Connected => {
+                        let frame = ws.mcp_envelope(&payload);
+                        core.emit(|| Event::ReplySent { payload });
+                        core.push_output(Output::WsText {
+                            text: frame,
+                            at: core.now,
+                        });
+                    }
+                    // SendText on a missing or closed socket returns false without a log.
+                    Some(Link::WebSocket(_)) => core.emit(|| Event::ReplyDropped {
+                        payload,
+                        why: "socket closed",
+                    }),
                     None => core.emit(|| Event::ReplyDropped {
                         payload,
                         why: "no protocol object",
@@ -422,6 +472,9 @@ impl Running {
             } => {
                 core.log('I', "Application", || "Rebooting...".to_string());
                 core.emit(|| Event::RebootEntered);
+                // Close the channel if open; destroying the protocol destroys the socket anyway:
+                // TCP is closed without a WebSocket close frame.
+                self.drop_socket(core, "reboot");
                 self.protocol = None;
                 let now = core.now;
                 self.audio.stop_playback(&mut core.audio, now);
@@ -442,7 +495,293 @@ impl Running {
             }
             Task::Busy(d) if !d.is_zero() => Step::Block(d, Task::Busy(SimDuration::ZERO)),
             Task::Busy(_) => Step::Done,
+            Task::ToggleChat => {
+                self.toggle_chat(core);
+                Step::Done
+            }
+            Task::OpenChannel { mode, stage } => self.open_channel(core, mode, stage),
+            Task::SetState(s) => {
+                self.set_state(core, s);
+                Step::Done
+            }
         }
+    }
+
+    /// Destroys the WebSocket object if there is one (the peer sees TCP close, no close frame).
+    fn drop_socket(&mut self, core: &mut Core, why: &'static str) {
+        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut() {
+            if ws.socket != Socket::None {
+                ws.socket = Socket::None;
+                core.emit(|| Event::Note {
+                    text: format!("websocket destroyed ({why}): TCP closed without a close frame"),
+                });
+                core.push_output(Output::WsClose { at: core.now });
+            }
+        }
+    }
+
+    fn channel_open(&self, now: crate::time::SimTime) -> bool {
+        matches!(&self.protocol, Some(Link::WebSocket(ws)) if ws.is_audio_channel_opened(now))
+    }
+
+    /// `HandleToggleChatEvent`.
+    fn toggle_chat(&mut self, core: &mut Core) {
+        match self.state {
+            DeviceState::Activating => {
+                self.set_state(core, DeviceState::Idle);
+                return;
+            }
+            DeviceState::WifiConfiguring | DeviceState::AudioTesting => return,
+            _ => {}
+        }
+        if self.protocol.is_none() {
+            core.log('E', "Application", || "Protocol not initialized".to_string());
+            return;
+        }
+        match self.state {
+            DeviceState::Idle => {
+                if !self.channel_open(core.now) && matches!(self.protocol, Some(Link::WebSocket(_))) {
+                    self.set_state(core, DeviceState::Connecting);
+                    self.main.schedule(Task::OpenChannel {
+                        mode: "auto",
+                        stage: OpenStage::Begin,
+                    });
+                } else {
+                    self.set_listening(core, "auto");
+                }
+            }
+            DeviceState::Listening => {
+                // CloseAudioChannel: the socket goes; its disconnect callback schedules idle.
+                self.drop_socket(core, "user closed the channel");
+                self.main.schedule(Task::SetState(DeviceState::Idle));
+            }
+            DeviceState::Speaking => core.log('I', "Application", || "Abort speaking".to_string()),
+            _ => {}
+        }
+    }
+
+    /// `SetListeningMode(mode)`: listening, and `listen start` goes out.
+    fn set_listening(&mut self, core: &mut Core, mode: &str) {
+        if self.set_state(core, DeviceState::Listening) {
+            if let Some(Link::WebSocket(ws)) = &self.protocol {
+                if ws.socket == Socket::Connected {
+                    let frame = ws.listen_start(mode);
+                    core.push_output(Output::WsText {
+                        text: frame,
+                        at: core.now,
+                    });
+                }
+            }
+        }
+    }
+
+    /// `ContinueOpenAudioChannel` → `OpenAudioChannel`, which blocks the main task while it
+    /// connects (esp-ml307: up to 10 s) and while it waits for the server hello (10 s).
+    fn open_channel(&mut self, core: &mut Core, mode: &'static str, stage: OpenStage) -> Step {
+        let now = core.now;
+        let timeout = core.delay(10_000);
+        match stage {
+            OpenStage::Begin => {
+                if self.state != DeviceState::Connecting {
+                    return Step::Done;
+                }
+                if self.channel_open(now) {
+                    self.set_listening(core, mode);
+                    return Step::Done;
+                }
+                // A new socket object replaces the old one (which closes its TCP connection).
+                self.drop_socket(core, "replaced by a new connection");
+                let uuid = self.uuid.clone();
+                let Some(Link::WebSocket(ws)) = self.protocol.as_mut() else {
+                    return Step::Done;
+                };
+                ws.error = false;
+                ws.hello_received = false;
+                let Some(endpoint) = parse_url(&ws.url).filter(|e| !e.tls) else {
+                    let url = ws.url.clone();
+                    core.log('E', "WS", || {
+                        format!("Failed to connect to websocket server: {url} (the twin dials ws:// only)")
+                    });
+                    ws.error = true;
+                    self.set_state(core, DeviceState::Idle);
+                    return Step::Done;
+                };
+                let mut headers = Vec::new();
+                if let Some(a) = ws.authorization() {
+                    headers.push(("Authorization".to_string(), a));
+                }
+                headers.push(("Protocol-Version".to_string(), ws.version.to_string()));
+                headers.push(("Device-Id".to_string(), core.mac.clone()));
+                headers.push(("Client-Id".to_string(), uuid));
+                let key = {
+                    use rand_core::RngCore;
+                    let mut k = [0u8; 16];
+                    core.rng.fill_bytes(&mut k);
+                    base64_key(&k)
+                };
+                let request = handshake_request(&endpoint, &headers, &key);
+                ws.socket = Socket::Connecting;
+                let url = ws.url.clone();
+                let version = ws.version;
+                core.log('I', "WS", || {
+                    format!("Connecting to websocket server: {url} with version: {version}")
+                });
+                core.push_output(Output::WsOpen {
+                    endpoint,
+                    request,
+                    at: now,
+                });
+                Step::Block(
+                    timeout,
+                    Task::OpenChannel {
+                        mode,
+                        stage: OpenStage::AwaitConnect,
+                    },
+                )
+            }
+            OpenStage::AwaitConnect => {
+                let font = core.spec.text_font();
+                let Some(Link::WebSocket(ws)) = self.protocol.as_mut() else {
+                    return Step::Done;
+                };
+                if ws.socket != Socket::Connected {
+                    ws.error = true;
+                    core.log('E', "WS", || "Failed to connect to websocket server".to_string());
+                    core.emit(|| Event::Note {
+                        text: "audio channel failed: server not connected".into(),
+                    });
+                    self.set_state(core, DeviceState::Idle);
+                    return Step::Done;
+                }
+                let hello = device_hello(ws.version, font.as_ref());
+                core.push_output(Output::WsText { text: hello, at: now });
+                Step::Block(
+                    timeout,
+                    Task::OpenChannel {
+                        mode,
+                        stage: OpenStage::AwaitHello,
+                    },
+                )
+            }
+            OpenStage::AwaitHello => {
+                let Some(Link::WebSocket(ws)) = self.protocol.as_mut() else {
+                    return Step::Done;
+                };
+                if !ws.hello_received {
+                    ws.error = true;
+                    core.log('E', "WS", || "Failed to receive server hello".to_string());
+                    core.emit(|| Event::Note {
+                        text: "audio channel failed: no server hello within 10 s".into(),
+                    });
+                    self.set_state(core, DeviceState::Idle);
+                    return Step::Done;
+                }
+                ws.last_incoming = now;
+                core.emit(|| Event::Note {
+                    text: "audio channel opened".into(),
+                });
+                if self.state == DeviceState::Connecting {
+                    self.set_listening(core, mode);
+                }
+                Step::Done
+            }
+        }
+    }
+
+    /// The driver finished (or failed) the TCP connect and handshake.
+    pub fn ws_open_result(&mut self, core: &mut Core, ok: bool) {
+        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut() {
+            if ws.socket == Socket::Connecting {
+                ws.socket = if ok { Socket::Connected } else { Socket::Disconnected };
+                let now = core.now;
+                self.main.wake(now);
+            }
+        }
+    }
+
+    /// The peer closed or the TCP connection broke: `on_audio_channel_closed` schedules idle.
+    pub fn ws_closed(&mut self, core: &mut Core) {
+        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut() {
+            if matches!(ws.socket, Socket::Connected | Socket::Connecting) {
+                ws.socket = Socket::Disconnected;
+                core.log('I', "WS", || "Websocket disconnected".to_string());
+                self.main.schedule(Task::SetState(DeviceState::Idle));
+                let now = core.now;
+                self.main.wake(now);
+            }
+        }
+    }
+
+    /// The server hello (`ParseServerHello`). `Err` is the firmware's crash on a missing or
+    /// non-string `transport` (a null pointer dereference: panic, reboot).
+    pub fn server_hello(&mut self, core: &mut Core, root: crate::cjson::Item<'_>) -> Result<(), String> {
+        let Some(Link::WebSocket(ws)) = self.protocol.as_mut() else {
+            return Ok(());
+        };
+        let transport = root.get(b"transport");
+        let Some(t) = transport.and_then(|t| t.c_string()) else {
+            return Err("server hello without a string `transport`: NULL dereference in ParseServerHello".into());
+        };
+        if t != b"websocket" {
+            let shown = String::from_utf8_lossy(t).into_owned();
+            core.log('E', "WS", || format!("Unsupported transport: {shown}"));
+            return Ok(());
+        }
+        if let Some(sid) = root.get(b"session_id").and_then(|s| s.c_string()) {
+            ws.session_id = sid.to_vec();
+        }
+        if let Some(ap) = root.get(b"audio_params").filter(crate::cjson::Item::is_object) {
+            if let Some(r) = ap.get(b"sample_rate").filter(crate::cjson::Item::is_number) {
+                ws.server_sample_rate = r.valueint();
+            }
+            if let Some(f) = ap.get(b"frame_duration").filter(crate::cjson::Item::is_number) {
+                ws.server_frame_duration = f.valueint();
+            }
+        }
+        ws.hello_received = true;
+        let sid = String::from_utf8_lossy(&ws.session_id).into_owned();
+        core.emit(|| Event::Note {
+            text: format!("server hello, session {sid}"),
+        });
+        let now = core.now;
+        self.main.wake(now);
+        Ok(())
+    }
+
+    /// The application dispatcher for a non-hello JSON frame (`OnIncomingJson`).
+    pub fn incoming_json(&mut self, core: &mut Core, root: crate::cjson::Item<'_>) -> Option<Received> {
+        let kind = root.get(b"type").and_then(|t| t.c_string())?;
+        match kind {
+            b"mcp" => {
+                let payload = root.get(b"payload").filter(crate::cjson::Item::is_object)?;
+                Some(self.mcp.receive(payload))
+            }
+            b"system" => {
+                if root.get(b"command").and_then(|c| c.c_string()) == Some(b"reboot") {
+                    core.log('I', "Application", || "System command: reboot".to_string());
+                    self.main.schedule(Task::Reboot {
+                        stage: RebootStage::Enter,
+                    });
+                }
+                None
+            }
+            b"tts" => {
+                match root.get(b"state").and_then(|s| s.c_string()) {
+                    Some(b"start") => self.main.schedule(Task::SetState(DeviceState::Speaking)),
+                    Some(b"stop") if self.state == DeviceState::Speaking => {
+                        self.main.schedule(Task::SetState(DeviceState::Listening))
+                    }
+                    _ => {}
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// A user action: BOOT click / wake word (`MAIN_EVENT_TOGGLE_CHAT`).
+    pub fn request_toggle_chat(&mut self) {
+        self.main.schedule(Task::ToggleChat);
     }
 
     /// The second hop: `ReplyResult`/`ReplyError` schedule the send.
@@ -468,6 +807,13 @@ impl Running {
         };
         match stage {
             UpgradeStage::Start => {
+                if self.channel_open(core.now) {
+                    core.log('I', "Application", || {
+                        "Closing audio channel before firmware upgrade".to_string()
+                    });
+                    self.drop_socket(core, "firmware upgrade");
+                    self.main.schedule(Task::SetState(DeviceState::Idle));
+                }
                 core.log('I', "Application", || {
                     format!("Starting firmware upgrade from URL: {}", String::from_utf8_lossy(&url))
                 });
@@ -993,6 +1339,12 @@ impl Running {
 
 fn panic(e: &'static str) -> Callback {
     Callback::Panic(format!("ESP_ERROR_CHECK failed: {e}"))
+}
+
+/// `Sec-WebSocket-Key`: 16 random bytes, base64.
+fn base64_key(bytes: &[u8; 16]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Records a firmware log line given as `"<L> <TAG>: <text>"`.

@@ -72,6 +72,15 @@ impl<T> MainLoop<T> {
         Next::BatchTaken(self.batch.len())
     }
 
+    /// The event a blocked task waits for arrived: it resumes at `now` instead of its timeout.
+    pub fn wake(&mut self, now: SimTime) {
+        if let Some((until, _)) = self.blocked.as_mut() {
+            if *until > now {
+                *until = now;
+            }
+        }
+    }
+
     /// When the main task can next make progress, if it has work.
     pub fn deadline(&self, now: SimTime) -> Option<SimTime> {
         match &self.blocked {

@@ -10,6 +10,7 @@ pub mod app;
 pub mod audio;
 pub mod builtin;
 pub mod catalogue;
+pub mod link;
 pub mod main_loop;
 pub mod otto;
 pub mod report;
@@ -49,8 +50,29 @@ pub struct Faults {
 /// What leaves the device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// An MCP payload the protocol transmitted (the inner JSON-RPC payload, raw bytes).
+    /// An MCP payload the direct link transmitted (the inner JSON-RPC payload, raw bytes).
     Mcp { payload: Vec<u8>, at: SimTime },
+    /// Dial `endpoint` and write `request` (the exact handshake bytes); report with
+    /// [`Device::handle_ws_open_result`].
+    WsOpen {
+        endpoint: link::Endpoint,
+        request: Vec<u8>,
+        at: SimTime,
+    },
+    /// Send one text frame (masked, as a client does).
+    WsText { text: Vec<u8>, at: SimTime },
+    /// Drop the TCP connection without a WebSocket close frame.
+    WsClose { at: SimTime },
+}
+
+impl Output {
+    /// The inner MCP payload of a direct-link reply.
+    pub fn mcp(&self) -> Option<(&[u8], SimTime)> {
+        match self {
+            Output::Mcp { payload, at } => Some((payload, *at)),
+            _ => None,
+        }
+    }
 }
 
 /// What the receive task did with one inbound payload (the "parameters" evidence).
@@ -157,6 +179,10 @@ impl Core {
                 Err(error)
             }
         }
+    }
+
+    pub(crate) fn push_output(&mut self, output: Output) {
+        self.outputs.push_back(output);
     }
 
     fn transmit(&mut self, payload: Vec<u8>) {
@@ -479,6 +505,87 @@ impl Device {
         run.receive(&mut self.core, received)
     }
 
+    /// The driver finished the TCP connect + handshake of the last [`Output::WsOpen`]
+    /// (`ok`: the response contained `HTTP/1.1 101`).
+    pub fn handle_ws_open_result(&mut self, now: SimTime, ok: bool) {
+        self.run_before(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.ws_open_result(&mut self.core, ok);
+        }
+    }
+
+    /// The peer closed the WebSocket or the TCP connection broke.
+    pub fn handle_ws_closed(&mut self, now: SimTime) {
+        self.run_before(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.ws_closed(&mut self.core);
+        }
+    }
+
+    /// A binary frame (audio) arrived: counted, not decoded.
+    pub fn handle_ws_binary(&mut self, now: SimTime, len: usize) {
+        self.run_before(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            if let Some(app::Link::WebSocket(ws)) = run.protocol.as_mut() {
+                ws.last_incoming = now;
+            }
+        }
+        self.core.emit(|| Event::Note {
+            text: format!("binary frame of {len} bytes"),
+        });
+    }
+
+    /// A text frame on the WebSocket receive task: envelope parse (length-bounded), then the
+    /// server hello, the MCP server or the application dispatcher.
+    pub fn handle_ws_text(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
+        self.run_before(now);
+        let run = self.run.as_deref_mut()?;
+        let limits = Limits {
+            heap_bytes: Some(self.core.spec.target.free_heap),
+        };
+        let outcome = match self.parser.parse(frame, Terminator::Length, limits) {
+            Err(_) => {
+                let shown = String::from_utf8_lossy(frame).into_owned();
+                self.core
+                    .log('E', "WS", || format!("Missing message type, data: {shown}"));
+                None
+            }
+            Ok(doc) => {
+                let root = doc.root();
+                match root.get(b"type").and_then(|t| t.c_string()) {
+                    None => {
+                        let shown = String::from_utf8_lossy(frame).into_owned();
+                        self.core
+                            .log('E', "WS", || format!("Missing message type, data: {shown}"));
+                        None
+                    }
+                    Some(b"hello") => match run.server_hello(&mut self.core, root) {
+                        Ok(()) => None,
+                        Err(reason) => {
+                            self.core.emit(|| Event::Panicked { reason });
+                            self.restart(BootReason::Panic);
+                            return None;
+                        }
+                    },
+                    Some(_) => run.incoming_json(&mut self.core, root),
+                }
+            }
+        };
+        let run = self.run.as_deref_mut()?;
+        if let Some(app::Link::WebSocket(ws)) = run.protocol.as_mut() {
+            ws.last_incoming = now;
+        }
+        outcome.map(|received| run.receive(&mut self.core, received))
+    }
+
+    /// A user action: BOOT click or wake word (toggle chat: open the channel when idle).
+    pub fn toggle_chat(&mut self, now: SimTime) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.request_toggle_chat();
+        }
+    }
+
     /// Everything scheduled but not yet run, described (for evidence).
     pub fn pending_tasks(&self) -> Vec<String> {
         self.run
@@ -581,7 +688,7 @@ mod tests {
     fn replies(h: &mut Harness) -> Vec<String> {
         h.take_outputs()
             .into_iter()
-            .map(|Output::Mcp { payload, .. }| String::from_utf8(payload).unwrap())
+            .filter_map(|o| o.mcp().map(|(p, _)| String::from_utf8(p.to_vec()).unwrap()))
             .collect()
     }
 
@@ -706,9 +813,9 @@ mod tests {
         h.run_until_idle().unwrap();
         let out = h.take_outputs();
         assert_eq!(out.len(), 1);
-        let Output::Mcp { payload, at } = &out[0];
+        let (payload, at) = out[0].mcp().unwrap();
         assert!(payload.ends_with(br#""text":"true"}],"isError":false}}"#));
-        assert_eq!(*at, t0 + SimDuration::from_millis(7000));
+        assert_eq!(at, t0 + SimDuration::from_millis(7000));
         assert_eq!(
             h.device.app().unwrap().state,
             DeviceState::Upgrading,

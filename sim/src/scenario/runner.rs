@@ -374,7 +374,10 @@ impl Runner<'_> {
         self.h
             .take_outputs()
             .into_iter()
-            .map(|Output::Mcp { payload, at }| (payload, at))
+            .filter_map(|o| match o {
+                Output::Mcp { payload, at } => Some((payload, at)),
+                _ => None,
+            })
             .collect()
     }
 
