@@ -509,14 +509,14 @@ impl Running {
 
     /// Destroys the WebSocket object if there is one (the peer sees TCP close, no close frame).
     fn drop_socket(&mut self, core: &mut Core, why: &'static str) {
-        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut() {
-            if ws.socket != Socket::None {
-                ws.socket = Socket::None;
-                core.emit(|| Event::Note {
-                    text: format!("websocket destroyed ({why}): TCP closed without a close frame"),
-                });
-                core.push_output(Output::WsClose { at: core.now });
-            }
+        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut()
+            && ws.socket != Socket::None
+        {
+            ws.socket = Socket::None;
+            core.emit(|| Event::Note {
+                text: format!("websocket destroyed ({why}): TCP closed without a close frame"),
+            });
+            core.push_output(Output::WsClose { at: core.now });
         }
     }
 
@@ -562,16 +562,15 @@ impl Running {
 
     /// `SetListeningMode(mode)`: listening, and `listen start` goes out.
     fn set_listening(&mut self, core: &mut Core, mode: &str) {
-        if self.set_state(core, DeviceState::Listening) {
-            if let Some(Link::WebSocket(ws)) = &self.protocol {
-                if ws.socket == Socket::Connected {
-                    let frame = ws.listen_start(mode);
-                    core.push_output(Output::WsText {
-                        text: frame,
-                        at: core.now,
-                    });
-                }
-            }
+        if self.set_state(core, DeviceState::Listening)
+            && let Some(Link::WebSocket(ws)) = &self.protocol
+            && ws.socket == Socket::Connected
+        {
+            let frame = ws.listen_start(mode);
+            core.push_output(Output::WsText {
+                text: frame,
+                at: core.now,
+            });
         }
     }
 
@@ -690,25 +689,25 @@ impl Running {
 
     /// The driver finished (or failed) the TCP connect and handshake.
     pub fn ws_open_result(&mut self, core: &mut Core, ok: bool) {
-        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut() {
-            if ws.socket == Socket::Connecting {
-                ws.socket = if ok { Socket::Connected } else { Socket::Disconnected };
-                let now = core.now;
-                self.main.wake(now);
-            }
+        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut()
+            && ws.socket == Socket::Connecting
+        {
+            ws.socket = if ok { Socket::Connected } else { Socket::Disconnected };
+            let now = core.now;
+            self.main.wake(now);
         }
     }
 
     /// The peer closed or the TCP connection broke: `on_audio_channel_closed` schedules idle.
     pub fn ws_closed(&mut self, core: &mut Core) {
-        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut() {
-            if matches!(ws.socket, Socket::Connected | Socket::Connecting) {
-                ws.socket = Socket::Disconnected;
-                core.log('I', "WS", || "Websocket disconnected".to_string());
-                self.main.schedule(Task::SetState(DeviceState::Idle));
-                let now = core.now;
-                self.main.wake(now);
-            }
+        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut()
+            && matches!(ws.socket, Socket::Connected | Socket::Connecting)
+        {
+            ws.socket = Socket::Disconnected;
+            core.log('I', "WS", || "Websocket disconnected".to_string());
+            self.main.schedule(Task::SetState(DeviceState::Idle));
+            let now = core.now;
+            self.main.wake(now);
         }
     }
 

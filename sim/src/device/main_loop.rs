@@ -74,10 +74,10 @@ impl<T> MainLoop<T> {
 
     /// The event a blocked task waits for arrived: it resumes at `now` instead of its timeout.
     pub fn wake(&mut self, now: SimTime) {
-        if let Some((until, _)) = self.blocked.as_mut() {
-            if *until > now {
-                *until = now;
-            }
+        if let Some((until, _)) = self.blocked.as_mut()
+            && *until > now
+        {
+            *until = now;
         }
     }
 

@@ -525,10 +525,10 @@ impl Device {
     /// A binary frame (audio) arrived: counted, not decoded.
     pub fn handle_ws_binary(&mut self, now: SimTime, len: usize) {
         self.run_before(now);
-        if let Some(run) = self.run.as_deref_mut() {
-            if let Some(app::Link::WebSocket(ws)) = run.protocol.as_mut() {
-                ws.last_incoming = now;
-            }
+        if let Some(run) = self.run.as_deref_mut()
+            && let Some(app::Link::WebSocket(ws)) = run.protocol.as_mut()
+        {
+            ws.last_incoming = now;
         }
         self.core.emit(|| Event::Note {
             text: format!("binary frame of {len} bytes"),
