@@ -5,6 +5,8 @@
 
 mod boards;
 mod cmd;
+mod live;
+mod state;
 mod wav;
 
 use std::path::PathBuf;
@@ -127,8 +129,138 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Dial a real xiaozhi backend over WebSocket as the firmware does.
+    ///
+    /// The board boots, and when the simulated user acts (--wake) it dials URL with the
+    /// firmware's handshake headers, sends its hello, waits 10 s for the server hello, and then
+    /// answers MCP inside the {"session_id","type":"mcp","payload"} envelope. A reboot closes
+    /// TCP without a close frame; there is no automatic reconnection. Device events go to stderr.
+    Connect {
+        /// Board id or path to a board YAML file.
+        #[arg(long)]
+        board: String,
+        /// Backend WebSocket URL, e.g. ws://127.0.0.1:8000/xiaozhi/v1/.
+        #[arg(long)]
+        url: String,
+        /// Access token (sent as `Authorization: Bearer <token>`; empty = no header).
+        #[arg(long, default_value = "")]
+        token: String,
+        /// Protocol-Version header and hello version.
+        #[arg(long, default_value_t = 1)]
+        protocol_version: i32,
+        /// Device-Id (the MAC, aa:bb:cc:dd:ee:ff); default derived from --seed.
+        #[arg(long, value_name = "MAC")]
+        device_id: Option<String>,
+        /// Client-Id (the UUID kept in NVS); default derived from --seed or the saved state.
+        #[arg(long, value_name = "UUID")]
+        client_id: Option<String>,
+        /// When the simulated user opens the channel: on-boot, manual or every:<duration>.
+        #[arg(long, default_value = "on-boot")]
+        wake: live::Wake,
+        /// Keep NVS (volume, UUID, settings) in DIR between runs, like flash.
+        #[arg(long, value_name = "DIR")]
+        state: Option<PathBuf>,
+        /// Stop after this long (e.g. 30s); default: until Ctrl-C.
+        #[arg(long, value_parser = parse_std_duration)]
+        duration: Option<std::time::Duration>,
+        /// Seed of the device identity.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Do not print device events and frames.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// A small xiaozhi server that drives devices as a real backend does (a personality).
+    ///
+    /// Answers each device's hello, runs initialize and tools/list the personality's way, then
+    /// runs --script (or commands typed on stdin with `--script -`). Pairs every request with
+    /// its reply by id; prints one JSON report per connection on stdout when it closes
+    /// (headers, exchanges with timestamps, unanswered ids, how it ended). Personalities:
+    /// xinnan-py (default), rust-first-page, go-eager, mcp-go-strict, cloud-gateway,
+    /// java-cap32, or a YAML file. Script steps: call/send <tool> [json], wait <dur>,
+    /// raw <payload>, frame <text>, garbage, vanish, close; `@N` limits a step to a device's
+    /// Nth connection.
+    Backend {
+        /// Address to listen on (port 0 picks a free one; the address is printed on stderr).
+        #[arg(long, default_value = "127.0.0.1:8000")]
+        listen: String,
+        /// Personality name or YAML file.
+        #[arg(long, default_value = "xinnan-py")]
+        personality: String,
+        /// Script run on every connection once discovery is done (`-`: read commands from stdin).
+        #[arg(long, value_name = "FILE")]
+        script: Option<PathBuf>,
+        /// Stop after this long.
+        #[arg(long, value_parser = parse_std_duration)]
+        duration: Option<std::time::Duration>,
+        /// Stop once this many connections have closed.
+        #[arg(long, value_name = "N")]
+        connections: Option<u64>,
+        /// Log every frame on stderr.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// The board as a standard MCP server on stdin/stdout (newline-delimited JSON-RPC).
+    ///
+    /// Faithful by default: the firmware's replies exactly (protocol version 2024-11-05, errors
+    /// without `code`, messages inserted unescaped, no `ping`). --compat adds a JSON-RPC error
+    /// code, escapes messages and answers ping, and changes nothing else. Logs go to stderr.
+    Stdio {
+        /// Board id or path to a board YAML file.
+        #[arg(long)]
+        board: String,
+        /// Repair what standard MCP clients cannot accept (see above).
+        #[arg(long)]
+        compat: bool,
+        /// Seed of the device identity.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print device events on stderr.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Many simulated devices against one backend, with a progress bar and a summary.
+    ///
+    /// Each device has its own MAC, UUID and NVS and starts --stagger after the previous one.
+    /// Without --url the fleet runs its own backend on a loopback port and every device runs
+    /// --script (default: 10 tool calls) after hello + initialize + tools/list. Exit status 0
+    /// when every device finished without a drop, 1 otherwise.
+    Fleet {
+        /// Number of devices.
+        #[arg(long, default_value_t = 100)]
+        devices: u32,
+        /// Backend URL (default: a built-in backend on a loopback port).
+        #[arg(long)]
+        url: Option<String>,
+        /// Board id or path to a board YAML file.
+        #[arg(long, default_value = "bread-compact-wifi")]
+        board: String,
+        /// Stop after this long at most.
+        #[arg(long, default_value = "60s", value_parser = parse_std_duration)]
+        duration: std::time::Duration,
+        /// Gap between device starts.
+        #[arg(long, default_value = "2ms", value_parser = parse_std_duration)]
+        stagger: std::time::Duration,
+        /// Personality of the built-in backend.
+        #[arg(long, default_value = "xinnan-py")]
+        personality: String,
+        /// Script of the built-in backend (default: 10 calls).
+        #[arg(long, value_name = "FILE")]
+        script: Option<PathBuf>,
+        /// First device seed (device i gets seed + i).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Write the summary as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// List the shipped boards.
     Boards,
+}
+
+/// `1500ms`, `2s`, `1m` as a wall-clock duration.
+fn parse_std_duration(s: &str) -> Result<std::time::Duration, String> {
+    xiaozhi_sim::time::parse_duration(s).map(|d| std::time::Duration::from_micros(d.as_micros()))
 }
 
 fn main() -> ExitCode {
@@ -193,6 +325,78 @@ fn dispatch(command: Command) -> anyhow::Result<bool> {
             json,
             out,
             quiet,
+        }),
+        Command::Connect {
+            board,
+            url,
+            token,
+            protocol_version,
+            device_id,
+            client_id,
+            wake,
+            state,
+            duration,
+            seed,
+            quiet,
+        } => cmd::connect::run(&cmd::connect::Options {
+            board,
+            url,
+            token,
+            protocol_version,
+            device_id,
+            client_id,
+            wake,
+            state_dir: state,
+            duration,
+            seed,
+            quiet,
+        }),
+        Command::Backend {
+            listen,
+            personality,
+            script,
+            duration,
+            connections,
+            verbose,
+        } => cmd::backend::run(&cmd::backend::Options {
+            listen,
+            personality,
+            script,
+            duration,
+            connections,
+            verbose,
+        }),
+        Command::Stdio {
+            board,
+            compat,
+            seed,
+            verbose,
+        } => cmd::stdio::run(&cmd::stdio::Options {
+            board,
+            compat,
+            seed,
+            verbose,
+        }),
+        Command::Fleet {
+            devices,
+            url,
+            board,
+            duration,
+            stagger,
+            personality,
+            script,
+            seed,
+            json,
+        } => cmd::fleet::run(&cmd::fleet::Options {
+            devices,
+            url,
+            board,
+            duration,
+            stagger,
+            personality,
+            script,
+            seed,
+            json,
         }),
         Command::Boards => cmd::boards::run().map(|()| true),
     }

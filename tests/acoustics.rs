@@ -9,7 +9,7 @@ use std::sync::Arc;
 use xiaozhi_sim::audio::measure::{Measurement, perceived_change};
 use xiaozhi_sim::audio::source::Source;
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::{Device, Output};
+use xiaozhi_sim::device::Device;
 use xiaozhi_sim::fault::Fault;
 use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::time::SimDuration;

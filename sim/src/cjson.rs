@@ -14,6 +14,7 @@
 //!
 //! Knows nothing about MCP.
 
+use std::ffi::CStr;
 use std::fmt;
 
 /// cJSON's `CJSON_NESTING_LIMIT`: arrays and objects may nest this deep, not one level more.
@@ -142,7 +143,7 @@ impl Parser {
         let (content, length) = match terminator {
             Terminator::Length => (input, input.len()),
             Terminator::Nul => {
-                let end = input.iter().position(|&b| b == 0).unwrap_or(input.len());
+                let end = c_strlen(input);
                 // strlen + the terminator itself, which reads as 0 below.
                 (&input[..end], end + 1)
             }
@@ -271,27 +272,27 @@ impl State<'_> {
     }
 
     fn parse_value(&mut self, node: usize) -> Result<(), ParseError> {
-        if self.starts_with(b"null") {
-            self.nodes[node].kind = Kind::Null;
-            self.offset += 4;
-            return Ok(());
-        }
-        if self.starts_with(b"false") {
-            self.nodes[node].kind = Kind::False;
-            self.offset += 5;
-            return Ok(());
-        }
-        if self.starts_with(b"true") {
-            let n = &mut self.nodes[node];
-            n.kind = Kind::True;
-            n.int = 1;
-            self.offset += 4;
-            return Ok(());
-        }
         if !self.can_access(0) {
             return Err(self.syntax());
         }
         match self.at(0) {
+            b'n' if self.starts_with(b"null") => {
+                self.nodes[node].kind = Kind::Null;
+                self.offset += 4;
+                Ok(())
+            }
+            b'f' if self.starts_with(b"false") => {
+                self.nodes[node].kind = Kind::False;
+                self.offset += 5;
+                Ok(())
+            }
+            b't' if self.starts_with(b"true") => {
+                let n = &mut self.nodes[node];
+                n.kind = Kind::True;
+                n.int = 1;
+                self.offset += 4;
+                Ok(())
+            }
             b'"' => {
                 let span = self.parse_string()?;
                 let n = &mut self.nodes[node];
@@ -676,15 +677,29 @@ impl<'a> Doc<'a> {
 
 /// The part of `s` a C string sees: up to the first NUL.
 pub fn c_str(s: &[u8]) -> &[u8] {
-    match s.iter().position(|&b| b == 0) {
-        Some(end) => &s[..end],
-        None => s,
-    }
+    &s[..c_strlen(s)]
 }
 
-/// cJSON's `case_insensitive_strcmp(a, b) == 0` on two C strings (ASCII `tolower` only).
+/// `strlen`: the index of the first NUL, or the whole length (memchr, not a byte loop).
+fn c_strlen(s: &[u8]) -> usize {
+    CStr::from_bytes_until_nul(s).map_or(s.len(), CStr::count_bytes)
+}
+
+/// cJSON's `case_insensitive_strcmp(a, b) == 0` on two C strings (ASCII `tolower` only): byte
+/// by byte up to the first NUL, where the end of a slice reads as one. Most member names differ
+/// in their first byte, so this stops early instead of measuring both strings first.
 pub fn c_str_eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
-    c_str(a).eq_ignore_ascii_case(c_str(b))
+    let common = a.len().min(b.len());
+    for (x, y) in a[..common].iter().zip(&b[..common]) {
+        if !x.eq_ignore_ascii_case(y) {
+            return false;
+        }
+        if *x == 0 {
+            return true;
+        }
+    }
+    // One is a prefix of the other: equal when the longer one stops right there.
+    a.get(common).is_none_or(|&x| x == 0) && b.get(common).is_none_or(|&y| y == 0)
 }
 
 impl<'a> Item<'a> {
@@ -759,8 +774,10 @@ impl<'a> Item<'a> {
         if self.kind() != Kind::Object {
             return None;
         }
-        self.children()
-            .find(|child| child.key().is_some_and(|k| c_str_eq_ignore_case(k, name)))
+        self.children().find(|child| {
+            let n = child.node();
+            n.has_key && c_str_eq_ignore_case(self.doc.bytes(n.key), name)
+        })
     }
 
     /// Prints this value the way `cJSON_PrintUnformatted` would.

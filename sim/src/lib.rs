@@ -16,12 +16,15 @@
 //! * [`trace`], [`time`], [`spec`] — events, virtual time, data-file loading.
 
 pub mod audio;
+pub mod backend;
 pub mod board;
+pub mod bounds;
 pub mod cjson;
 pub mod device;
 pub mod fault;
 pub mod harness;
 pub mod hw;
+pub mod loopback;
 pub mod mcp;
 pub mod scenario;
 pub mod spec;

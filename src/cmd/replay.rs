@@ -1,11 +1,16 @@
 //! `xiaozhi-twin replay`: feeds a conformance request file to a freshly flashed board in the
 //! conformance world and prints one JSON object per line (or just the replies).
+//!
+//! The file is read twice, line by line through one reused buffer: first to validate every
+//! directive (no partial output on a bad file), then to run. Memory stays flat however long the
+//! file is (BENCHMARKS.md: the 200,000-line rows).
 
-use std::io::{BufWriter, Write};
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use xiaozhi_sim::harness::{ReplayLine, Replayer, split_lines};
+use xiaozhi_sim::harness::{ReplayLine, Replayer};
 
 use crate::boards;
 
@@ -18,28 +23,39 @@ pub struct Options<'a> {
 
 pub fn run(opts: &Options<'_>) -> Result<()> {
     let spec = boards::load(opts.board)?;
-    let content = match std::fs::read(opts.file) {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{}: no such file", opts.file.display()),
-        Err(e) => return Err(e).with_context(|| format!("{}: cannot read", opts.file.display())),
+    let file = opts.file;
+    let parse = |n: usize, raw: &[u8]| {
+        ReplayLine::parse(n, raw).map_err(|e| anyhow::anyhow!("{}:{}: {}", file.display(), e.line, e.message))
     };
-    let raw_lines = split_lines(&content);
     // Validate every directive before running anything: no partial output on a bad file.
-    let mut lines = Vec::with_capacity(raw_lines.len());
-    for (i, raw) in raw_lines.iter().enumerate() {
-        let line = ReplayLine::parse(i + 1, raw)
-            .map_err(|e| anyhow::anyhow!("{}:{}: {}", opts.file.display(), e.line, e.message))?;
-        lines.push(line);
-    }
+    for_each_line(file, |n, raw| {
+        if is_directive(raw) {
+            parse(n, raw)?;
+        }
+        Ok(())
+    })?;
     let trace = !opts.replies_only;
     let mut replayer = Replayer::new(spec, opts.seed, trace);
     let stdout = std::io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut buf = Vec::with_capacity(4096);
-    for (i, (raw, line)) in raw_lines.iter().zip(&lines).enumerate() {
+    // Payload lines (nearly all of them) are copied into this one line instead of a new one each.
+    let mut payload = ReplayLine::Payload(Vec::with_capacity(4096));
+    for_each_line(file, |n, raw| {
+        let directive;
+        let line = if is_directive(raw) {
+            directive = parse(n, raw)?;
+            &directive
+        } else {
+            if let ReplayLine::Payload(bytes) = &mut payload {
+                bytes.clear();
+                bytes.extend_from_slice(raw);
+            }
+            &payload
+        };
         let record = replayer
-            .run_line(i + 1, raw, line)
-            .map_err(|e| anyhow::anyhow!("{}:{}: {e}", opts.file.display(), i + 1))?;
+            .run_line(n, raw, line)
+            .map_err(|e| anyhow::anyhow!("{}:{n}: {e}", file.display()))?;
         buf.clear();
         if opts.replies_only {
             for r in &record.replies {
@@ -50,7 +66,36 @@ pub fn run(opts: &Options<'_>) -> Result<()> {
             record.to_json_line(&mut buf);
         }
         out.write_all(&buf)?;
-    }
+        Ok(())
+    })?;
     out.flush()?;
+    Ok(())
+}
+
+/// Only lines starting with `#` can be directives (`#burst`, `#sleep`); every other line is a
+/// payload as it is, which is what [`ReplayLine::parse`] would make of it.
+fn is_directive(raw: &[u8]) -> bool {
+    raw.first() == Some(&b'#')
+}
+
+/// Calls `f` with each line of `file` and its number (from 1), without its `\n` or `\r\n`: the
+/// same lines as `harness::split_lines` on the whole content.
+fn for_each_line(file: &Path, mut f: impl FnMut(usize, &[u8]) -> Result<()>) -> Result<()> {
+    let cannot_read = || format!("{}: cannot read", file.display());
+    let handle = match File::open(file) {
+        Ok(h) => h,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!("{}: no such file", file.display()),
+        Err(e) => return Err(e).with_context(cannot_read),
+    };
+    let mut reader = BufReader::with_capacity(1 << 16, handle);
+    let mut line = Vec::with_capacity(4096);
+    for n in 1.. {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).with_context(cannot_read)? == 0 {
+            break;
+        }
+        let raw = line.strip_suffix(b"\n").unwrap_or(&line);
+        f(n, raw.strip_suffix(b"\r").unwrap_or(raw))?;
+    }
     Ok(())
 }

@@ -508,7 +508,7 @@ impl Running {
     }
 
     /// Destroys the WebSocket object if there is one (the peer sees TCP close, no close frame).
-    fn drop_socket(&mut self, core: &mut Core, why: &'static str) {
+    pub(super) fn drop_socket(&mut self, core: &mut Core, why: &'static str) {
         if let Some(Link::WebSocket(ws)) = self.protocol.as_mut()
             && ws.socket != Socket::None
         {

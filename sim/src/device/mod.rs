@@ -284,6 +284,20 @@ impl Device {
         &self.core.mac
     }
 
+    /// Sets the Wi-Fi STA MAC (`Device-Id`), e.g. to impersonate a known board.
+    pub fn set_mac(&mut self, mac: &str) -> Result<(), String> {
+        let parts: Vec<&str> = mac.split(':').collect();
+        if parts.len() != 6
+            || !parts
+                .iter()
+                .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
+        {
+            return Err(format!("`{mac}` is not a MAC address like f4:12:fa:01:02:03"));
+        }
+        self.core.mac = mac.to_ascii_lowercase();
+        Ok(())
+    }
+
     /// Boots since the simulation started.
     pub fn boots(&self) -> u32 {
         self.core.boots
@@ -451,6 +465,8 @@ impl Device {
 
     fn drop_everything(&mut self, why: &'static str) {
         if let Some(mut run) = self.run.take() {
+            // A reset of any kind ends TCP without a close frame (the peer sees the socket go).
+            run.drop_socket(&mut self.core, why);
             let now = self.core.now;
             run.audio.shut_down(&mut self.core.audio, now);
             for task in run.main.drain() {

@@ -1,0 +1,199 @@
+//! Backend scripts: what the "LLM" of `xiaozhi-twin backend` does once discovery is over.
+//!
+//! One step a line; `#` starts a comment. A step may be prefixed with `@N` to run only on the
+//! Nth connection of the same device (1-based: `@2` is the connection after a reboot).
+//!
+//! ```text
+//! call <tool> [<json arguments>]   call and wait for the reply (or its timeout)
+//! send <tool> [<json arguments>]   call without waiting (replies may overtake each other)
+//! wait <duration>                  e.g. 500ms, 2s
+//! raw <text>                       a payload inside this backend's envelope (sent as-is if not JSON)
+//! frame <text>                     a whole text frame, no envelope
+//! garbage                          bytes that are not a WebSocket frame, then nothing more
+//! vanish                           drop TCP without a close frame (the backend process lives on)
+//! close                            a WebSocket close frame
+//! ```
+
+use serde_json::Value;
+
+use crate::time::{SimDuration, parse_duration};
+
+/// One step of a script.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    Call { tool: String, args: Value, wait: bool },
+    Wait(SimDuration),
+    Raw(String),
+    Frame(String),
+    Garbage,
+    Vanish,
+    Close,
+}
+
+/// A step and the connection it is limited to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    /// 1-based line number in the file.
+    pub line: usize,
+    /// Only on this connection of the device (1-based), or on every connection.
+    pub only_on: Option<u32>,
+    pub step: Step,
+}
+
+/// A parsed script.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Script {
+    pub lines: Vec<Line>,
+}
+
+/// `origin:line:column: message`.
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}:{line}:{column}: {message}")]
+pub struct ScriptError {
+    pub origin: String,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl Script {
+    /// Steps for the `n`th connection (1-based) of a device.
+    pub fn steps_for(&self, n: u32) -> impl Iterator<Item = &Line> {
+        self.lines.iter().filter(move |l| l.only_on.is_none_or(|k| k == n))
+    }
+
+    pub fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
+        let mut lines = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            if let Some(line) = parse_line(raw).map_err(|(column, message)| ScriptError {
+                origin: origin.to_string(),
+                line: i + 1,
+                column,
+                message,
+            })? {
+                lines.push(Line { line: i + 1, ..line });
+            }
+        }
+        Ok(Script { lines })
+    }
+}
+
+/// Parses one line (`None` for blanks and comments); errors carry a 1-based column.
+pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
+    let indent = raw.len() - raw.trim_start().len();
+    let mut rest = raw.trim_start();
+    if rest.is_empty() || rest.starts_with('#') {
+        return Ok(None);
+    }
+    let col = |s: &str| raw.len() - s.len() + 1;
+    let mut only_on = None;
+    if let Some(after) = rest.strip_prefix('@') {
+        let (n, tail) = after.split_once(char::is_whitespace).unwrap_or((after, ""));
+        match n.parse::<u32>() {
+            Ok(k) if k >= 1 => only_on = Some(k),
+            _ => {
+                return Err((
+                    indent + 1,
+                    format!("`@{n}`: expected a connection number from 1, e.g. `@2 call ...`"),
+                ));
+            }
+        }
+        rest = tail.trim_start();
+    }
+    let (word, tail) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let tail = tail.trim();
+    let tail_col = if tail.is_empty() {
+        col(rest) + word.len()
+    } else {
+        col(tail)
+    };
+    let step = match word {
+        "call" | "send" => {
+            let (tool, args) = tail.split_once(char::is_whitespace).unwrap_or((tail, ""));
+            if tool.is_empty() {
+                return Err((
+                    tail_col,
+                    format!("`{word}` needs a tool name, e.g. `{word} self.get_device_status`"),
+                ));
+            }
+            let args = args.trim();
+            let args = if args.is_empty() {
+                Value::Object(Default::default())
+            } else {
+                serde_json::from_str::<Value>(args).map_err(|e| {
+                    (
+                        raw.len() - args.len() - (raw.len() - raw.trim_end().len()) + e.column(),
+                        format!("arguments are not JSON: {e}"),
+                    )
+                })?
+            };
+            Step::Call {
+                tool: tool.to_string(),
+                args,
+                wait: word == "call",
+            }
+        }
+        "wait" => Step::Wait(parse_duration(tail).map_err(|e| (tail_col, e))?),
+        "raw" if !tail.is_empty() => Step::Raw(tail.to_string()),
+        "frame" if !tail.is_empty() => Step::Frame(tail.to_string()),
+        "raw" | "frame" => return Err((tail_col, format!("`{word}` needs the text to send"))),
+        "garbage" | "vanish" | "close" if !tail.is_empty() => {
+            return Err((tail_col, format!("`{word}` takes no argument")));
+        }
+        "garbage" => Step::Garbage,
+        "vanish" => Step::Vanish,
+        "close" => Step::Close,
+        other => {
+            return Err((
+                col(rest),
+                format!("unknown step `{other}`: use call, send, wait, raw, frame, garbage, vanish or close"),
+            ));
+        }
+    };
+    Ok(Some(Line { line: 0, only_on, step }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_step_and_connection_prefix() {
+        let s = Script::parse(
+            "t",
+            "# c\ncall self.audio_speaker.set_volume {\"volume\": 0}\n@1 call self.reboot\n@2 send self.get_device_status\nwait 1.5s\nraw {\"id\":9}\nframe hi\ngarbage\nvanish\nclose\n",
+        )
+        .unwrap();
+        assert_eq!(s.lines.len(), 9);
+        assert_eq!(s.lines[0].line, 2);
+        assert_eq!(
+            s.lines[0].step,
+            Step::Call {
+                tool: "self.audio_speaker.set_volume".into(),
+                args: serde_json::json!({"volume": 0}),
+                wait: true
+            }
+        );
+        assert_eq!(s.lines[1].only_on, Some(1));
+        assert!(matches!(&s.lines[2].step, Step::Call { wait: false, .. }));
+        assert_eq!(s.lines[3].step, Step::Wait(SimDuration::from_millis(1500)));
+        assert_eq!(s.steps_for(2).count(), 8);
+        assert_eq!(s.steps_for(1).count(), 8);
+        assert_eq!(s.steps_for(3).count(), 7);
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let e = Script::parse("s.txt", "wait 1s\n  call x {\"a\": }\n").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 16), "{e}");
+        assert!(e.to_string().starts_with("s.txt:2:16: arguments are not JSON"), "{e}");
+        let e = Script::parse("s.txt", "jump 3\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 1));
+        let e = Script::parse("s.txt", "@0 close\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 1));
+        let e = Script::parse("s.txt", "wait soon\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 6));
+        let e = Script::parse("s.txt", "close now\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 7));
+    }
+}

@@ -1,0 +1,236 @@
+//! `BackendSpec`: a backend personality as data (BACKENDS.md §10), loaded from
+//! `backends/<name>.yaml`. The shipped personalities are embedded.
+
+use serde::Deserialize;
+
+use crate::scenario::Duration;
+use crate::spec::{self, SpecError};
+
+/// When `initialize` is sent.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum InitAt {
+    /// Right after answering the device hello (most servers).
+    AfterHello,
+    /// At accept, before the device hello (go-anime): the device answers without a session id.
+    Accept,
+}
+
+/// How the session id is made.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionIdScheme {
+    Uuid,
+    /// `device-` + MAC with `:` → `_` (stable across reconnects).
+    DeviceMac,
+}
+
+/// The envelope around MCP payloads toward the device.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvelopeStyle {
+    /// `{"type": "mcp", "payload": …}` in Python `json.dumps` style.
+    Python,
+    /// `{"type":"mcp","payload":…}`.
+    Plain,
+    /// `{"session_id":…,"type":"mcp","payload":…}`.
+    SessionId,
+    /// `{"type":"mcp","sessionId":…,"payload":{…,"result":null,"error":null}}`.
+    Java,
+}
+
+/// How tool names are turned into LLM function names.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum NameMapping {
+    /// Every char outside `[A-Za-z0-9_-]` and U+4E00–U+9FFF becomes `_`.
+    Python,
+    /// Only `.` → `_`.
+    Dots,
+    /// Each run of chars outside `[A-Za-z0-9_-]` → one `_`, trimmed, at most 64 chars.
+    Runs64,
+}
+
+/// What the LLM receives for a result.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultToLlm {
+    /// `content[0].text` (errors: `MCP错误: <message>`).
+    Text,
+    /// The whole CallToolResult as JSON (`isError` only when true).
+    ResultJson,
+    /// All text items joined with `\n` (errors: the error object as JSON).
+    JoinedText,
+    /// The JSON of the `content` array.
+    ContentJson,
+    /// `"true"`/`"false"` become JSON booleans (console path).
+    Boolean,
+    /// The text, but every failure becomes one generic string.
+    Generic,
+}
+
+/// Pending calls when the connection closes.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOnClose {
+    /// Nothing happens until each call's own timeout.
+    Wait,
+    /// All pending requests fail at once.
+    Fail,
+}
+
+/// A personality.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSpec {
+    pub name: String,
+    pub description: String,
+    /// The code the behaviour was read from (BACKENDS.md §0).
+    pub based_on: String,
+    /// Only devices whose hello has `features.mcp: true` get MCP traffic.
+    pub requires_mcp_feature: bool,
+    /// An `mcp` frame before such a hello closes the connection.
+    #[serde(default)]
+    pub close_on_mcp_before_hello: bool,
+    /// The server hello; `{session_id}` and `{audio_params}` are filled in.
+    pub hello: String,
+    pub session_id: SessionIdScheme,
+    /// Echo the device's own `audio_params` in the hello (else `audio_params` below).
+    #[serde(default)]
+    pub echo_audio_params: bool,
+    #[serde(default)]
+    pub audio_params: String,
+    pub init_at: InitAt,
+    pub init_id: i64,
+    /// The `initialize` params, as JSON.
+    pub initialize_params: String,
+    /// Sent after the initialize result, if any (a whole JSON-RPC payload).
+    #[serde(default)]
+    pub initialized_notification: Option<String>,
+    /// Gap between the initialize result and the first `tools/list`.
+    pub list_delay: Duration,
+    /// `tools/list` ids: always `list_id_from` (fixed) or counting up from it.
+    pub list_id_fixed: bool,
+    pub list_id_from: i64,
+    /// Params of the first page (`null` = no params member at all).
+    #[serde(default)]
+    pub list_first_params: Option<String>,
+    pub follow_cursor: bool,
+    /// Stop (discarding the page) when the tools would exceed this many.
+    #[serde(default)]
+    pub tool_cap: Option<usize>,
+    #[serde(default)]
+    pub with_user_tools: bool,
+    pub call_id_from: i64,
+    pub call_timeout: Duration,
+    pub discovery_timeout: Duration,
+    pub envelope: EnvelopeStyle,
+    pub echo_invalid_json: bool,
+    pub pending_on_close: CallOnClose,
+    #[serde(default)]
+    pub heartbeat: Option<Duration>,
+    pub name_mapping: NameMapping,
+    pub result_to_llm: ResultToLlm,
+    /// What the LLM is told when a call times out.
+    pub timeout_text: String,
+    /// A late reply carrying the initialize id re-runs the listing (xinnan-py matches ids 1/2).
+    #[serde(default)]
+    pub late_init_reply_relists: bool,
+    /// Calls of tools the backend did not register produce an error without traffic.
+    #[serde(default)]
+    pub refuse_unknown_tools: bool,
+    /// An empty arguments object is sent as `"arguments":null` (mcp-go's `any` + omitempty).
+    #[serde(default)]
+    pub null_empty_arguments: bool,
+}
+
+/// The shipped personalities (BACKENDS.md §10), in the order `--help` lists them.
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("xinnan-py", include_str!("../../../backends/xinnan-py.yaml")),
+    (
+        "rust-first-page",
+        include_str!("../../../backends/rust-first-page.yaml"),
+    ),
+    ("go-eager", include_str!("../../../backends/go-eager.yaml")),
+    ("mcp-go-strict", include_str!("../../../backends/mcp-go-strict.yaml")),
+    ("cloud-gateway", include_str!("../../../backends/cloud-gateway.yaml")),
+    ("java-cap32", include_str!("../../../backends/java-cap32.yaml")),
+];
+
+impl BackendSpec {
+    pub fn from_yaml(origin: &str, text: &str) -> Result<BackendSpec, SpecError> {
+        spec::from_yaml(origin, text)
+    }
+
+    /// A shipped personality by name.
+    pub fn shipped(name: &str) -> Option<BackendSpec> {
+        SHIPPED
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(n, text)| BackendSpec::from_yaml(&format!("backends/{n}.yaml"), text).ok())
+    }
+}
+
+/// Maps a device tool name to the LLM function name.
+pub fn map_name(mapping: NameMapping, name: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    match mapping {
+        NameMapping::Python => name
+            .chars()
+            .map(|c| {
+                if plain(c) || ('\u{4e00}'..='\u{9fff}').contains(&c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect(),
+        NameMapping::Dots => name.replace('.', "_"),
+        NameMapping::Runs64 => {
+            let mut out = String::new();
+            let mut in_run = false;
+            for c in name.chars() {
+                if plain(c) {
+                    out.push(c);
+                    in_run = false;
+                } else if !in_run {
+                    out.push('_');
+                    in_run = true;
+                }
+            }
+            let trimmed = out.trim_matches(|c| c == '_' || c == '-');
+            if trimmed.len() > 64 {
+                // FNV-1a over the full name as the hash suffix.
+                let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+                });
+                format!("{}_{:08x}", &trimmed[..55], h as u32)
+            } else {
+                trimmed.to_string()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_personality_loads() {
+        for (name, text) in SHIPPED {
+            let spec = BackendSpec::from_yaml(name, text).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(spec.name, *name);
+        }
+    }
+
+    #[test]
+    fn names_map_like_the_real_servers() {
+        assert_eq!(
+            map_name(NameMapping::Python, "self.audio_speaker.set_volume"),
+            "self_audio_speaker_set_volume"
+        );
+        assert_eq!(map_name(NameMapping::Dots, "self.a-b.c"), "self_a-b_c");
+        assert_eq!(map_name(NameMapping::Runs64, "..self..x.."), "self_x");
+    }
+}

@@ -1,0 +1,143 @@
+//! A device and a backend session joined by an in-memory "socket" in virtual time: the whole
+//! WebSocket exchange (handshake, hellos, MCP both ways, closes) without the network, so
+//! personalities can be tested deterministically. The live version of the same pairing runs over
+//! real sockets in the binary.
+
+use std::sync::Arc;
+
+use crate::backend::{Action, BackendSpec, Session, SessionReport};
+use crate::device::{Device, Output};
+use crate::time::SimTime;
+
+/// Device ↔ backend in one clock.
+pub struct Loopback {
+    pub device: Device,
+    spec: Arc<BackendSpec>,
+    session: Option<Session>,
+    finished: Vec<SessionReport>,
+    connections: u64,
+}
+
+/// The handshake headers of a request as the server reads them.
+pub fn request_headers(request: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(request)
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(": ").map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect()
+}
+
+impl Loopback {
+    pub fn new(device: Device, spec: Arc<BackendSpec>) -> Self {
+        Loopback {
+            device,
+            spec,
+            session: None,
+            finished: Vec::new(),
+            connections: 0,
+        }
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.device.now()
+    }
+
+    pub fn session(&mut self) -> Option<&mut Session> {
+        self.session.as_mut()
+    }
+
+    /// Reports of every connection so far (closed ones first, then the live one).
+    pub fn reports(&self) -> Vec<SessionReport> {
+        let mut all = self.finished.clone();
+        all.extend(self.session.as_ref().map(Session::report));
+        all
+    }
+
+    fn next_deadline(&self) -> Option<SimTime> {
+        let d = self.device.poll_timeout();
+        let b = self.session.as_ref().and_then(Session::poll_timeout);
+        d.into_iter().chain(b).min()
+    }
+
+    /// Runs both sides until `t`.
+    pub fn run_until(&mut self, t: SimTime) {
+        // Every step moves a deadline forward; the cap only guards against a modelling bug.
+        for _ in 0..10_000_000 {
+            self.pump();
+            let Some(d) = self.next_deadline() else { break };
+            if d > t {
+                break;
+            }
+            self.device.run_until(d);
+            if let Some(s) = self.session.as_mut() {
+                let actions = s.on_timeout(d.max(s.poll_timeout().unwrap_or(d)).min(d));
+                self.apply(actions);
+            }
+        }
+        self.device.run_until(t);
+        self.pump();
+    }
+
+    /// Moves every pending device output to the backend and back until both are quiet.
+    fn pump(&mut self) {
+        for _ in 0..10_000 {
+            let Some(out) = self.device.poll_output() else { return };
+            let now = self.now();
+            match out {
+                Output::WsOpen { request, .. } => {
+                    if let Some(mut old) = self.session.take() {
+                        old.on_closed(now);
+                        self.finished.push(old.report());
+                    }
+                    self.connections += 1;
+                    let headers = request_headers(&request);
+                    let (s, actions) = Session::accept(self.spec.clone(), now, &headers, self.connections);
+                    self.session = Some(s);
+                    self.device.handle_ws_open_result(now, true);
+                    self.apply(actions);
+                }
+                Output::WsText { text, .. } => {
+                    if let Some(s) = self.session.as_mut() {
+                        let actions = s.on_text(now, &String::from_utf8_lossy(&text));
+                        self.apply(actions);
+                    }
+                }
+                Output::WsClose { .. } => {
+                    if let Some(mut s) = self.session.take() {
+                        s.on_closed(now);
+                        self.finished.push(s.report());
+                    }
+                }
+                Output::Mcp { .. } => {}
+            }
+        }
+    }
+
+    fn apply(&mut self, actions: Vec<Action>) {
+        let now = self.now();
+        for a in actions {
+            match a {
+                Action::Send(text) => {
+                    self.device.handle_ws_text(now, text.as_bytes());
+                }
+                Action::Close => {
+                    self.device.handle_ws_closed(now);
+                    if let Some(mut s) = self.session.take() {
+                        s.on_closed(now);
+                        self.finished.push(s.report());
+                    }
+                }
+            }
+        }
+    }
+
+    /// The backend calls a tool (as its LLM decided).
+    pub fn call(&mut self, tool: &str, args: serde_json::Value) {
+        let now = self.now();
+        let mut out = Vec::new();
+        if let Some(s) = self.session.as_mut() {
+            s.call(now, tool, args, &mut out);
+        }
+        self.apply(out);
+    }
+}

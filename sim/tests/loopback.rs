@@ -1,0 +1,118 @@
+//! Personalities against a simulated board, in virtual time over an in-memory socket: what each
+//! real backend would see and hand its LLM.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use xiaozhi_sim::backend::{BackendSpec, Outcome, Phase};
+use xiaozhi_sim::board::BoardSpec;
+use xiaozhi_sim::device::Device;
+use xiaozhi_sim::device::link::WsConfig;
+use xiaozhi_sim::loopback::Loopback;
+use xiaozhi_sim::time::{SimDuration, SimTime};
+use xiaozhi_sim::world::WorldSpec;
+
+fn pair(board_yaml: &str, personality: &str) -> Loopback {
+    let spec = BoardSpec::from_yaml("b.yaml", board_yaml).unwrap();
+    let mut world = WorldSpec::conformance();
+    world.websocket = Some(WsConfig {
+        url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+        token: String::new(),
+        version: 1,
+    });
+    world.board_tasks_run = true;
+    let mut d = Device::new(Arc::new(spec), world, 9);
+    d.power_on(SimTime::ZERO);
+    let mut lb = Loopback::new(d, Arc::new(BackendSpec::shipped(personality).unwrap()));
+    lb.run_until(SimTime::from_millis(1000));
+    let now = lb.now();
+    lb.device.toggle_chat(now);
+    lb.run_until(now + SimDuration::from_secs(5));
+    lb
+}
+
+const BREAD: &str = include_str!("../../boards/bread-compact-wifi.yaml");
+const OTTO: &str = include_str!("../../boards/otto-robot.yaml");
+
+#[test]
+fn xinnan_py_discovers_and_hands_true_to_the_llm_as_text() {
+    let mut lb = pair(BREAD, "xinnan-py");
+    let r = &lb.reports()[0];
+    assert_eq!(r.phase, Phase::Ready);
+    assert_eq!(r.tools.len(), 6);
+    assert!(r.tools.iter().any(|t| t.llm_name == "self_audio_speaker_set_volume"));
+    lb.call("self.audio_speaker.set_volume", json!({"volume": 40}));
+    let t = lb.now();
+    lb.run_until(t + SimDuration::from_secs(1));
+    let r = lb.reports().pop().unwrap();
+    let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
+    assert_eq!(call.id, 1, "xinnan-py's call counter starts at 1 again");
+    assert_eq!(call.outcome, Outcome::Replied);
+    assert_eq!(call.llm_sees.as_deref(), Some("true"));
+    assert_eq!(lb.device.app().unwrap().volume, 40);
+}
+
+#[test]
+fn rust_first_page_never_sees_otto_page_two() {
+    let lb = pair(OTTO, "rust-first-page");
+    let r = &lb.reports()[0];
+    assert_eq!(r.phase, Phase::Ready);
+    assert_eq!(r.pages, 1);
+    assert!(
+        !r.tools.iter().any(|t| t.name == "self.battery.get_level"),
+        "page 2 stays invisible"
+    );
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("nextCursor self.battery.get_level not followed"))
+    );
+    let xinnan = pair(OTTO, "xinnan-py");
+    assert!(
+        xinnan.reports()[0]
+            .tools
+            .iter()
+            .any(|t| t.name == "self.battery.get_level")
+    );
+}
+
+#[test]
+fn cloud_gateway_lists_user_tools_and_reaches_reboot_whose_reply_never_comes() {
+    let mut lb = pair(BREAD, "cloud-gateway");
+    assert!(lb.reports()[0].tools.iter().any(|t| t.name == "self.reboot"));
+    lb.call("self.reboot", json!({}));
+    let t = lb.now();
+    lb.run_until(t + SimDuration::from_secs(10));
+    let closed = &lb.reports()[0];
+    let call = closed
+        .exchanges
+        .iter()
+        .find(|e| e.tool.as_deref() == Some("self.reboot"))
+        .unwrap();
+    assert_eq!(
+        call.outcome,
+        Outcome::ConnectionClosed,
+        "the socket closed ~1 s later; pending failed at once"
+    );
+    assert_eq!(lb.device.boots(), 2);
+}
+
+#[test]
+fn mcp_go_strict_sends_null_arguments_and_the_firmware_refuses_them() {
+    let mut lb = pair(BREAD, "mcp-go-strict");
+    lb.call("self.lamp.turn_on", json!({}));
+    let t = lb.now();
+    lb.run_until(t + SimDuration::from_secs(1));
+    let r = lb.reports().pop().unwrap();
+    let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
+    assert_eq!(call.outcome, Outcome::Error);
+    assert_eq!(call.llm_sees.as_deref(), Some("调用工具失败: Invalid arguments"));
+}
+
+#[test]
+fn go_eager_initializes_before_the_hello() {
+    let lb = pair(BREAD, "go-eager");
+    let r = &lb.reports()[0];
+    assert_eq!(r.phase, Phase::Ready);
+    assert!(r.session_id.starts_with("device-f4_12_fa_"), "{}", r.session_id);
+}

@@ -1,0 +1,348 @@
+//! `xiaozhi-twin fleet`: many simulated devices, each with its own MAC, UUID and NVS, against
+//! one backend from one process; a progress bar while they come up and a summary at the end.
+//!
+//! Without `--url` the fleet brings its own `xiaozhi-twin backend` on a loopback port and runs
+//! a script on every device (default: 10 tool calls), so the round trips are measured where a
+//! backend sees them. With `--url` the backend is someone else's and latency is measured on
+//! the device side (request frame in → reply frame out).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use xiaozhi_sim::backend::Outcome;
+use xiaozhi_sim::backend::script::Script;
+use xiaozhi_sim::device::Device;
+use xiaozhi_sim::device::link::WsConfig;
+use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::world::WorldSpec;
+
+use crate::boards;
+use crate::cmd::backend::{Ending, Server, load_personality};
+use crate::live::{Counters, LiveOptions, Wake, run_device};
+
+/// The script every device runs against the built-in backend: 10 calls.
+pub const DEFAULT_SCRIPT: &str = "\
+call self.get_device_status
+call self.audio_speaker.set_volume {\"volume\": 30}
+call self.get_device_status
+call self.audio_speaker.set_volume {\"volume\": 55}
+call self.get_device_status
+call self.audio_speaker.set_volume {\"volume\": 80}
+call self.get_device_status
+call self.audio_speaker.set_volume {\"volume\": 0}
+call self.get_device_status
+call self.audio_speaker.set_volume {\"volume\": 45}
+";
+
+pub struct Options {
+    pub devices: u32,
+    pub url: Option<String>,
+    pub board: String,
+    pub duration: Duration,
+    pub stagger: Duration,
+    pub personality: String,
+    pub script: Option<PathBuf>,
+    pub seed: u64,
+    pub json: Option<PathBuf>,
+}
+
+/// The end-of-run summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub devices: u32,
+    pub board: String,
+    pub backend: String,
+    pub connected_peak: u64,
+    pub hellos_completed: u64,
+    pub devices_done: u64,
+    pub mcp_round_trips: u64,
+    pub unanswered: u64,
+    pub latency_p50_ms: Option<f64>,
+    pub latency_p99_ms: Option<f64>,
+    pub latency_measured_at: &'static str,
+    pub drops: u64,
+    pub connect_failures: u64,
+    pub rss_before_kib: u64,
+    pub rss_connected_kib: u64,
+    pub rss_per_device_kib: f64,
+    pub open_files_limit: u64,
+    pub wall_s: f64,
+}
+
+/// Resident set size of this process in KiB (Linux; 0 elsewhere).
+pub fn rss_kib() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    pages * 4
+}
+
+/// Raises the soft open-files limit to the hard one; returns the soft limit in force.
+pub fn raise_open_files_limit() -> u64 {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+                return 0;
+            }
+            if lim.rlim_cur < lim.rlim_max {
+                let raised = libc::rlimit {
+                    rlim_cur: lim.rlim_max,
+                    rlim_max: lim.rlim_max,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                    return raised.rlim_cur;
+                }
+            }
+        }
+        lim.rlim_cur
+    }
+    #[cfg(not(unix))]
+    {
+        0
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+pub fn run(opts: &Options) -> Result<bool> {
+    if opts.devices == 0 {
+        bail!("--devices must be at least 1");
+    }
+    let spec = boards::load(&opts.board)?;
+    let limit = raise_open_files_limit();
+    let needed = u64::from(opts.devices) * if opts.url.is_some() { 1 } else { 2 } + 64;
+    if limit != 0 && limit < needed {
+        bail!(
+            "{} devices need about {needed} open files, but the limit is {limit} (raise it with `ulimit -n`)",
+            opts.devices
+        );
+    }
+    eprintln!("fleet: open-files limit {limit} (raised to the hard limit when lower)");
+    let script = match &opts.script {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+            Script::parse(&p.display().to_string(), &text)?
+        }
+        None => Script::parse("default fleet script", DEFAULT_SCRIPT)?,
+    };
+    let expected_calls = script.steps_for(1).count() as u64;
+    let personality = load_personality(&opts.personality)?;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()?;
+    let summary = runtime.block_on(async {
+        let started = Instant::now();
+        // The backend stops first (close frames), then the devices.
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (backend_stop_tx, backend_stop_rx) = watch::channel(false);
+        // The backend: ours on a loopback port, or the one named by --url.
+        let (url, server, serving) = match &opts.url {
+            Some(u) => (u.clone(), None, None),
+            None => {
+                let listener = TcpListener::bind("127.0.0.1:0").await?;
+                let addr = listener.local_addr()?;
+                let server = Server::new(personality.clone(), script, false, false);
+                let serving = tokio::spawn(crate::cmd::backend::serve(listener, server.clone(), backend_stop_rx));
+                (format!("ws://{addr}/xiaozhi/v1/"), Some(server), Some(serving))
+            }
+        };
+        if xiaozhi_sim::device::link::parse_url(&url).is_none() {
+            bail!("--url `{url}`: expected ws://HOST:PORT/PATH");
+        }
+        let rss_before = rss_kib();
+        let counters = Arc::new(Counters::default());
+        let bar = ProgressBar::new(u64::from(opts.devices));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} devices done · {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..opts.devices {
+            let mut world = WorldSpec::conformance();
+            world.board_tasks_run = true;
+            world.websocket = Some(WsConfig {
+                url: url.clone(),
+                token: "test-token".into(),
+                version: 1,
+            });
+            let mut device = Device::new(spec.clone(), world, opts.seed.wrapping_add(u64::from(i)));
+            device.set_trace(false);
+            let live = LiveOptions {
+                wake: Wake::OnBoot,
+                duration: Some(opts.duration),
+                verbose: false,
+                label: device.mac().to_string(),
+                stop: Some(stop_rx.clone()),
+                counters: Some(counters.clone()),
+            };
+            let delay = opts.stagger * i;
+            tasks.spawn(async move {
+                tokio::time::sleep(delay).await;
+                device.power_on(SimTime::ZERO);
+                run_device(device, live).await
+            });
+        }
+        // Wait: every device done (its script finished), or the duration.
+        let deadline = started + opts.duration;
+        let mut peak = 0u64;
+        let mut rss_connected = 0u64;
+        loop {
+            let open = counters.open.load(Ordering::Relaxed);
+            peak = peak.max(open);
+            let done = match &server {
+                Some(s) => s.scripts_done(),
+                None => counters.hellos.load(Ordering::Relaxed),
+            };
+            bar.set_position(done.min(u64::from(opts.devices)));
+            bar.set_message(format!(
+                "{open} connected, {} hellos, {} MCP replies",
+                counters.hellos.load(Ordering::Relaxed),
+                counters.replies.load(Ordering::Relaxed)
+            ));
+            if done >= u64::from(opts.devices) || Instant::now() >= deadline {
+                rss_connected = rss_connected.max(rss_kib());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bar.finish_and_clear();
+        let _ = backend_stop_tx.send(true);
+        if let Some(s) = serving {
+            let _ = tokio::time::timeout(Duration::from_secs(10), s).await;
+        }
+        let _ = stop_tx.send(true);
+        let mut connect_failures = 0;
+        while let Some(r) = tasks.join_next().await {
+            if let Ok(Ok((_, stats))) = r {
+                connect_failures += stats.connect_failures;
+            }
+        }
+        let hellos = counters.hellos.load(Ordering::Relaxed);
+        let (mut lat, trips, unanswered, drops, done, measured_at);
+        match &server {
+            Some(s) => {
+                let reports = s.take_reports();
+                lat = Vec::new();
+                let mut u = 0;
+                for r in &reports {
+                    for e in &r.session.exchanges {
+                        match (e.outcome.clone(), e.reply_ms) {
+                            (Outcome::Replied | Outcome::Error, Some(at)) => lat.push(at - e.sent_ms),
+                            _ => u += 1,
+                        }
+                    }
+                }
+                trips = lat.len() as u64;
+                unanswered = u;
+                drops = reports.iter().filter(|r| r.ending != Ending::Shutdown).count() as u64;
+                done = s.scripts_done();
+                measured_at = "backend (request sent → reply received)";
+            }
+            None => {
+                lat = counters
+                    .reply_us
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .map(|us| f64::from(*us) / 1000.0)
+                    .collect();
+                trips = counters.replies.load(Ordering::Relaxed);
+                unanswered = 0;
+                drops = 0;
+                done = hellos;
+                measured_at = "device (request frame in → reply frame out)";
+            }
+        }
+        lat.sort_by(f64::total_cmp);
+        let _ = expected_calls;
+        Ok::<_, anyhow::Error>(Summary {
+            devices: opts.devices,
+            board: spec.name.clone(),
+            backend: match &opts.url {
+                Some(u) => u.clone(),
+                None => format!("built-in ({})", personality.name),
+            },
+            connected_peak: peak,
+            hellos_completed: hellos,
+            devices_done: done,
+            mcp_round_trips: trips,
+            unanswered,
+            latency_p50_ms: percentile(&lat, 50.0),
+            latency_p99_ms: percentile(&lat, 99.0),
+            latency_measured_at: measured_at,
+            drops,
+            connect_failures,
+            rss_before_kib: rss_before,
+            rss_connected_kib: rss_connected,
+            rss_per_device_kib: rss_connected.saturating_sub(rss_before) as f64 / f64::from(opts.devices),
+            open_files_limit: limit,
+            wall_s: started.elapsed().as_secs_f64(),
+        })
+    })?;
+    let fmt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2} ms"));
+    println!(
+        "devices            {} × {} against {}",
+        summary.devices, summary.board, summary.backend
+    );
+    println!("connected (peak)   {}", summary.connected_peak);
+    println!("hellos completed   {}", summary.hellos_completed);
+    println!("devices done       {}", summary.devices_done);
+    println!(
+        "MCP round trips    {} ({} unanswered)",
+        summary.mcp_round_trips, summary.unanswered
+    );
+    println!(
+        "reply latency      p50 {}  p99 {}  (at the {})",
+        fmt(summary.latency_p50_ms),
+        fmt(summary.latency_p99_ms),
+        summary.latency_measured_at
+    );
+    println!(
+        "drops              {} (connect failures {})",
+        summary.drops, summary.connect_failures
+    );
+    println!(
+        "memory             {:.1} KiB per device ({} KiB → {} KiB resident{})",
+        summary.rss_per_device_kib,
+        summary.rss_before_kib,
+        summary.rss_connected_kib,
+        if opts.url.is_none() {
+            ", built-in backend included"
+        } else {
+            ""
+        }
+    );
+    println!("wall time          {:.2} s", summary.wall_s);
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_string_pretty(&summary)? + "\n")
+            .with_context(|| format!("{}", path.display()))?;
+    }
+    Ok(summary.devices_done >= u64::from(summary.devices) && summary.drops == 0)
+}

@@ -1,0 +1,363 @@
+//! The device and the backend on real loopback sockets, as two processes (bounded, real time):
+//! `xiaozhi-twin connect` ↔ `xiaozhi-twin backend`. Every run has a stated duration; the test
+//! checks that neither side panics, that both exit on time, and what the backend recorded.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_xiaozhi-twin");
+
+struct Backend {
+    child: Child,
+    port: u16,
+    stderr: mpsc::Receiver<String>,
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("wire-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Starts `backend --listen 127.0.0.1:0` and reads the port from its first stderr line.
+fn backend(dir: &Path, script: &str, extra: &[&str]) -> Backend {
+    std::fs::write(dir.join("script.txt"), script).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["backend", "--listen", "127.0.0.1:0", "--script"])
+        .arg(dir.join("script.txt"))
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().expect("backend prints its address").unwrap();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let port = first
+        .split("ws://127.0.0.1:")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    Backend {
+        child,
+        port,
+        stderr: rx,
+    }
+}
+
+/// Waits for a child with a hard limit; returns (exit code, stdout, stderr).
+fn finish(mut child: Child, limit: Duration) -> (i32, String, String) {
+    let start = Instant::now();
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let mut o = String::new();
+        let mut e = String::new();
+        if let Some(s) = out.as_mut() {
+            let _ = s.read_to_string(&mut o);
+        }
+        if let Some(s) = err.as_mut() {
+            let _ = s.read_to_string(&mut e);
+        }
+        (o, e)
+    });
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let (o, e) = reader.join().unwrap();
+            return (status.code().unwrap_or(-1), o, e);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("process still running after {limit:?}: it hangs past its stated duration");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn connect(port: u16, extra: &[&str], duration: &str) -> Child {
+    Command::new(BIN)
+        .args(["connect", "--board", "bread-compact-wifi", "--duration", duration])
+        .arg("--url")
+        .arg(format!("ws://127.0.0.1:{port}/xiaozhi/v1/"))
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn reports(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `connects N (failed F), frames in …, boots B, …` from connect's last stderr line.
+fn connect_summary(stderr: &str, key: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("connects "))
+        .unwrap_or_else(|| panic!("no summary in:\n{stderr}"));
+    let after = line
+        .split(&format!("{key} "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {key} in {line}"));
+    after
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn assert_no_panic(what: &str, stderr: &str) {
+    assert!(!stderr.contains("panicked at"), "{what} panicked:\n{stderr}");
+}
+
+fn exchange<'a>(report: &'a Value, tool: &str) -> &'a Value {
+    report["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["tool"] == tool)
+        .unwrap_or_else(|| panic!("no {tool} exchange in {report}"))
+}
+
+fn status_volume(e: &Value) -> i64 {
+    let reply: Value = serde_json::from_str(e["reply"].as_str().unwrap()).unwrap();
+    let text: Value = serde_json::from_str(reply["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    text["audio_speaker"]["volume"].as_i64().unwrap()
+}
+
+#[test]
+fn handshake_mcp_exchange_and_a_reboot_seen_from_the_backend() {
+    let dir = scratch("reboot");
+    let be = backend(
+        &dir,
+        "@1 call self.audio_speaker.set_volume {\"volume\": 0}\n@1 call self.get_device_status\n@1 send self.reboot\n\
+         @2 call self.get_device_status\n@2 close\n",
+        &[
+            "--personality",
+            "cloud-gateway",
+            "--connections",
+            "2",
+            "--duration",
+            "20s",
+        ],
+    );
+    let dev = connect(
+        be.port,
+        &[
+            "--token",
+            "abc",
+            "--device-id",
+            "02:11:22:33:44:55",
+            "--client-id",
+            "0b7e1c2d-1111-4222-8333-444455556666",
+        ],
+        "6s",
+    );
+    let (code, out, err) = finish(be.child, Duration::from_secs(25));
+    assert_eq!(code, 0, "backend: {err}");
+    let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+    assert_eq!(dcode, 0, "connect: {derr}");
+    assert_no_panic("connect", &derr);
+    let r = reports(&out);
+    assert_eq!(r.len(), 2, "{out}");
+    // The handshake as the firmware writes it.
+    let names: Vec<&str> = r[0]["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h[0].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Host",
+            "Authorization",
+            "Client-Id",
+            "Connection",
+            "Device-Id",
+            "Protocol-Version",
+            "Sec-WebSocket-Key",
+            "Sec-WebSocket-Version",
+            "Upgrade"
+        ]
+    );
+    let header = |name: &str| {
+        r[0]["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h[0] == name)
+            .unwrap()[1]
+            .clone()
+    };
+    assert_eq!(header("Authorization"), "Bearer abc");
+    assert_eq!(header("Device-Id"), "02:11:22:33:44:55");
+    assert_eq!(header("Client-Id"), "0b7e1c2d-1111-4222-8333-444455556666");
+    assert_eq!(r[0]["path"], "/xiaozhi/v1/");
+    // A full exchange, paired by id.
+    assert_eq!(r[0]["exchanges"][0]["method"], "initialize");
+    assert_eq!(r[0]["exchanges"][0]["outcome"], "replied");
+    assert_eq!(
+        exchange(&r[0], "self.audio_speaker.set_volume")["llm_sees"],
+        "true (boolean)"
+    );
+    assert_eq!(status_volume(exchange(&r[0], "self.get_device_status")), 0);
+    // The reboot: no reply, TCP closed without a close frame.
+    let reboot = exchange(&r[0], "self.reboot");
+    assert_eq!(reboot["outcome"], "connection_closed");
+    assert!(reboot.get("reply").is_none());
+    assert_eq!(r[0]["ending"], "tcp_closed_without_close_frame");
+    assert_eq!(r[0]["unanswered"], serde_json::json!([reboot["id"]]));
+    // The device comes back with a new hello; volume 0 reads back as 10.
+    assert_eq!(r[1]["device_connection"], 2);
+    assert_eq!(r[1]["device_id"], "02:11:22:33:44:55");
+    assert_ne!(r[1]["session_id"], r[0]["session_id"]);
+    assert_eq!(status_volume(exchange(&r[1], "self.get_device_status")), 10);
+    assert_eq!(r[1]["ending"], "backend_closed");
+    assert_eq!(connect_summary(&derr, "boots"), 2);
+    assert_eq!(connect_summary(&derr, "device-side closes"), 1);
+    drop(be.stderr);
+}
+
+#[test]
+fn a_server_hello_without_transport_crashes_the_device_not_the_twin() {
+    let dir = scratch("no-transport");
+    let yaml = xiaozhi_sim::backend::spec::SHIPPED
+        .iter()
+        .find(|(n, _)| *n == "xinnan-py")
+        .unwrap()
+        .1;
+    let broken = yaml
+        .replace("\"transport\": \"websocket\", ", "")
+        .replace("name: xinnan-py", "name: no-transport");
+    assert_ne!(broken, yaml);
+    std::fs::write(dir.join("no-transport.yaml"), broken).unwrap();
+    let personality = dir.join("no-transport.yaml");
+    let be = backend(
+        &dir,
+        "",
+        &[
+            "--personality",
+            personality.to_str().unwrap(),
+            "--connections",
+            "2",
+            "--duration",
+            "20s",
+        ],
+    );
+    let dev = connect(be.port, &[], "8s");
+    let (code, out, err) = finish(be.child, Duration::from_secs(25));
+    assert_eq!(code, 0, "{err}");
+    let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+    assert_eq!(dcode, 0, "{derr}");
+    assert_no_panic("connect", &derr);
+    assert!(derr.contains("NULL dereference in ParseServerHello"), "{derr}");
+    let r = reports(&out);
+    assert_eq!(r.len(), 2);
+    for c in &r {
+        assert_eq!(c["ending"], "tcp_closed_without_close_frame", "{c}");
+        assert_eq!(c["phase"], "closed");
+    }
+    assert!(
+        connect_summary(&derr, "boots") >= 3,
+        "boot, crash, boot, crash, boot: {derr}"
+    );
+}
+
+#[test]
+fn a_backend_that_vanishes_mid_call_leaves_the_device_idle_and_alive() {
+    let dir = scratch("vanish");
+    let be = backend(
+        &dir,
+        "@1 call self.audio_speaker.set_volume {\"volume\": 40}\n@1 send self.get_device_status\n@1 vanish\n",
+        &["--personality", "go-eager", "--connections", "1", "--duration", "20s"],
+    );
+    let dev = connect(be.port, &[], "4s");
+    let (code, out, err) = finish(be.child, Duration::from_secs(25));
+    assert_eq!(code, 0, "{err}");
+    let r = reports(&out);
+    assert_eq!(r[0]["ending"], "backend_vanished");
+    assert_eq!(exchange(&r[0], "self.audio_speaker.set_volume")["outcome"], "replied");
+    let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+    assert_eq!(dcode, 0, "{derr}");
+    assert_no_panic("connect", &derr);
+    assert!(derr.contains("Websocket disconnected"), "{derr}");
+    assert_eq!(
+        connect_summary(&derr, "boots"),
+        1,
+        "a vanished backend is no reason to reboot"
+    );
+}
+
+#[test]
+fn a_killed_backend_process_is_a_closed_socket_for_the_device() {
+    let dir = scratch("killed");
+    let mut be = backend(&dir, "", &["--duration", "20s"]);
+    let dev = connect(be.port, &[], "5s");
+    // Wait until the backend has seen the hello and listed tools (xinnan-py waits 1 s), then kill it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(Instant::now() < deadline);
+    be.child.kill().unwrap();
+    let _ = be.child.wait();
+    let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+    assert_eq!(dcode, 0, "{derr}");
+    assert_no_panic("connect", &derr);
+    assert!(derr.contains("Websocket disconnected"), "{derr}");
+    assert_eq!(connect_summary(&derr, "connects"), 1, "no automatic reconnection");
+}
+
+#[test]
+fn malformed_frames_are_survived() {
+    let dir = scratch("malformed");
+    let be = backend(
+        &dir,
+        "frame {not json\nframe {\"type\":\"mcp\",\"payload\":{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\ncall self.get_device_status\ngarbage\n",
+        &["--personality", "go-eager", "--connections", "1", "--duration", "20s"],
+    );
+    let dev = connect(be.port, &[], "4s");
+    let (code, out, err) = finish(be.child, Duration::from_secs(25));
+    assert_eq!(code, 0, "{err}");
+    let r = reports(&out);
+    // The device ignored the broken text frames and still answered the call after them.
+    assert_eq!(exchange(&r[0], "self.get_device_status")["outcome"], "replied");
+    assert_eq!(r[0]["ending"], "backend_vanished");
+    let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+    assert_eq!(dcode, 0, "{derr}");
+    assert_no_panic("connect", &derr);
+    assert!(derr.contains("Websocket disconnected"), "{derr}");
+    assert_eq!(connect_summary(&derr, "boots"), 1);
+}
+
+#[test]
+fn a_backend_that_is_not_there_is_a_failed_connect_and_no_hang() {
+    // Bind and drop to get a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dev = connect(port, &[], "3s");
+    let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+    assert_eq!(dcode, 0, "{derr}");
+    assert_no_panic("connect", &derr);
+    assert_eq!(connect_summary(&derr, "failed"), 1, "{derr}");
+}
