@@ -6,6 +6,7 @@
 mod boards;
 mod cmd;
 mod live;
+mod ota;
 mod state;
 mod wav;
 
@@ -140,8 +141,12 @@ enum Command {
         #[arg(long)]
         board: String,
         /// Backend WebSocket URL, e.g. ws://127.0.0.1:8000/xiaozhi/v1/.
-        #[arg(long)]
-        url: String,
+        #[arg(long, required_unless_present = "ota")]
+        url: Option<String>,
+        /// OTA/activation URL (e.g. http://127.0.0.1:8002/xiaozhi/ota/): POST the system info as
+        /// the firmware does and take the WebSocket URL and token from the answer.
+        #[arg(long, value_name = "URL")]
+        ota: Option<String>,
         /// Access token (sent as `Authorization: Bearer <token>`; empty = no header).
         #[arg(long, default_value = "")]
         token: String,
@@ -329,6 +334,7 @@ fn dispatch(command: Command) -> anyhow::Result<bool> {
         Command::Connect {
             board,
             url,
+            ota,
             token,
             protocol_version,
             device_id,
@@ -341,6 +347,7 @@ fn dispatch(command: Command) -> anyhow::Result<bool> {
         } => cmd::connect::run(&cmd::connect::Options {
             board,
             url,
+            ota,
             token,
             protocol_version,
             device_id,

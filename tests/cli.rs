@@ -130,3 +130,70 @@ fn tools_prints_every_page() {
     assert!(out.status.success());
     assert_eq!(out.stdout.len(), 2902 + 1);
 }
+
+#[test]
+fn a_bad_backend_script_names_line_and_column_and_nothing_listens() {
+    let script = scratch(
+        "bad-script.txt",
+        b"call self.get_device_status\n  call x {\"volume\": }\n",
+    );
+    let out = twin(&[
+        "backend",
+        "--listen",
+        "127.0.0.1:0",
+        "--script",
+        script.to_str().unwrap(),
+    ]);
+    assert_refused(&out, "bad-script.txt:2:21: arguments are not JSON: expected value");
+}
+
+#[test]
+fn an_unknown_personality_lists_the_shipped_ones() {
+    let out = twin(&[
+        "backend",
+        "--listen",
+        "127.0.0.1:0",
+        "--personality",
+        "nope",
+        "--duration",
+        "1s",
+    ]);
+    assert_refused(
+        &out,
+        "unknown personality `nope` (shipped: xinnan-py, rust-first-page, go-eager, mcp-go-strict, cloud-gateway, java-cap32",
+    );
+}
+
+#[test]
+fn connect_needs_a_url_or_an_ota_endpoint() {
+    let out = twin(&["connect", "--board", "bread-compact-wifi"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--url"));
+    let out = twin(&["connect", "--board", "bread-compact-wifi", "--url", "http://x/"]);
+    assert_refused(&out, "expected ws://HOST:PORT/PATH");
+}
+
+#[test]
+fn stdio_answers_on_stdout_and_logs_on_stderr() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
+        .args(["stdio", "--board", "bread-compact-wifi"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"a\\\"b\",\"arguments\":{}}}\n")
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // Faithful: the firmware's unescaped message, no code.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"message\":\"Unknown tool: a\"b\"}}\n"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ready (faithful mode)"));
+}

@@ -20,10 +20,10 @@ use std::sync::Arc;
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::cjson::Terminator;
 use xiaozhi_sim::device::{Device, Output, Receipt};
-use xiaozhi_sim::harness::Harness;
+use xiaozhi_sim::harness::{Harness, IDLE_HORIZON, NeverIdle};
 use xiaozhi_sim::mcp::{DropReason, PropertyValue};
 use xiaozhi_sim::scenario::ScenarioSpec;
-use xiaozhi_sim::spec::SpecError;
+use xiaozhi_sim::time::SimDuration;
 use xiaozhi_sim::trace::Event;
 use xiaozhi_sim::world::WorldSpec;
 
@@ -519,6 +519,23 @@ fn answering_many_messages_keeps_the_twins_memory_flat() {
     assert!(kept <= 4 * KIB as isize, "500 rounds left {kept} bytes behind");
 }
 
+#[test]
+fn a_main_task_that_never_goes_idle_is_reported_not_waited_for() {
+    // The twin never loops forever: `run_until_idle` gives up after a day of virtual time.
+    let mut h = booted(bread(None));
+    let now = h.now();
+    h.device.busy(now, SimDuration::from_secs(3 * 24 * 3600));
+    let err = h.run_until_idle().expect_err("busy for three days");
+    assert_eq!(err, NeverIdle(IDLE_HORIZON));
+    // The request that arrives meanwhile waits, and is answered once the main task is free.
+    assert!(matches!(
+        h.deliver(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+        Receipt::Answered { id: 1, .. }
+    ));
+    h.sleep(SimDuration::from_secs(3 * 24 * 3600));
+    assert_eq!(h.take_outputs().len(), 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Files
 // ---------------------------------------------------------------------------------------------
@@ -624,25 +641,23 @@ fn broken_board_files_are_refused_with_file_line_and_column() {
 
 #[test]
 fn alias_bombs_are_refused_without_expanding_them() {
-    // A billion-laughs document: each level doubles ten times; fully expanded it would hold
-    // 10^9 strings. The loader must refuse it with a location, holding little memory.
-    let mut bomb = String::from(GOOD_BOARD);
-    bomb.push_str("source: &a0 \"lol\"\n");
+    // A billion-laughs document where any YAML is welcome (a call's `args`): each level holds ten
+    // aliases of the one before, 10^9 strings when expanded. The loader stops at its node budget
+    // with the position of the alias that breached it, holding a bounded amount of memory.
+    let mut bomb = String::from(
+        "name: n\nboard: bread-compact-wifi\nsteps:\n  - call:\n      tool: self.get_device_status\n      args:\n        l0: &a0 \"lol\"\n",
+    );
     for i in 1..=9 {
         let refs: Vec<String> = (0..10).map(|_| format!("*a{}", i - 1)).collect();
-        bomb.push_str(&format!("x{i}: &a{i} [{}]\n", refs.join(",")));
+        bomb.push_str(&format!("        l{i}: &a{i} [{}]\n", refs.join(",")));
     }
-    let (result, peak, _) = measured(|| BoardSpec::from_yaml("bomb.yaml", &bomb));
+    let (result, peak, _) = measured(|| ScenarioSpec::from_yaml("bomb.yaml", &bomb));
     let text = result.expect_err("refused").to_string();
-    assert!(text.starts_with("bomb.yaml:"), "{text}");
-    assert!(matches!(
-        BoardSpec::from_yaml("bomb.yaml", &bomb),
-        Err(SpecError::Yaml { .. })
-    ));
-    assert!(peak < 64 * MIB, "the loader held {peak} bytes");
+    assert!(text.starts_with("bomb.yaml:13:"), "{text}");
+    assert!(text.contains("budget"), "{text}");
+    assert!(peak < 256 * MIB, "the loader held {peak} bytes");
     let path = scratch("bomb.yaml", bomb.as_bytes());
-    let out = twin(&["tools", "--board", path.to_str().unwrap()]);
-    assert_refused(&out, &path, None);
+    assert_refused(&twin(&["run", path.to_str().unwrap()]), &path, Some(13));
 }
 
 #[test]

@@ -48,6 +48,8 @@ enum Req {
     LampOff,
     LampState,
     Status,
+    /// `set_theme`: the OLED registers only `dark` (true, nothing persisted); anything else false.
+    SetTheme(&'static str),
     Initialize,
     Ping,
     ListTools,
@@ -115,6 +117,7 @@ fn req() -> impl Strategy<Value = Req> {
         1 => Just(Req::LampOff),
         2 => Just(Req::LampState),
         3 => Just(Req::Status),
+        1 => proptest::sample::select(&["dark", "light", "Dark", ""][..]).prop_map(Req::SetTheme),
         1 => Just(Req::Initialize),
         1 => Just(Req::Ping),
         1 => Just(Req::ListTools),
@@ -155,6 +158,10 @@ fn payload(r: &Req, n: i64, fractional: bool) -> Vec<u8> {
         Req::LampOff => call("self.lamp.turn_off", "{}"),
         Req::LampState => call("self.lamp.get_state", "{}"),
         Req::Status => call("self.get_device_status", "{}"),
+        Req::SetTheme(name) => call(
+            "self.screen.set_theme",
+            &format!(r#"{{"theme":{}}}"#, json_string(name)),
+        ),
         Req::Initialize => format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"2024-11-05","capabilities":{{}}}}}}"#
         ),
@@ -211,6 +218,7 @@ enum CallKind {
     LampOff,
     LampState,
     Status,
+    SetTheme(bool),
     Reboot,
     Upgrade,
 }
@@ -386,6 +394,7 @@ impl Model {
                             app.volume
                         ),
                     ),
+                    CallKind::SetTheme(found) => reply_text(id, &found.to_string()),
                     CallKind::Reboot => {
                         self.queue.push_back(Task::UserReboot);
                         reply_result(id, RESULT_TRUE)
@@ -442,6 +451,7 @@ impl Model {
             Req::LampOff => call(self, CallKind::LampOff),
             Req::LampState => call(self, CallKind::LampState),
             Req::Status => call(self, CallKind::Status),
+            Req::SetTheme(name) => call(self, CallKind::SetTheme(*name == "dark")),
             Req::Reboot => call(self, CallKind::Reboot),
             Req::Upgrade => call(self, CallKind::Upgrade),
             Req::Initialize => one_hop(
@@ -728,7 +738,7 @@ fn check_sequence(ops: &[Op]) -> Result<(), String> {
 
 #[test]
 fn the_twin_follows_the_reference_model() {
-    let cases = env_u64("PROPTEST_CASES").unwrap_or(160) as u32;
+    let cases = env_u64("PROPTEST_CASES").unwrap_or(1000) as u32;
     let seed = env_u64("PROPTEST_RNG_SEED").unwrap_or(6);
     let mut runner = bounds::test_runner(cases, &bounds::seed_bytes(seed));
     let strategy = proptest::collection::vec(op(), 1..40);

@@ -361,3 +361,105 @@ fn a_backend_that_is_not_there_is_a_failed_connect_and_no_hang() {
     assert_no_panic("connect", &derr);
     assert_eq!(connect_summary(&derr, "failed"), 1, "{derr}");
 }
+
+/// A one-shot OTA server: captures the request, answers with a `websocket` object.
+fn ota_server(answer: String) -> (u16, std::thread::JoinHandle<String>) {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len: usize = text[..end]
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                if got.len() >= end + 4 + len || n == 0 {
+                    break;
+                }
+            }
+        }
+        let reply = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+            answer.len()
+        );
+        s.write_all(reply.as_bytes()).unwrap();
+        String::from_utf8_lossy(&got).into_owned()
+    });
+    (port, handle)
+}
+
+#[test]
+fn ota_activation_gives_the_websocket_url_and_token() {
+    let dir = scratch("ota");
+    let be = backend(
+        &dir,
+        "call self.get_device_status\nclose\n",
+        &["--connections", "1", "--duration", "20s"],
+    );
+    let answer = format!(
+        r#"{{"websocket":{{"url":"ws://127.0.0.1:{}/xiaozhi/v1/","token":"from-ota"}}}}"#,
+        be.port
+    );
+    let (ota_port, ota) = ota_server(answer);
+    let dev = Command::new(BIN)
+        .args([
+            "connect",
+            "--board",
+            "bread-compact-wifi",
+            "--duration",
+            "4s",
+            "--device-id",
+            "02:00:00:00:00:07",
+        ])
+        .arg("--ota")
+        .arg(format!("http://127.0.0.1:{ota_port}/xiaozhi/ota/"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let request = ota.join().unwrap();
+    let (code, out, err) = finish(be.child, Duration::from_secs(25));
+    assert_eq!(code, 0, "{err}");
+    let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+    assert_eq!(dcode, 0, "{derr}");
+    // The firmware's activation request.
+    let (head, body) = request.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("POST /xiaozhi/ota/ HTTP/1.1\r\n"), "{head}");
+    for h in [
+        "Activation-Version: 1",
+        "Device-Id: 02:00:00:00:00:07",
+        "User-Agent: bread-compact-wifi/2.4.2",
+        "Accept-Language: zh-CN",
+    ] {
+        assert!(
+            head.lines().any(|l| l.eq_ignore_ascii_case(h)),
+            "{h} missing in\n{head}"
+        );
+    }
+    let info: Value = serde_json::from_str(body).expect("system info JSON");
+    assert_eq!(info["mac_address"], "02:00:00:00:00:07");
+    assert_eq!(info["board"]["name"], "bread-compact-wifi");
+    // The backend saw the token from the OTA answer.
+    let r = reports(&out);
+    let auth = r[0]["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h[0] == "Authorization")
+        .unwrap()[1]
+        .clone();
+    assert_eq!(auth, "Bearer from-ota");
+    assert_eq!(exchange(&r[0], "self.get_device_status")["outcome"], "replied");
+}

@@ -563,6 +563,14 @@ pub fn strtod(token: &[u8]) -> Option<(usize, f64)> {
         i += 1;
     }
     let mut digits = i - int_start;
+    // A plain integer of at most 15 digits is exact in an f64, as strtod makes it (ids, volumes).
+    if (1..=15).contains(&digits) && !matches!(token.get(i), Some(b'.' | b'e' | b'E')) {
+        let magnitude = token[int_start..i]
+            .iter()
+            .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
+        let value = magnitude as f64;
+        return Some((i, if token[0] == b'-' { -value } else { value }));
+    }
     if token.get(i) == Some(&b'.') {
         let frac_start = i + 1;
         let mut j = frac_start;

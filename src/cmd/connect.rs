@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::device::link::WsConfig;
 use xiaozhi_sim::hw::nvs::Nvs;
+use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
 
 use crate::boards;
@@ -16,7 +17,8 @@ use crate::state;
 
 pub struct Options {
     pub board: String,
-    pub url: String,
+    pub url: Option<String>,
+    pub ota: Option<String>,
     pub token: String,
     pub protocol_version: i32,
     pub device_id: Option<String>,
@@ -28,18 +30,52 @@ pub struct Options {
     pub quiet: bool,
 }
 
-pub fn build_device(opts: &Options) -> Result<Device> {
-    let spec = boards::load(&opts.board)?;
-    if xiaozhi_sim::device::link::parse_url(&opts.url).is_none() {
-        bail!("--url `{}`: expected ws://HOST:PORT/PATH", opts.url);
-    }
-    let mut world = WorldSpec::conformance();
-    world.board_tasks_run = true;
-    world.websocket = Some(WsConfig {
-        url: opts.url.clone(),
+/// The WebSocket configuration: from --url/--token, or from the OTA answer with --ota.
+fn websocket_config(opts: &Options) -> Result<WsConfig> {
+    let mut config = WsConfig {
+        url: opts.url.clone().unwrap_or_default(),
         token: opts.token.clone(),
         version: opts.protocol_version,
-    });
+    };
+    if let Some(ota_url) = &opts.ota {
+        // The same identity and NVS as the real run, booted once to build the request.
+        let mut probe = identity(opts, WorldSpec::conformance())?;
+        probe.power_on(SimTime::ZERO);
+        probe.run_until(SimTime::from_millis(100));
+        let answer = crate::ota::activate(ota_url, &probe)?;
+        eprintln!(
+            "ota: websocket {} (token {})",
+            answer.url,
+            if answer.token.is_empty() { "none" } else { "set" }
+        );
+        if let Some(code) = &answer.activation_code {
+            eprintln!("ota: the server asks for activation code {code}");
+        }
+        config.url = answer.url;
+        config.token = answer.token;
+        if let Some(v) = answer.version {
+            config.version = v;
+        }
+    }
+    if !config.url.starts_with("ws://") || xiaozhi_sim::device::link::parse_url(&config.url).is_none() {
+        bail!(
+            "websocket URL `{}`: expected ws://HOST:PORT/PATH (give --url, or --ota)",
+            config.url
+        );
+    }
+    Ok(config)
+}
+
+pub fn build_device(opts: &Options) -> Result<Device> {
+    let mut world = WorldSpec::conformance();
+    world.board_tasks_run = true;
+    world.websocket = Some(websocket_config(opts)?);
+    identity(opts, world)
+}
+
+/// A device with this run's identity (MAC, UUID, saved NVS).
+fn identity(opts: &Options, world: WorldSpec) -> Result<Device> {
+    let spec = boards::load(&opts.board)?;
     let mut device = Device::new(spec, world, opts.seed);
     if let Some(mac) = &opts.device_id {
         device.set_mac(mac).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
@@ -63,7 +99,7 @@ pub fn build_device(opts: &Options) -> Result<Device> {
 pub fn run(opts: &Options) -> Result<bool> {
     let mut device = build_device(opts)?;
     device.set_trace(!opts.quiet);
-    device.power_on(xiaozhi_sim::time::SimTime::ZERO);
+    device.power_on(SimTime::ZERO);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let label = device.mac().to_string();
     let live = LiveOptions {

@@ -123,7 +123,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
                 serde_json::from_str::<Value>(args).map_err(|e| {
                     (
                         raw.len() - args.len() - (raw.len() - raw.trim_end().len()) + e.column(),
-                        format!("arguments are not JSON: {e}"),
+                        format!("arguments are not JSON: {}", strip_position(&e.to_string())),
                     )
                 })?
             };
@@ -151,6 +151,11 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
         }
     };
     Ok(Some(Line { line: 0, only_on, step }))
+}
+
+/// serde_json's message without its own ` at line L column C` (the caller reports the place).
+fn strip_position(message: &str) -> &str {
+    message.find(" at line ").map_or(message, |i| &message[..i])
 }
 
 #[cfg(test)]

@@ -867,7 +867,11 @@ impl Running {
         let backlight = self.backlight.as_ref().and_then(Backlight::next_deadline);
         let power = self.audio.timer_deadline();
         let otto = self.otto.as_ref().and_then(Otto::deadline);
-        [backlight, power, otto].into_iter().flatten().min()
+        let earlier = |a: Option<crate::time::SimTime>, b: Option<crate::time::SimTime>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        earlier(earlier(backlight, power), otto)
     }
 
     /// Fires every esp_timer due at `core.now` (timer task outranks the main task).
@@ -963,7 +967,7 @@ impl Running {
         out
     }
 
-    fn system_info(&self, core: &Core) -> Vec<u8> {
+    pub(super) fn system_info(&self, core: &Core) -> Vec<u8> {
         report::system_info_json(&SystemFacts {
             spec: &core.spec,
             mac: &core.mac,

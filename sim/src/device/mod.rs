@@ -317,6 +317,11 @@ impl Device {
         self.run.as_deref().map(|r| &r.mcp)
     }
 
+    /// `Board::GetSystemInfoJson` as the device would build it now (the OTA request body).
+    pub fn system_info_json(&self) -> Option<Vec<u8>> {
+        self.run.as_deref().map(|run| run.system_info(&self.core))
+    }
+
     pub fn is_running(&self) -> bool {
         self.core.power == Power::On && self.run.is_some()
     }

@@ -111,11 +111,12 @@ impl McpServer {
 
     /// `McpServer::AddTool`: refuses a name already in the *current* list (returns false).
     pub fn add_tool(&mut self, tool: McpTool) -> bool {
-        if self.tools.iter().any(|t| t.name() == tool.name()) {
+        // The index holds exactly the names of the current list.
+        if self.first_by_name.contains_key(tool.name()) {
             return false;
         }
+        self.first_by_name.insert(tool.name().to_string(), self.tools.len());
         self.tools.push(tool);
-        self.reindex();
         true
     }
 

@@ -1,0 +1,32 @@
+//! `xiaozhi-twin check-bounds`: the parameter-bound promises of `xiaozhi_sim::bounds` on any
+//! board, shipped or a user's own file, as a short report (FIRMWARE.md §2.3, §4.5).
+//!
+//! Every integer parameter must accept exactly the JSON numbers whose `valueint` is in range
+//! and store them; rejected calls must answer the firmware's exact message and change nothing;
+//! wrong JSON types must give `Missing valid argument: <name>` or the default; argument keys must
+//! match case-insensitively, first match wins. A broken promise is shown with the smallest input
+//! proptest shrank it to. Deterministic: same board and case count, same report.
+
+use anyhow::Result;
+use xiaozhi_sim::bounds::{self, Settings};
+
+use crate::boards;
+
+/// Runs every promise on every callable parameter of `board` with `cases` generated cases each.
+/// `Ok(false)` when a promise does not hold; `Err` when the board cannot be loaded.
+pub fn run(board: &str, cases: u32) -> Result<bool> {
+    let spec = boards::load(board)?;
+    let settings = Settings {
+        cases: cases.max(1),
+        ..Settings::default()
+    };
+    let report = bounds::check_board(spec, &settings);
+    print!("{}", report.to_text());
+    if !report.passed() {
+        println!(
+            "reproduce with: xiaozhi-twin check-bounds --board {board} --cases {}",
+            settings.cases
+        );
+    }
+    Ok(report.passed())
+}
