@@ -116,3 +116,34 @@ fn go_eager_initializes_before_the_hello() {
     assert_eq!(r.phase, Phase::Ready);
     assert!(r.session_id.starts_with("device-f4_12_fa_"), "{}", r.session_id);
 }
+
+#[test]
+fn a_panic_closes_the_socket_and_the_backend_sees_the_connection_end() {
+    let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
+    let mut world = WorldSpec::conformance();
+    world.websocket = Some(WsConfig {
+        url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+        token: String::new(),
+        version: 1,
+    });
+    world.board_tasks_run = true;
+    let mut d = Device::new(Arc::new(spec), world, 9);
+    d.power_on(SimTime::ZERO);
+    let mut personality = BackendSpec::shipped("xinnan-py").unwrap();
+    personality.hello = personality.hello.replace("\"transport\": \"websocket\", ", "");
+    let mut lb = Loopback::new(d, Arc::new(personality));
+    lb.run_until(SimTime::from_millis(1000));
+    let now = lb.now();
+    lb.device.toggle_chat(now);
+    lb.run_until(now + SimDuration::from_secs(5));
+    assert_eq!(lb.device.boots(), 2, "the NULL dereference reboots the device");
+    let reports = lb.reports();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(
+        reports[0].phase,
+        Phase::Closed,
+        "the reset ended TCP: {:?}",
+        reports[0].notes
+    );
+    assert!(lb.session().is_none(), "nothing is left connected after the panic");
+}

@@ -1,0 +1,58 @@
+//! `xiaozhi-twin fleet` against its built-in backend on loopback: every device completes hello +
+//! initialize + tools/list + the 10 default calls, with no drop and nothing unanswered.
+//! The 5,000-device run is `#[ignore]`d (it takes the machine for ~12 s); its recorded figures
+//! are in README.md ("Fleets") and BENCHMARKS.md.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn fleet(devices: u32, name: &str) -> Value {
+    let json = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fleet-{name}.json"));
+    let _ = std::fs::remove_file(&json);
+    let out = Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
+        .args([
+            "fleet",
+            "--devices",
+            &devices.to_string(),
+            "--duration",
+            "60s",
+            "--stagger",
+            "1ms",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+fn assert_complete(s: &Value, devices: u64) {
+    assert_eq!(s["devices_done"], devices, "{s}");
+    assert_eq!(s["hellos_completed"], devices, "{s}");
+    assert_eq!(s["connected_peak"], devices, "{s}");
+    // initialize + tools/list + 10 calls per device, all answered.
+    assert_eq!(s["mcp_round_trips"], devices * 12, "{s}");
+    assert_eq!(s["unanswered"], 0, "{s}");
+    assert_eq!(s["drops"], 0, "{s}");
+    assert!(s["latency_p50_ms"].as_f64().unwrap() <= s["latency_p99_ms"].as_f64().unwrap());
+}
+
+#[test]
+fn fifty_devices_complete_discovery_and_ten_calls_each() {
+    assert_complete(&fleet(50, "50"), 50);
+}
+
+#[test]
+#[ignore = "load run: ~12 s and ~270 MB; figures recorded in BENCHMARKS.md"]
+fn five_thousand_devices_against_the_built_in_backend() {
+    let s = fleet(5000, "5000");
+    assert_complete(&s, 5000);
+    assert!(s["rss_per_device_kib"].as_f64().unwrap() <= 64.0, "{s}");
+}
