@@ -259,6 +259,22 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// Check the parameter-bound promises on every callable tool of a board (property tests).
+    ///
+    /// Integer parameters must accept exactly the JSON numbers whose cJSON `valueint` is in
+    /// range and store them; rejected calls must answer the firmware's exact message and change
+    /// nothing; wrong JSON types must give `Missing valid argument: <name>` or the default;
+    /// argument keys match case-insensitively, first match wins. Works on user board files too.
+    /// Exit status 0 all promises hold, 1 one is broken (the shrunk input is printed), 2 the board
+    /// cannot be used. Deterministic: same board and --cases, same report.
+    CheckBounds {
+        /// Board id or path to a board YAML file.
+        #[arg(long)]
+        board: String,
+        /// Generated cases per property.
+        #[arg(long, default_value_t = 256)]
+        cases: u32,
+    },
     /// List the shipped boards.
     Boards,
 }
@@ -405,6 +421,7 @@ fn dispatch(command: Command) -> anyhow::Result<bool> {
             seed,
             json,
         }),
+        Command::CheckBounds { board, cases } => cmd::check_bounds::run(&board, cases),
         Command::Boards => cmd::boards::run().map(|()| true),
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod backend;
 pub mod boards;
+pub mod check_bounds;
 pub mod connect;
 pub mod demo;
 pub mod fleet;
