@@ -463,3 +463,33 @@ fn ota_activation_gives_the_websocket_url_and_token() {
     assert_eq!(auth, "Bearer from-ota");
     assert_eq!(exchange(&r[0], "self.get_device_status")["outcome"], "replied");
 }
+
+#[test]
+fn the_state_directory_keeps_nvs_between_runs_like_flash() {
+    let dir = scratch("state");
+    let state = dir.join("nvs");
+    let mut seen = Vec::new();
+    for script in [
+        "call self.audio_speaker.set_volume {\"volume\": 33}\nclose\n",
+        "call self.get_device_status\nclose\n",
+    ] {
+        let be = backend(&dir, script, &["--connections", "1", "--duration", "15s"]);
+        let dev = connect(be.port, &["--state", state.to_str().unwrap(), "--quiet"], "3s");
+        let (code, out, err) = finish(be.child, Duration::from_secs(20));
+        assert_eq!(code, 0, "{err}");
+        let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+        assert_eq!(dcode, 0, "{derr}");
+        seen.push(reports(&out).remove(0));
+    }
+    assert_eq!(status_volume(exchange(&seen[1], "self.get_device_status")), 33);
+    let client_id = |r: &Value| {
+        r["headers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h[0] == "Client-Id")
+            .unwrap()[1]
+            .clone()
+    };
+    assert_eq!(client_id(&seen[0]), client_id(&seen[1]), "the UUID lives in NVS too");
+}
