@@ -220,7 +220,6 @@ fn the_bound_checker_reports_a_range_the_device_does_not_have() {
 }
 
 #[test]
-#[ignore = "enable once `check-bounds` is wired into src/main.rs (issue 6 report)"]
 fn check_bounds_runs_on_shipped_and_user_boards() {
     let twin = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))

@@ -69,10 +69,9 @@ fn ninety_nine_point_ten_thousand_nines_rounds_to_100_before_truncation() {
 /// Postmortem (twin bug, found by hostile.rs's flat-memory test with accepted `set_volume`
 /// calls in the mix): the audio evidence log (`AudioLog::changes`) keeps every volume change
 /// forever, ~32 bytes each, so a long-running device grows without bound and every render scans
-/// the whole history. Minimal input: 100 000 volume changes. Proposed fix: fold the oldest
-/// changes into the state they leave behind once the log exceeds twice a fixed history.
+/// the whole history. Minimal input: 100 000 volume changes. Fixed: the oldest changes are
+/// folded into the state they leave behind once the log exceeds twice `LOG_HISTORY`.
 #[test]
-#[ignore = "twin bug: AudioLog grows without bound; enable with the AudioLog folding patch (issue 6 report)"]
 fn a_long_running_device_keeps_a_bounded_audio_log() {
     let mut h = booted(BREAD);
     h.device.set_trace(false);

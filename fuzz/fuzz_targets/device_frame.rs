@@ -18,15 +18,27 @@ use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::world::WorldSpec;
 
 const BOARDS: &[(&str, &str)] = &[
-    ("bread-compact-wifi", include_str!("../../boards/bread-compact-wifi.yaml")),
-    ("bread-compact-wifi-lcd", include_str!("../../boards/bread-compact-wifi-lcd.yaml")),
-    ("bread-compact-wifi-s3cam", include_str!("../../boards/bread-compact-wifi-s3cam.yaml")),
+    (
+        "bread-compact-wifi",
+        include_str!("../../boards/bread-compact-wifi.yaml"),
+    ),
+    (
+        "bread-compact-wifi-lcd",
+        include_str!("../../boards/bread-compact-wifi-lcd.yaml"),
+    ),
+    (
+        "bread-compact-wifi-s3cam",
+        include_str!("../../boards/bread-compact-wifi-s3cam.yaml"),
+    ),
     ("otto-robot", include_str!("../../boards/otto-robot.yaml")),
     (
         "waveshare/esp32-s3-audio-board",
         include_str!("../../boards/waveshare/esp32-s3-audio-board.yaml"),
     ),
-    ("lckfb/szpi-esp32c3", include_str!("../../boards/lckfb/szpi-esp32c3.yaml")),
+    (
+        "lckfb/szpi-esp32c3",
+        include_str!("../../boards/lckfb/szpi-esp32c3.yaml"),
+    ),
     ("relay-bank", include_str!("../../scenarios/boards/relay-bank.yaml")),
     (
         "bread-compact-wifi-duplex",
@@ -88,5 +100,9 @@ fuzz_target!(|data: &[u8]| {
             String::from_utf8_lossy(reply)
         );
     }
-    assert_eq!(sent, run(spec, control, &payloads), "the same input gave different bytes");
+    assert_eq!(
+        sent,
+        run(spec, control, &payloads),
+        "the same input gave different bytes"
+    );
 });

@@ -70,18 +70,53 @@ pub struct Playback {
     pub sampler: Sampler,
 }
 
+/// Changes and playbacks kept verbatim. Beyond twice this many, the oldest are folded into the
+/// state they leave behind, so a device that runs forever keeps a bounded log.
+pub const LOG_HISTORY: usize = 4096;
+
 /// Everything that happened to the audio path, in time order. Persists across reboots (it is
-/// the evidence, not device state).
+/// the evidence, not device state). Bounded: see [`LOG_HISTORY`]; windows that start after the
+/// oldest change kept verbatim render exactly as with the full history.
 #[derive(Clone, Debug, Default)]
 pub struct AudioLog {
     pub changes: Vec<(SimTime, AudioChange)>,
     pub playbacks: Vec<Playback>,
 }
 
+impl AudioChange {
+    /// Changes with the same key overwrite each other's effect.
+    fn key(&self) -> (u8, u8) {
+        match self {
+            AudioChange::Volume(_) => (0, 0),
+            AudioChange::TxEnabled(_) => (1, 0),
+            AudioChange::CodecOpen(_) => (2, 0),
+            AudioChange::Register32(_) => (3, 0),
+            AudioChange::PaEnabled(_) => (4, 0),
+            AudioChange::Fault(f, _) => (5, *f as u8),
+        }
+    }
+}
+
 impl AudioLog {
     pub fn record(&mut self, at: SimTime, change: AudioChange) {
         debug_assert!(self.changes.last().is_none_or(|(t, _)| *t <= at));
         self.changes.push((at, change));
+        if self.changes.len() > 2 * LOG_HISTORY {
+            self.fold_oldest(self.changes.len() - LOG_HISTORY);
+        }
+    }
+
+    /// Replaces the first `n` changes by the last one of each key among them (at its own time):
+    /// the path is left in the same state, so later windows render as before.
+    fn fold_oldest(&mut self, n: usize) {
+        let mut last = std::collections::BTreeMap::new();
+        for (i, (_, change)) in self.changes[..n].iter().enumerate() {
+            last.insert(change.key(), i);
+        }
+        let mut keep: Vec<usize> = last.into_values().collect();
+        keep.sort_unstable();
+        let folded: Vec<(SimTime, AudioChange)> = keep.into_iter().map(|i| self.changes[i].clone()).collect();
+        self.changes.splice(..n, folded);
     }
 
     pub fn play(&mut self, start: SimTime, end: SimTime, source: Source, rate: u32) {
@@ -92,6 +127,9 @@ impl AudioLog {
             source,
             sampler,
         });
+        if self.playbacks.len() > 2 * LOG_HISTORY {
+            self.playbacks.drain(..self.playbacks.len() - LOG_HISTORY);
+        }
     }
 
     /// Sound stops (audio service stopped, restart, power cut): cut playbacks at `at`.
