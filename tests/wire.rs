@@ -493,3 +493,50 @@ fn the_state_directory_keeps_nvs_between_runs_like_flash() {
     };
     assert_eq!(client_id(&seen[0]), client_id(&seen[1]), "the UUID lives in NVS too");
 }
+
+#[test]
+fn backend_commands_typed_on_stdin_reach_every_ready_device() {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .args([
+            "backend",
+            "--listen",
+            "127.0.0.1:0",
+            "--script",
+            "-",
+            "--personality",
+            "go-eager",
+        ])
+        .args(["--connections", "1", "--duration", "20s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let port: u16 = first
+        .split("ws://127.0.0.1:")
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::thread::spawn(move || lines.for_each(drop));
+    let dev = connect(port, &["--quiet"], "5s");
+    // go-eager is ready right after the hello; give the device time to boot and dial.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "call self.audio_speaker.set_volume {{\"volume\": 21}}").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    writeln!(stdin, "close").unwrap();
+    let (code, out, _) = finish(child, Duration::from_secs(25));
+    assert_eq!(code, 0);
+    let r = reports(&out);
+    assert_eq!(exchange(&r[0], "self.audio_speaker.set_volume")["outcome"], "replied");
+    assert_eq!(r[0]["ending"], "backend_closed");
+    let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
+    assert_eq!(dcode, 0, "{derr}");
+}

@@ -461,7 +461,7 @@ pub fn run(opts: &Options) -> Result<bool> {
         None => (Script::default(), false),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         let listener = TcpListener::bind(&opts.listen)
             .await
             .with_context(|| format!("--listen {}", opts.listen))?;
@@ -520,5 +520,8 @@ pub fn run(opts: &Options) -> Result<bool> {
             lost
         );
         Ok(true)
-    })
+    });
+    // The stdin reader is a blocking thread that may wait forever: do not wait for it.
+    runtime.shutdown_background();
+    result
 }
