@@ -228,7 +228,8 @@ enum Command {
     ///
     /// Each device has its own MAC, UUID and NVS and starts --stagger after the previous one.
     /// Without --url the fleet runs its own backend on a loopback port and every device runs
-    /// --script (default: 10 tool calls) after hello + initialize + tools/list. Exit status 0
+    /// --script (default: 10 tool calls) after hello + initialize + tools/list and the fleet
+    /// ends when all are done; with --url it runs for --duration. Exit status 0
     /// when every device finished without a drop, 1 otherwise.
     Fleet {
         /// Number of devices.

@@ -540,3 +540,41 @@ fn backend_commands_typed_on_stdin_reach_every_ready_device() {
     let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
     assert_eq!(dcode, 0, "{derr}");
 }
+
+#[test]
+fn a_fleet_against_a_separate_backend_process() {
+    let dir = scratch("fleet-url");
+    let be = backend(
+        &dir,
+        "call self.get_device_status\n",
+        &["--connections", "20", "--duration", "30s"],
+    );
+    let json = dir.join("summary.json");
+    let fleet = Command::new(BIN)
+        .args(["fleet", "--devices", "20", "--duration", "3s", "--json"])
+        .arg(&json)
+        .arg("--url")
+        .arg(format!("ws://127.0.0.1:{}/xiaozhi/v1/", be.port))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (fcode, fout, ferr) = finish(fleet, Duration::from_secs(30));
+    assert_eq!(fcode, 0, "{fout}\n{ferr}");
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(s["hellos_completed"], 20, "{s}");
+    assert_eq!(s["latency_measured_at"], "device (request frame in → reply frame out)");
+    let (code, out, err) = finish(be.child, Duration::from_secs(30));
+    assert_eq!(code, 0, "{err}");
+    let r = reports(&out);
+    assert_eq!(r.len(), 20);
+    let mut macs: Vec<&str> = r.iter().map(|c| c["device_id"].as_str().unwrap()).collect();
+    macs.sort_unstable();
+    macs.dedup();
+    assert_eq!(macs.len(), 20, "every device has its own MAC");
+    // Discovery (2) and the script's call (1) on every device, measured on the device side.
+    assert_eq!(s["mcp_round_trips"], 60, "{s}");
+    for c in &r {
+        assert_eq!(exchange(c, "self.get_device_status")["outcome"], "replied");
+    }
+}

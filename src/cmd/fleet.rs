@@ -226,7 +226,8 @@ pub fn run(opts: &Options) -> Result<bool> {
                 counters.hellos.load(Ordering::Relaxed),
                 counters.replies.load(Ordering::Relaxed)
             ));
-            if done >= u64::from(opts.devices) || Instant::now() >= deadline {
+            // A foreign backend decides when its devices are done: run for the whole duration.
+            if (server.is_some() && done >= u64::from(opts.devices)) || Instant::now() >= deadline {
                 rss_connected = rss_connected.max(rss_kib());
                 break;
             }
