@@ -5,6 +5,11 @@
 //! puts the common tools *in front* of them (bypassing the duplicate check between the groups),
 //! then the user-only tools. What is registered depends only on board facts (backlight, display
 //! class and theme, camera, snapshot support), never on a per-board list.
+//!
+//! The built-in tools' definitions (name, description, schema, JSON) depend only on the
+//! firmware's constants, so they are built once, never change, and every boot shares them.
+
+use std::sync::LazyLock;
 
 use crate::board::{BoardSpec, BoardTool};
 use crate::hw::display::Display;
@@ -38,13 +43,141 @@ fn no_args(name: &str, description: &str, action: ToolAction) -> McpTool {
     McpTool::new(name, description, Vec::new(), false, action)
 }
 
+fn user(name: &str, description: &str, properties: Vec<Property>, action: ToolAction) -> McpTool {
+    McpTool::new(name, description, properties, true, action)
+}
+
 fn ranged(name: &str, min: i32, max: i32) -> Property {
     Property::ranged(name, PropertyType::Integer, min, max).expect("built-in ranges are integer")
 }
 
+/// Every built-in tool, as the firmware constructs it. The lamp tools carry GPIO 0 here; the
+/// board's pin is attached at registration.
+struct Builtins {
+    lamp_get_state: McpTool,
+    lamp_turn_on: McpTool,
+    lamp_turn_off: McpTool,
+    get_device_status: McpTool,
+    set_volume: McpTool,
+    set_brightness: McpTool,
+    set_theme: McpTool,
+    take_photo: McpTool,
+    get_system_info: McpTool,
+    reboot: McpTool,
+    upgrade_firmware: McpTool,
+    screen_get_info: McpTool,
+    screen_snapshot: McpTool,
+    screen_preview_image: McpTool,
+    assets_set_download_url: McpTool,
+}
+
+impl Builtins {
+    fn new() -> Self {
+        let url_default = Property::with_default(
+            "url",
+            PropertyType::String,
+            PropertyValue::Str(wire::DEFAULT_UPGRADE_URL.as_bytes().to_vec()),
+        )
+        .expect("string default");
+        let quality =
+            Property::ranged_with_default("quality", PropertyType::Integer, 80, 1, 100).expect("80 in 1..=100");
+        Builtins {
+            lamp_get_state: no_args(
+                wire::TOOL_LAMP_GET_STATE,
+                wire::DESC_LAMP_GET_STATE,
+                ToolAction::LampGetState { gpio: 0 },
+            ),
+            lamp_turn_on: no_args(
+                wire::TOOL_LAMP_TURN_ON,
+                wire::DESC_LAMP_TURN_ON,
+                ToolAction::LampTurnOn { gpio: 0 },
+            ),
+            lamp_turn_off: no_args(
+                wire::TOOL_LAMP_TURN_OFF,
+                wire::DESC_LAMP_TURN_OFF,
+                ToolAction::LampTurnOff { gpio: 0 },
+            ),
+            get_device_status: no_args(
+                wire::TOOL_GET_DEVICE_STATUS,
+                wire::DESC_GET_DEVICE_STATUS,
+                ToolAction::GetDeviceStatus,
+            ),
+            set_volume: McpTool::new(
+                wire::TOOL_SET_VOLUME,
+                wire::DESC_SET_VOLUME,
+                vec![ranged("volume", 0, 100)],
+                false,
+                ToolAction::SetVolume,
+            ),
+            set_brightness: McpTool::new(
+                wire::TOOL_SET_BRIGHTNESS,
+                wire::DESC_SET_BRIGHTNESS,
+                vec![ranged("brightness", 0, 100)],
+                false,
+                ToolAction::SetBrightness,
+            ),
+            set_theme: McpTool::new(
+                wire::TOOL_SET_THEME,
+                wire::DESC_SET_THEME,
+                vec![Property::required("theme", PropertyType::String)],
+                false,
+                ToolAction::SetTheme,
+            ),
+            take_photo: McpTool::new(
+                wire::TOOL_TAKE_PHOTO,
+                wire::DESC_TAKE_PHOTO,
+                vec![Property::required("question", PropertyType::String)],
+                false,
+                ToolAction::TakePhoto,
+            ),
+            get_system_info: user(
+                wire::TOOL_GET_SYSTEM_INFO,
+                wire::DESC_GET_SYSTEM_INFO,
+                vec![],
+                ToolAction::GetSystemInfo,
+            ),
+            reboot: user(wire::TOOL_REBOOT, wire::DESC_REBOOT, vec![], ToolAction::Reboot),
+            upgrade_firmware: user(
+                wire::TOOL_UPGRADE_FIRMWARE,
+                wire::DESC_UPGRADE_FIRMWARE,
+                vec![url_default],
+                ToolAction::UpgradeFirmware,
+            ),
+            screen_get_info: user(
+                wire::TOOL_SCREEN_GET_INFO,
+                wire::DESC_SCREEN_GET_INFO,
+                vec![],
+                ToolAction::ScreenGetInfo,
+            ),
+            screen_snapshot: user(
+                wire::TOOL_SCREEN_SNAPSHOT,
+                wire::DESC_SCREEN_SNAPSHOT,
+                vec![Property::required("url", PropertyType::String), quality],
+                ToolAction::ScreenSnapshot,
+            ),
+            screen_preview_image: user(
+                wire::TOOL_SCREEN_PREVIEW_IMAGE,
+                wire::DESC_SCREEN_PREVIEW_IMAGE,
+                vec![Property::required("url", PropertyType::String)],
+                ToolAction::ScreenPreviewImage,
+            ),
+            assets_set_download_url: user(
+                wire::TOOL_ASSETS_SET_DOWNLOAD_URL,
+                wire::DESC_ASSETS_SET_DOWNLOAD_URL,
+                vec![Property::required("url", PropertyType::String)],
+                ToolAction::AssetsSetDownloadUrl,
+            ),
+        }
+    }
+}
+
+/// Built on first use; immutable afterwards (a constant table, not state).
+static BUILTINS: LazyLock<Builtins> = LazyLock::new(Builtins::new);
+
 /// Builds the registry exactly as the firmware's boot does.
 pub fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {
     let spec = objects.spec;
+    let builtins = &*BUILTINS;
     let mut server = McpServer::new(&spec.name, &spec.firmware.version, objects.has_camera);
     let mut log = Vec::new();
 
@@ -53,33 +186,13 @@ pub fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {
         match tool {
             BoardTool::Lamp { gpio } => {
                 let gpio = *gpio;
-                add(
-                    &mut server,
-                    &mut log,
-                    no_args(
-                        wire::TOOL_LAMP_GET_STATE,
-                        wire::DESC_LAMP_GET_STATE,
-                        ToolAction::LampGetState { gpio },
-                    ),
-                );
-                add(
-                    &mut server,
-                    &mut log,
-                    no_args(
-                        wire::TOOL_LAMP_TURN_ON,
-                        wire::DESC_LAMP_TURN_ON,
-                        ToolAction::LampTurnOn { gpio },
-                    ),
-                );
-                add(
-                    &mut server,
-                    &mut log,
-                    no_args(
-                        wire::TOOL_LAMP_TURN_OFF,
-                        wire::DESC_LAMP_TURN_OFF,
-                        ToolAction::LampTurnOff { gpio },
-                    ),
-                );
+                for (tool, action) in [
+                    (&builtins.lamp_get_state, ToolAction::LampGetState { gpio }),
+                    (&builtins.lamp_turn_on, ToolAction::LampTurnOn { gpio }),
+                    (&builtins.lamp_turn_off, ToolAction::LampTurnOff { gpio }),
+                ] {
+                    add(&mut server, &mut log, tool.with_action(action));
+                }
             }
             BoardTool::Tool(t) => {
                 let properties = t
@@ -105,149 +218,32 @@ pub fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {
     // Application::Initialize → AddCommonTools (in front of the board tools).
     let mut common_log = Vec::new();
     server.add_in_front(|s| {
-        add(
-            s,
-            &mut common_log,
-            no_args(
-                wire::TOOL_GET_DEVICE_STATUS,
-                wire::DESC_GET_DEVICE_STATUS,
-                ToolAction::GetDeviceStatus,
-            ),
-        );
-        add(
-            s,
-            &mut common_log,
-            McpTool::new(
-                wire::TOOL_SET_VOLUME,
-                wire::DESC_SET_VOLUME,
-                vec![ranged("volume", 0, 100)],
-                false,
-                ToolAction::SetVolume,
-            ),
-        );
+        add(s, &mut common_log, builtins.get_device_status.clone());
+        add(s, &mut common_log, builtins.set_volume.clone());
         if objects.has_backlight {
-            add(
-                s,
-                &mut common_log,
-                McpTool::new(
-                    wire::TOOL_SET_BRIGHTNESS,
-                    wire::DESC_SET_BRIGHTNESS,
-                    vec![ranged("brightness", 0, 100)],
-                    false,
-                    ToolAction::SetBrightness,
-                ),
-            );
+            add(s, &mut common_log, builtins.set_brightness.clone());
         }
         // HAVE_LVGL is on for every modelled board (no emote message style).
         if objects.display.current_theme().is_some() {
-            add(
-                s,
-                &mut common_log,
-                McpTool::new(
-                    wire::TOOL_SET_THEME,
-                    wire::DESC_SET_THEME,
-                    vec![Property::required("theme", PropertyType::String)],
-                    false,
-                    ToolAction::SetTheme,
-                ),
-            );
+            add(s, &mut common_log, builtins.set_theme.clone());
         }
         if objects.has_camera {
-            add(
-                s,
-                &mut common_log,
-                McpTool::new(
-                    wire::TOOL_TAKE_PHOTO,
-                    wire::DESC_TAKE_PHOTO,
-                    vec![Property::required("question", PropertyType::String)],
-                    false,
-                    ToolAction::TakePhoto,
-                ),
-            );
+            add(s, &mut common_log, builtins.take_photo.clone());
         }
     });
     log.extend(common_log);
 
     // AddUserOnlyTools.
-    let user = |name: &str, description: &str, properties: Vec<Property>, action: ToolAction| {
-        McpTool::new(name, description, properties, true, action)
-    };
-    add(
-        &mut server,
-        &mut log,
-        user(
-            wire::TOOL_GET_SYSTEM_INFO,
-            wire::DESC_GET_SYSTEM_INFO,
-            vec![],
-            ToolAction::GetSystemInfo,
-        ),
-    );
-    add(
-        &mut server,
-        &mut log,
-        user(wire::TOOL_REBOOT, wire::DESC_REBOOT, vec![], ToolAction::Reboot),
-    );
-    let url_default = Property::with_default(
-        "url",
-        PropertyType::String,
-        PropertyValue::Str(wire::DEFAULT_UPGRADE_URL.as_bytes().to_vec()),
-    )
-    .expect("string default");
-    add(
-        &mut server,
-        &mut log,
-        user(
-            wire::TOOL_UPGRADE_FIRMWARE,
-            wire::DESC_UPGRADE_FIRMWARE,
-            vec![url_default],
-            ToolAction::UpgradeFirmware,
-        ),
-    );
+    add(&mut server, &mut log, builtins.get_system_info.clone());
+    add(&mut server, &mut log, builtins.reboot.clone());
+    add(&mut server, &mut log, builtins.upgrade_firmware.clone());
     if objects.display.is_lvgl() {
-        add(
-            &mut server,
-            &mut log,
-            user(
-                wire::TOOL_SCREEN_GET_INFO,
-                wire::DESC_SCREEN_GET_INFO,
-                vec![],
-                ToolAction::ScreenGetInfo,
-            ),
-        );
+        add(&mut server, &mut log, builtins.screen_get_info.clone());
         if spec.target.lv_use_snapshot {
-            let quality =
-                Property::ranged_with_default("quality", PropertyType::Integer, 80, 1, 100).expect("80 in 1..=100");
-            add(
-                &mut server,
-                &mut log,
-                user(
-                    wire::TOOL_SCREEN_SNAPSHOT,
-                    wire::DESC_SCREEN_SNAPSHOT,
-                    vec![Property::required("url", PropertyType::String), quality],
-                    ToolAction::ScreenSnapshot,
-                ),
-            );
-            add(
-                &mut server,
-                &mut log,
-                user(
-                    wire::TOOL_SCREEN_PREVIEW_IMAGE,
-                    wire::DESC_SCREEN_PREVIEW_IMAGE,
-                    vec![Property::required("url", PropertyType::String)],
-                    ToolAction::ScreenPreviewImage,
-                ),
-            );
+            add(&mut server, &mut log, builtins.screen_snapshot.clone());
+            add(&mut server, &mut log, builtins.screen_preview_image.clone());
         }
     }
-    add(
-        &mut server,
-        &mut log,
-        user(
-            wire::TOOL_ASSETS_SET_DOWNLOAD_URL,
-            wire::DESC_ASSETS_SET_DOWNLOAD_URL,
-            vec![Property::required("url", PropertyType::String)],
-            ToolAction::AssetsSetDownloadUrl,
-        ),
-    );
+    add(&mut server, &mut log, builtins.assets_set_download_url.clone());
     (server, log)
 }

@@ -4,6 +4,9 @@
 //! What a callback *does* is not here: a tool carries a [`ToolAction`] key that the device model
 //! interprets. Knows nothing about hardware or time.
 
+use std::fmt;
+use std::sync::Arc;
+
 use crate::cjson;
 use crate::mcp::property::Property;
 
@@ -51,42 +54,58 @@ pub enum ReturnValue {
     },
 }
 
-/// A registered tool.
-#[derive(Clone, Debug)]
+/// A registered tool: its immutable definition (shared, so registering a built-in tool again at
+/// every boot does not rebuild its JSON) plus the callback it runs.
+#[derive(Clone)]
 pub struct McpTool {
+    definition: Arc<Definition>,
+    action: ToolAction,
+}
+
+/// Everything about a tool that `tools/list` shows; never changes after construction.
+struct Definition {
     name: String,
     description: String,
     properties: Vec<Property>,
     user_only: bool,
-    action: ToolAction,
+    /// `McpTool::to_json()`.
     json: Vec<u8>,
 }
 
 impl McpTool {
     pub fn new(name: &str, description: &str, properties: Vec<Property>, user_only: bool, action: ToolAction) -> Self {
-        let mut tool = McpTool {
-            name: name.to_string(),
-            description: description.to_string(),
-            properties,
-            user_only,
+        let json = render_json(name, description, &properties, user_only);
+        McpTool {
+            definition: Arc::new(Definition {
+                name: name.to_string(),
+                description: description.to_string(),
+                properties,
+                user_only,
+                json,
+            }),
             action,
-            json: Vec::new(),
-        };
-        tool.json = tool.render_json();
-        tool
+        }
+    }
+
+    /// The same tool (name, description, schema, JSON: shared, not copied) running `action`.
+    pub fn with_action(&self, action: ToolAction) -> Self {
+        McpTool {
+            definition: Arc::clone(&self.definition),
+            action,
+        }
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        &self.definition.name
     }
     pub fn description(&self) -> &str {
-        &self.description
+        &self.definition.description
     }
     pub fn properties(&self) -> &[Property] {
-        &self.properties
+        &self.definition.properties
     }
     pub fn user_only(&self) -> bool {
-        self.user_only
+        self.definition.user_only
     }
     pub fn action(&self) -> &ToolAction {
         &self.action
@@ -94,43 +113,58 @@ impl McpTool {
 
     /// `McpTool::to_json()` (immutable after boot, so computed once).
     pub fn json(&self) -> &[u8] {
-        &self.json
+        &self.definition.json
     }
+}
 
-    fn render_json(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(128 + self.description.len());
-        out.extend_from_slice(b"{\"name\":");
-        cjson::write_string(&mut out, self.name.as_bytes());
-        out.extend_from_slice(b",\"description\":");
-        cjson::write_string(&mut out, self.description.as_bytes());
-        out.extend_from_slice(b",\"inputSchema\":{\"type\":\"object\",\"properties\":{");
-        for (i, p) in self.properties.iter().enumerate() {
+impl fmt::Debug for McpTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &*self.definition;
+        f.debug_struct("McpTool")
+            .field("name", &d.name)
+            .field("description", &d.description)
+            .field("properties", &d.properties)
+            .field("user_only", &d.user_only)
+            .field("action", &self.action)
+            .field("json", &d.json)
+            .finish()
+    }
+}
+
+/// `McpTool::to_json()`.
+fn render_json(name: &str, description: &str, properties: &[Property], user_only: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128 + description.len());
+    out.extend_from_slice(b"{\"name\":");
+    cjson::write_string(&mut out, name.as_bytes());
+    out.extend_from_slice(b",\"description\":");
+    cjson::write_string(&mut out, description.as_bytes());
+    out.extend_from_slice(b",\"inputSchema\":{\"type\":\"object\",\"properties\":{");
+    for (i, p) in properties.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        cjson::write_string(&mut out, p.name().as_bytes());
+        out.push(b':');
+        p.write_schema(&mut out);
+    }
+    out.push(b'}');
+    let mut required = properties.iter().filter(|p| p.is_required()).peekable();
+    if required.peek().is_some() {
+        out.extend_from_slice(b",\"required\":[");
+        for (i, p) in required.enumerate() {
             if i > 0 {
                 out.push(b',');
             }
             cjson::write_string(&mut out, p.name().as_bytes());
-            out.push(b':');
-            p.write_schema(&mut out);
         }
-        out.push(b'}');
-        let mut required = self.properties.iter().filter(|p| p.is_required()).peekable();
-        if required.peek().is_some() {
-            out.extend_from_slice(b",\"required\":[");
-            for (i, p) in required.enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                cjson::write_string(&mut out, p.name().as_bytes());
-            }
-            out.push(b']');
-        }
-        out.push(b'}');
-        if self.user_only {
-            out.extend_from_slice(b",\"annotations\":{\"audience\":[\"user\"]}");
-        }
-        out.push(b'}');
-        out
+        out.push(b']');
     }
+    out.push(b'}');
+    if user_only {
+        out.extend_from_slice(b",\"annotations\":{\"audience\":[\"user\"]}");
+    }
+    out.push(b'}');
+    out
 }
 
 /// `McpTool::Call`'s result object: `{"content":[<item>],"isError":false}`. `isError` is never

@@ -11,7 +11,7 @@ use crate::audio::source::Source;
 use crate::board::{BoardSpec, ButtonAction};
 use crate::device::{Device, Output, Receipt};
 use crate::harness::{Harness, PROBE_GUARD, render_events};
-use crate::mcp::{ToolAction, ToolsPage};
+use crate::mcp::{McpTool, ToolAction, ToolsPage};
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport};
 use crate::scenario::{Approx, EventName, Expect, ScenarioSpec, Step};
 use crate::time::{SimDuration, SimTime};
@@ -66,8 +66,38 @@ pub fn reply_id(payload: &[u8]) -> Option<i64> {
 
 /// `result.content[0].text` of a reply, if it is valid JSON of that shape.
 fn reply_text(payload: &[u8]) -> Option<String> {
+    if let Some(text) = plain_reply_text(payload) {
+        return Some(text.to_string());
+    }
     let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
     v["result"]["content"][0]["text"].as_str().map(str::to_string)
+}
+
+/// Whether a reply is valid JSON.
+fn is_valid_json(payload: &[u8]) -> bool {
+    plain_reply_text(payload).is_some() || serde_json::from_slice::<serde_json::Value>(payload).is_ok()
+}
+
+/// The text of a reply in the exact shape the device prints for a callback's plain text
+/// (`{"jsonrpc":"2.0","id":<int>,"result":{"content":[{"type":"text","text":"<text>"}],"isError":false}}`,
+/// UTF-8, the text without escapes or control characters): then the whole payload is valid
+/// JSON and the text is what a JSON reader decodes. `None` for anything else.
+fn plain_reply_text(payload: &[u8]) -> Option<&str> {
+    let payload = std::str::from_utf8(payload).ok()?;
+    let rest = payload.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
+    let (id, rest) = rest.split_once(',')?;
+    let digits = id.strip_prefix('-').unwrap_or(id);
+    let json_int =
+        matches!(digits.as_bytes(), [b'0'] | [b'1'..=b'9', ..]) && digits.bytes().all(|b| b.is_ascii_digit());
+    if !json_int {
+        return None;
+    }
+    let text = rest
+        .strip_prefix(r#""result":{"content":[{"type":"text","text":""#)?
+        .strip_suffix(r#""}],"isError":false}}"#)?;
+    text.bytes()
+        .all(|b| b != b'"' && b != b'\\' && b >= 0x20)
+        .then_some(text)
 }
 
 /// The raw error message of an error reply (the firmware does not escape it).
@@ -135,6 +165,53 @@ impl StepOutcome {
     }
 }
 
+/// The tool names of one `tools/list` result object (`{"tools":[{"name":…},…]}`), in order,
+/// exactly as `serde_json` reads them; none when the bytes do not parse. `listed` is how many
+/// tools the device put on the page, `registry` the tools it could have listed.
+fn page_names(result: &[u8], listed: usize, registry: &[McpTool]) -> Vec<String> {
+    recognize_page(result, registry)
+        .filter(|names| names.len() == listed)
+        .unwrap_or_else(|| parse_page_names(result))
+}
+
+/// The general reading: the page through `serde_json`.
+fn parse_page_names(result: &[u8]) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_slice(result).unwrap_or_default();
+    v["tools"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The fast reading of a page as the device prints it: each element of the `tools` array is
+/// recognized as the exact JSON of a registered tool (whose name is then what a JSON reader
+/// decodes from it, unless it holds a NUL, which the JSON cuts). `None` for anything else,
+/// which then goes through [`parse_page_names`].
+fn recognize_page(result: &[u8], registry: &[McpTool]) -> Option<Vec<String>> {
+    let mut rest = result.strip_prefix(br#"{"tools":["#)?;
+    let mut names = Vec::new();
+    if rest.first() == Some(&b']') {
+        return Some(names);
+    }
+    loop {
+        let tool = registry.iter().find(|t| rest.starts_with(t.json()))?;
+        if tool.name().contains('\0') {
+            return None;
+        }
+        names.push(tool.name().to_string());
+        rest = &rest[tool.json().len()..];
+        match rest.first()? {
+            b',' => rest = &rest[1..],
+            b']' => return Some(names),
+            _ => return None,
+        }
+    }
+}
+
 /// What discovery found at boot: every page of both lists.
 struct Discovery {
     default_pages: Vec<Vec<String>>,
@@ -151,24 +228,18 @@ impl Discovery {
                 registered: Vec::new(),
             };
         };
+        // The device's own reply bytes, read without building a `serde_json::Value` per page:
+        // the names are what a client sees.
         let pages = |with_user: bool| {
             let mut out = Vec::new();
             let mut cursor = String::new();
             while let ToolsPage::Page {
-                result, next_cursor, ..
+                result,
+                next_cursor,
+                tools,
             } = mcp.tools_list(cursor.as_bytes(), with_user)
             {
-                let v: serde_json::Value = serde_json::from_slice(&result).unwrap_or_default();
-                out.push(
-                    v["tools"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|t| t["name"].as_str().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                );
+                out.push(page_names(&result, tools, mcp.tools()));
                 match next_cursor {
                     Some(c) if out.len() < 64 => cursor = c,
                     _ => break,
@@ -347,8 +418,7 @@ impl Runner<'_> {
 
     fn collect_trace(&mut self) -> Vec<TraceEvent> {
         let events = self.h.device.drain_events();
-        self.trace
-            .extend(render_events(&events).into_iter().map(|line| line.to_string()));
+        self.trace.extend(render_events(&events));
         events
     }
 
@@ -788,7 +858,7 @@ impl Runner<'_> {
                     (None, Some(e)) => format!("error \"{}\"", lossy(&e)),
                     _ => format!("raw {:?}", lossy(p)),
                 };
-                let valid = serde_json::from_slice::<serde_json::Value>(p).is_ok();
+                let valid = is_valid_json(p);
                 format!(
                     "id {} → {shape}, {} after the request{}",
                     coerced(id),
@@ -960,7 +1030,7 @@ impl Runner<'_> {
             );
         }
         if let Some(want) = e.valid_json {
-            let got = primary.map(|(p, _)| serde_json::from_slice::<serde_json::Value>(p).is_ok());
+            let got = primary.map(|(p, _)| is_valid_json(p));
             check(
                 format!("reply is {}valid JSON", if want { "" } else { "not " }),
                 got == Some(want),
@@ -1192,5 +1262,104 @@ mod tests {
         let p = br#"{"jsonrpc":"2.0","id":-7,"result":{"content":[{"type":"text","text":"true"}],"isError":false}}"#;
         assert_eq!(reply_id(p), Some(-7));
         assert_eq!(reply_text(p).as_deref(), Some("true"));
+    }
+
+    #[test]
+    fn plain_reply_texts_read_as_serde_json_does() {
+        let serde_text = |p: &[u8]| {
+            let v: serde_json::Value = serde_json::from_slice(p).ok()?;
+            v["result"]["content"][0]["text"].as_str().map(str::to_string)
+        };
+        let wrap = |id: &str, text: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{text}"}}],"isError":false}}}}"#
+            )
+        };
+        for id in ["0", "7", "-7", "2147483647", "007", "+7", "-", "", "1.5", "1e3", "-0"] {
+            for text in [
+                "true",
+                "",
+                "a b",
+                r#"\"q\""#,
+                r#"\u00e9"#,
+                "\u{e9}",
+                "\u{1}",
+                "a\\",
+                r#"x"}],"isError":false}}"#,
+            ] {
+                let p = wrap(id, text);
+                assert_eq!(reply_text(p.as_bytes()), serde_text(p.as_bytes()), "{p}");
+                let valid = serde_json::from_slice::<serde_json::Value>(p.as_bytes()).is_ok();
+                assert_eq!(is_valid_json(p.as_bytes()), valid, "{p}");
+            }
+        }
+        let p = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"\xff\"}],\"isError\":false}}";
+        assert_eq!(reply_text(p), None);
+        assert!(!is_valid_json(p));
+    }
+
+    #[test]
+    fn page_names_read_every_page_as_serde_json_does() {
+        let check = |result: &[u8], listed: usize, registry: &[McpTool]| {
+            assert_eq!(page_names(result, listed, registry), parse_page_names(result));
+        };
+        for file in [
+            "bread-compact-wifi.yaml",
+            "bread-compact-wifi-lcd.yaml",
+            "bread-compact-wifi-s3cam.yaml",
+            "otto-robot.yaml",
+            "lckfb/szpi-esp32c3.yaml",
+            "waveshare/esp32-s3-audio-board.yaml",
+        ] {
+            let path = format!("{}/../boards/{file}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).expect("shipped board");
+            let board = Arc::new(BoardSpec::from_yaml(&path, &text).expect("board"));
+            let mut h = Harness::new(Device::new(board, WorldSpec::conformance(), 1));
+            h.power_on();
+            let _ = h.run_until_idle();
+            let mcp = h.device.mcp().expect("booted");
+            for with_user in [false, true] {
+                let mut cursor = String::new();
+                while let ToolsPage::Page {
+                    result,
+                    next_cursor,
+                    tools,
+                } = mcp.tools_list(cursor.as_bytes(), with_user)
+                {
+                    let recognized = recognize_page(&result, mcp.tools());
+                    assert_eq!(recognized.map(|n| n.len()), Some(tools), "{file}");
+                    check(&result, tools, mcp.tools());
+                    match next_cursor {
+                        Some(c) => cursor = c,
+                        None => break,
+                    }
+                }
+            }
+        }
+        // Hand-made registries and pages: escapes, a NUL, duplicates, pages out of shape.
+        let tool = |name: &str| McpTool::new(name, "d \"q\"", Vec::new(), false, ToolAction::Reboot);
+        let registry = [tool("a\"b"), tool("c\\"), tool("x\u{0}y"), tool("\u{e9}\n")];
+        let json = |i: usize| String::from_utf8(registry[i].json().to_vec()).expect("UTF-8");
+        let pages = [
+            format!(r#"{{"tools":[{},{},{}]}}"#, json(0), json(1), json(3)),
+            format!(r#"{{"tools":[{}],"nextCursor":"z"}}"#, json(2)),
+            format!(r#"{{"tools":[{},{}]}}"#, json(0), json(0)),
+            format!(r#"{{"tools":[{}x]}}"#, json(1)),
+            r#"{"tools":[{"name":"a","name":"b"}]}"#.to_string(),
+            r#"{"tools":[{"name":1},{"name":"q"}]}"#.to_string(),
+            r#"{"tools":[]}"#.to_string(),
+            String::new(),
+        ];
+        for page in &pages {
+            for listed in 0..4 {
+                check(page.as_bytes(), listed, &registry);
+            }
+        }
+        check(b"{\"tools\":[{\"name\":\"\xff\"}]}", 1, &registry);
+        assert_eq!(
+            page_names(pages[0].as_bytes(), 3, &registry),
+            ["a\"b", "c\\", "\u{e9}\n"]
+        );
+        assert_eq!(page_names(pages[1].as_bytes(), 1, &registry), ["x"]);
     }
 }
