@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::cjson::Terminator;
-use xiaozhi_sim::device::{Device, Output, Receipt};
+use xiaozhi_sim::device::{Device, Receipt};
 use xiaozhi_sim::harness::{Harness, IDLE_HORIZON, NeverIdle};
 use xiaozhi_sim::mcp::{DropReason, PropertyValue};
 use xiaozhi_sim::scenario::ScenarioSpec;
@@ -126,14 +126,7 @@ fn call(id: &str, tool: &str, args: &str) -> Vec<u8> {
 fn exchange(h: &mut Harness, payload: &[u8]) -> (Receipt, Vec<Vec<u8>>) {
     let receipt = h.deliver(payload);
     h.run_until_idle().expect("goes idle");
-    let sent = h
-        .take_outputs()
-        .into_iter()
-        .filter_map(|o| match o {
-            Output::Mcp { payload, .. } => Some(payload),
-            _ => None,
-        })
-        .collect();
+    let sent = h.take_mcp_payloads();
     (receipt, sent)
 }
 

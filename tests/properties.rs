@@ -16,7 +16,7 @@ use proptest::test_runner::TestCaseError;
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::bounds::{self, BoundChecker, Check, Settings, json_number};
 use xiaozhi_sim::cjson::{Limits, Parser, Terminator};
-use xiaozhi_sim::device::{Device, Output};
+use xiaozhi_sim::device::Device;
 use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::mcp::{Property, PropertyType};
 use xiaozhi_sim::world::WorldSpec;
@@ -124,14 +124,7 @@ fn the_parser_stores_the_oracles_valueint_for_every_number() {
         let mut h = h.borrow_mut();
         h.deliver(format!(r#"{{"jsonrpc":"2.0","id":{text},"method":"ping"}}"#).as_bytes());
         h.run_until_idle().map_err(|e| e.to_string())?;
-        let sent: Vec<Vec<u8>> = h
-            .take_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                Output::Mcp { payload, .. } => Some(payload),
-                _ => None,
-            })
-            .collect();
+        let sent: Vec<Vec<u8>> = h.take_mcp_payloads();
         let expected =
             format!(r#"{{"jsonrpc":"2.0","id":{want},"error":{{"message":"Method not implemented: ping"}}}}"#);
         if sent != [expected.clone().into_bytes()] {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::bounds;
-use xiaozhi_sim::device::{Device, Output, Receipt};
+use xiaozhi_sim::device::{Device, Receipt};
 use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::mcp::PropertyValue;
 use xiaozhi_sim::time::SimDuration;
@@ -34,14 +34,7 @@ fn set_volume(h: &mut Harness, id: i32, number: &str) -> (Receipt, Vec<Vec<u8>>)
     );
     let receipt = h.deliver(payload.as_bytes());
     h.run_until_idle().expect("idle");
-    let sent = h
-        .take_outputs()
-        .into_iter()
-        .filter_map(|o| match o {
-            Output::Mcp { payload, .. } => Some(payload),
-            _ => None,
-        })
-        .collect();
+    let sent = h.take_mcp_payloads();
     (receipt, sent)
 }
 

@@ -20,7 +20,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::bounds::{self, expected_valueint, json_number, json_string};
-use xiaozhi_sim::device::{Device, Output, Receipt};
+use xiaozhi_sim::device::{Device, Receipt};
 use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::trace::{Event, NvsValue};
@@ -642,15 +642,7 @@ impl Run {
             ));
         }
         // Replies: the model's bytes in the model's order.
-        let sent: Vec<Vec<u8>> = self
-            .harness
-            .take_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                Output::Mcp { payload, .. } => Some(payload),
-                _ => None,
-            })
-            .collect();
+        let sent: Vec<Vec<u8>> = self.harness.take_mcp_payloads();
         let expected = std::mem::take(&mut self.model.sent);
         let shown: Vec<String> = sent.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect();
         if sent.len() != expected.len() || !expected.iter().zip(&sent).all(|(e, s)| e.matches(s)) {

@@ -31,7 +31,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 use crate::board::{Behavior, BoardSpec, BoardTool};
-use crate::device::{Device, Output, Receipt};
+use crate::device::{Device, Receipt};
 use crate::harness::Harness;
 use crate::mcp::{McpServer, Property, PropertyType, PropertyValue, ToolAction};
 use crate::time::SimDuration;
@@ -512,15 +512,7 @@ impl BoundChecker {
         let before = Snapshot::of(&self.harness.device);
         let receipt = self.harness.deliver(payload.as_bytes());
         self.harness.run_until_idle().map_err(|e| e.to_string())?;
-        let replies: Vec<Vec<u8>> = self
-            .harness
-            .take_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                Output::Mcp { payload, .. } => Some(payload),
-                _ => None,
-            })
-            .collect();
+        let replies: Vec<Vec<u8>> = self.harness.take_mcp_payloads();
         let events = self.harness.device.drain_events();
         let sent = payload.clone();
         let shown = |r: &[Vec<u8>]| {

@@ -74,6 +74,16 @@ impl Harness {
     pub fn take_outputs(&mut self) -> Vec<Output> {
         std::iter::from_fn(|| self.device.poll_output()).collect()
     }
+
+    /// The MCP payloads transmitted since the last call (other outputs are discarded).
+    pub fn take_mcp_payloads(&mut self) -> Vec<Vec<u8>> {
+        std::iter::from_fn(|| self.device.poll_output())
+            .filter_map(|o| match o {
+                Output::Mcp { payload, .. } => Some(payload),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// Lead-in excluded from a probe's measurement window: the DMA ring and playback queue
@@ -265,15 +275,7 @@ impl Replayer {
             }
         }
         self.settle_after_boot(boots_before);
-        let replies = self
-            .harness
-            .take_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                Output::Mcp { payload, .. } => Some(payload),
-                _ => None,
-            })
-            .collect();
+        let replies = self.harness.take_mcp_payloads();
         let events = if self.trace {
             render_events(&self.harness.device.drain_events())
         } else {

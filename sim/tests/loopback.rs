@@ -13,6 +13,11 @@ use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::world::WorldSpec;
 
 fn pair(board_yaml: &str, personality: &str) -> Loopback {
+    pair_with(board_yaml, BackendSpec::shipped(personality).unwrap())
+}
+
+/// Boots the board, lets the user open the channel, and runs 5 s against `backend`.
+fn pair_with(board_yaml: &str, backend: BackendSpec) -> Loopback {
     let spec = BoardSpec::from_yaml("b.yaml", board_yaml).unwrap();
     let mut world = WorldSpec::conformance();
     world.websocket = Some(WsConfig {
@@ -23,7 +28,7 @@ fn pair(board_yaml: &str, personality: &str) -> Loopback {
     world.board_tasks_run = true;
     let mut d = Device::new(Arc::new(spec), world, 9);
     d.power_on(SimTime::ZERO);
-    let mut lb = Loopback::new(d, Arc::new(BackendSpec::shipped(personality).unwrap()));
+    let mut lb = Loopback::new(d, Arc::new(backend));
     lb.run_until(SimTime::from_millis(1000));
     let now = lb.now();
     lb.device.toggle_chat(now);
@@ -119,23 +124,9 @@ fn go_eager_initializes_before_the_hello() {
 
 #[test]
 fn a_panic_closes_the_socket_and_the_backend_sees_the_connection_end() {
-    let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
-    let mut world = WorldSpec::conformance();
-    world.websocket = Some(WsConfig {
-        url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
-        token: String::new(),
-        version: 1,
-    });
-    world.board_tasks_run = true;
-    let mut d = Device::new(Arc::new(spec), world, 9);
-    d.power_on(SimTime::ZERO);
     let mut personality = BackendSpec::shipped("xinnan-py").unwrap();
     personality.hello = personality.hello.replace("\"transport\": \"websocket\", ", "");
-    let mut lb = Loopback::new(d, Arc::new(personality));
-    lb.run_until(SimTime::from_millis(1000));
-    let now = lb.now();
-    lb.device.toggle_chat(now);
-    lb.run_until(now + SimDuration::from_secs(5));
+    let mut lb = pair_with(BREAD, personality);
     assert_eq!(lb.device.boots(), 2, "the NULL dereference reboots the device");
     let reports = lb.reports();
     assert_eq!(reports.len(), 1);
