@@ -18,6 +18,7 @@ use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::harness::{Harness, PROBE_GUARD, ReplayLine, Replayer, split_lines};
 use xiaozhi_sim::scenario::ScenarioSpec;
+use xiaozhi_sim::scenario::record::Trace;
 use xiaozhi_sim::scenario::runner::{self, NoFiles, RunOptions};
 use xiaozhi_sim::time::SimDuration;
 use xiaozhi_sim::world::WorldSpec;
@@ -31,9 +32,9 @@ fn board() -> Arc<BoardSpec> {
 }
 
 /// The virtual span a scenario covers: the latest `t=<ms>` in its trace.
-fn virtual_span_ms(trace: &[String]) -> u64 {
+fn virtual_span_ms(trace: &Trace) -> u64 {
     trace
-        .iter()
+        .lines()
         .filter_map(|line| line.rsplit_once(" t=").and_then(|(_, ms)| ms.parse::<u64>().ok()))
         .max()
         .unwrap_or(0)

@@ -54,6 +54,9 @@ pub struct BoardSpec {
     /// The built-in font the device hello advertises (`text_font`); default from the display.
     #[serde(default)]
     pub text_font: Option<crate::device::link::TextFontSpec>,
+    /// The tool catalogues derived from these facts, memoized (not part of the file).
+    #[serde(skip)]
+    pub(crate) catalogues: crate::device::catalogue::CatalogueCache,
 }
 
 /// Application descriptor and build facts.

@@ -5,8 +5,54 @@
 //! Knows nothing about how events are produced.
 
 use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
 
 use crate::time::SimTime;
+
+/// The text of a log line: a constant, formatted for this event, or shared by every boot that
+/// prints the same line (the tool registration log). Reads as a `str` in every case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogText {
+    Static(&'static str),
+    Owned(String),
+    Shared(Arc<str>),
+}
+
+impl Deref for LogText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            LogText::Static(s) => s,
+            LogText::Owned(s) => s,
+            LogText::Shared(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for LogText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl From<&'static str> for LogText {
+    fn from(s: &'static str) -> Self {
+        LogText::Static(s)
+    }
+}
+
+impl From<String> for LogText {
+    fn from(s: String) -> Self {
+        LogText::Owned(s)
+    }
+}
+
+impl From<Arc<str>> for LogText {
+    fn from(s: Arc<str>) -> Self {
+        LogText::Shared(s)
+    }
+}
 
 /// One thing that happened, at `at`.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,7 +109,7 @@ pub enum Event {
     Logged {
         level: char,
         tag: &'static str,
-        text: String,
+        text: LogText,
     },
     /// The main loop took a batch of `tasks` scheduled tasks.
     BatchStarted {

@@ -6,6 +6,7 @@
 //! Everything here is volatile: it is rebuilt at every boot from the board spec and NVS.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::audio::ChainFault;
 use crate::audio::source::{Prompt, Source};
@@ -150,7 +151,7 @@ enum Callback {
 
 /// The application and board objects of one boot.
 pub struct Running {
-    pub mcp: McpServer,
+    pub mcp: Arc<McpServer>,
     pub main: MainLoop<Task>,
     pub state: DeviceState,
     /// `AudioCodec::output_volume_`.
@@ -173,15 +174,17 @@ fn uuid_v4(core: &mut Core) -> String {
     core.rng.fill_bytes(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        h[0..4].concat(),
-        h[4..6].concat(),
-        h[6..8].concat(),
-        h[8..10].concat(),
-        h[10..16].concat()
-    )
+    // 8-4-4-4-12 lowercase hex digits.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut uuid = String::with_capacity(36);
+    for (i, x) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            uuid.push('-');
+        }
+        uuid.push(char::from(HEX[usize::from(x >> 4)]));
+        uuid.push(char::from(HEX[usize::from(x & 0x0f)]));
+    }
+    uuid
 }
 
 impl Running {
@@ -219,7 +222,8 @@ impl Running {
             }
         }
         let mut run = Running {
-            mcp: McpServer::new(&spec.name, &spec.firmware.version, camera.is_some()),
+            // Replaced by the registered catalogue below, before anything can reach it.
+            mcp: catalogue::unregistered(),
             main: MainLoop::default(),
             state: DeviceState::Starting,
             volume: spec.audio.default_volume,
@@ -286,7 +290,7 @@ impl Running {
         } else {
             stored
         };
-        core.log('I', "AudioCodec", || "Audio codec started".to_string());
+        core.log('I', "AudioCodec", || "Audio codec started");
         let now = core.now;
         let dummy = core.faults.codec_dummy;
         core.audio
@@ -295,22 +299,16 @@ impl Running {
         if spec.audio.wake_word {
             run.audio.enable_input(&mut core.audio, now, true, run.volume);
         }
-        let (mcp, registrations) = catalogue::register(&BoardObjects {
+        let catalogue = catalogue::catalogue(&BoardObjects {
             spec: &spec,
             display: &run.display,
             has_backlight: run.backlight.is_some(),
             has_camera: run.camera.is_some(),
         });
-        for r in registrations {
-            if r.added {
-                core.log('I', "MCP", || {
-                    format!("Add tool: {}{}", r.name, if r.user_only { " [user]" } else { "" })
-                });
-            } else {
-                core.log('W', "MCP", || format!("Tool {} already added", r.name));
-            }
+        run.mcp = catalogue.server.clone();
+        for (level, line) in &catalogue.log {
+            core.log(*level, "MCP", || line.clone());
         }
-        run.mcp = mcp;
         run.protocol = Some(match core.world.websocket.clone() {
             // The OTA answer carried a `websocket` object: its members land in NVS and the
             // protocol is WebsocketProtocol (InitializeProtocol).
@@ -459,7 +457,7 @@ impl Running {
             },
             Task::FinishCall { id, outcome } => self.reply_later(core, id, outcome),
             Task::UserReboot => {
-                core.log('W', "MCP", || "User requested reboot".to_string());
+                core.log('W', "MCP", || "User requested reboot");
                 Step::Block(
                     core.delay(1000),
                     Task::Reboot {
@@ -470,7 +468,7 @@ impl Running {
             Task::Reboot {
                 stage: RebootStage::Enter,
             } => {
-                core.log('I', "Application", || "Rebooting...".to_string());
+                core.log('I', "Application", || "Rebooting...");
                 core.emit(|| Event::RebootEntered);
                 // Close the channel if open; destroying the protocol destroys the socket anyway:
                 // TCP is closed without a WebSocket close frame.
@@ -535,7 +533,7 @@ impl Running {
             _ => {}
         }
         if self.protocol.is_none() {
-            core.log('E', "Application", || "Protocol not initialized".to_string());
+            core.log('E', "Application", || "Protocol not initialized");
             return;
         }
         match self.state {
@@ -555,7 +553,7 @@ impl Running {
                 self.drop_socket(core, "user closed the channel");
                 self.main.schedule(Task::SetState(DeviceState::Idle));
             }
-            DeviceState::Speaking => core.log('I', "Application", || "Abort speaking".to_string()),
+            DeviceState::Speaking => core.log('I', "Application", || "Abort speaking"),
             _ => {}
         }
     }
@@ -645,7 +643,7 @@ impl Running {
                 };
                 if ws.socket != Socket::Connected {
                     ws.error = true;
-                    core.log('E', "WS", || "Failed to connect to websocket server".to_string());
+                    core.log('E', "WS", || "Failed to connect to websocket server");
                     core.emit(|| Event::Note {
                         text: "audio channel failed: server not connected".into(),
                     });
@@ -668,7 +666,7 @@ impl Running {
                 };
                 if !ws.hello_received {
                     ws.error = true;
-                    core.log('E', "WS", || "Failed to receive server hello".to_string());
+                    core.log('E', "WS", || "Failed to receive server hello");
                     core.emit(|| Event::Note {
                         text: "audio channel failed: no server hello within 10 s".into(),
                     });
@@ -704,7 +702,7 @@ impl Running {
             && matches!(ws.socket, Socket::Connected | Socket::Connecting)
         {
             ws.socket = Socket::Disconnected;
-            core.log('I', "WS", || "Websocket disconnected".to_string());
+            core.log('I', "WS", || "Websocket disconnected");
             self.main.schedule(Task::SetState(DeviceState::Idle));
             let now = core.now;
             self.main.wake(now);
@@ -757,7 +755,7 @@ impl Running {
             }
             b"system" => {
                 if root.get(b"command").and_then(|c| c.c_string()) == Some(b"reboot") {
-                    core.log('I', "Application", || "System command: reboot".to_string());
+                    core.log('I', "Application", || "System command: reboot");
                     self.main.schedule(Task::Reboot {
                         stage: RebootStage::Enter,
                     });
@@ -844,7 +842,7 @@ impl Running {
                 Step::Block(core.delay(3000), next(UpgradeStage::FailedDone))
             }
             UpgradeStage::FailedDone => {
-                core.log('E', "MCP", || "Firmware upgrade failed".to_string());
+                core.log('E', "MCP", || "Firmware upgrade failed");
                 Step::Done
             }
             UpgradeStage::Succeeded => {
@@ -1109,7 +1107,7 @@ impl Running {
         });
         match self.http(core, "POST", &url) {
             HttpOutcome::Unreachable { after } => {
-                core.log('E', "Esp32Camera", || "Failed to connect to explain URL".to_string());
+                core.log('E', "Esp32Camera", || "Failed to connect to explain URL");
                 Callback::Blocked(after, Err(wire::ERR_CONNECT_EXPLAIN_URL.into()))
             }
             HttpOutcome::Answered { status, body, latency } => {
@@ -1276,7 +1274,7 @@ impl Running {
                                 )
                             });
                         } else if seq.is_empty() {
-                            core.log('W', "OttoController", || "序列JSON为空字符串".to_string());
+                            core.log('W', "OttoController", || "序列JSON为空字符串");
                         } else {
                             let item = otto::Item {
                                 sequence: Some(seq),

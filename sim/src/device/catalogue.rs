@@ -9,7 +9,8 @@
 //! The built-in tools' definitions (name, description, schema, JSON) depend only on the
 //! firmware's constants, so they are built once, never change, and every boot shares them.
 
-use std::sync::LazyLock;
+use std::fmt;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use crate::board::{BoardSpec, BoardTool};
 use crate::hw::display::Display;
@@ -173,6 +174,68 @@ impl Builtins {
 
 /// Built on first use; immutable afterwards (a constant table, not state).
 static BUILTINS: LazyLock<Builtins> = LazyLock::new(Builtins::new);
+
+/// What registration produced at a boot: the registry, and the boot log lines in order
+/// (`Add tool: …` / `Tool … already added`, with their log level).
+#[derive(Debug)]
+pub struct Catalogue {
+    pub server: Arc<McpServer>,
+    pub log: Vec<(char, Arc<str>)>,
+}
+
+/// Registration is a pure function of the board and four construction outcomes (backlight,
+/// camera, a display theme, an LVGL display), so each board keeps the result per outcome once
+/// it has been built: every later boot of every device of that board shares it. A clone of the
+/// board (which may then be edited) starts with an empty cache.
+#[derive(Default)]
+pub struct CatalogueCache([OnceLock<Arc<Catalogue>>; 16]);
+
+impl Clone for CatalogueCache {
+    fn clone(&self) -> Self {
+        CatalogueCache::default()
+    }
+}
+
+impl fmt::Debug for CatalogueCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let built = self.0.iter().filter(|c| c.get().is_some()).count();
+        write!(f, "CatalogueCache({built} built)")
+    }
+}
+
+/// The catalogue this boot registers: built by [`register`] the first time these construction
+/// outcomes occur on this board, shared afterwards.
+pub fn catalogue(objects: &BoardObjects<'_>) -> Arc<Catalogue> {
+    let key = usize::from(objects.has_backlight)
+        | usize::from(objects.has_camera) << 1
+        | usize::from(objects.display.current_theme().is_some()) << 2
+        | usize::from(objects.display.is_lvgl()) << 3;
+    objects.spec.catalogues.0[key]
+        .get_or_init(|| {
+            let (server, registrations) = register(objects);
+            let log = registrations
+                .into_iter()
+                .map(|r| match (r.added, r.user_only) {
+                    (true, user) => {
+                        let line = format!("Add tool: {}{}", r.name, if user { " [user]" } else { "" });
+                        ('I', Arc::from(line))
+                    }
+                    (false, _) => ('W', Arc::from(format!("Tool {} already added", r.name))),
+                })
+                .collect();
+            Arc::new(Catalogue {
+                server: Arc::new(server),
+                log,
+            })
+        })
+        .clone()
+}
+
+/// The empty registry a boot holds until registration (shared, never consulted).
+pub fn unregistered() -> Arc<McpServer> {
+    static EMPTY: LazyLock<Arc<McpServer>> = LazyLock::new(|| Arc::new(McpServer::new("", "", false)));
+    EMPTY.clone()
+}
 
 /// Builds the registry exactly as the firmware's boot does.
 pub fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {

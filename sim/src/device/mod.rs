@@ -30,7 +30,7 @@ use crate::cjson::{self, Limits, Parser, Terminator};
 use crate::hw::nvs::Nvs;
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received};
 use crate::time::{SimDuration, SimTime};
-use crate::trace::{BootReason, Event, NvsValue, TraceEvent};
+use crate::trace::{BootReason, Event, LogText, NvsValue, TraceEvent};
 use crate::world::WorldSpec;
 
 pub use app::Running;
@@ -132,7 +132,7 @@ impl Core {
     }
 
     /// An `ESP_LOGx` line.
-    pub fn log(&mut self, level: char, tag: &'static str, text: impl FnOnce() -> String) {
+    pub fn log<T: Into<LogText>>(&mut self, level: char, tag: &'static str, text: impl FnOnce() -> T) {
         if self.trace {
             let at = self.now;
             self.events.push(TraceEvent {
@@ -140,7 +140,7 @@ impl Core {
                 kind: Event::Logged {
                     level,
                     tag,
-                    text: text(),
+                    text: text().into(),
                 },
             });
         }
@@ -314,7 +314,7 @@ impl Device {
     }
 
     pub fn mcp(&self) -> Option<&McpServer> {
-        self.run.as_deref().map(|r| &r.mcp)
+        self.run.as_deref().map(|r| &*r.mcp)
     }
 
     /// `Board::GetSystemInfoJson` as the device would build it now (the OTA request body).
@@ -509,7 +509,7 @@ impl Device {
             Ok(doc) => run.mcp.receive(doc.root()),
             Err(cjson::ParseError::OutOfMemory { .. }) => {
                 self.core
-                    .log('E', "MCP", || "Failed to parse MCP message: out of memory".to_string());
+                    .log('E', "MCP", || "Failed to parse MCP message: out of memory");
                 self.core.emit(|| Event::MessageDropped {
                     reason: "out of memory while parsing",
                 });
@@ -842,6 +842,48 @@ mod tests {
             DeviceState::Upgrading,
             "nothing brings it back to idle"
         );
+    }
+
+    #[test]
+    fn boots_sharing_a_board_get_the_catalogue_of_their_own_construction() {
+        // Every user-only tool too, page by page, as bytes.
+        let listing = |d: &Device| {
+            let mcp = d.mcp().unwrap();
+            let mut pages = Vec::new();
+            let mut cursor = String::new();
+            while let crate::mcp::ToolsPage::Page {
+                result, next_cursor, ..
+            } = mcp.tools_list(cursor.as_bytes(), true)
+            {
+                pages.push(result);
+                match next_cursor {
+                    Some(c) => cursor = c,
+                    None => break,
+                }
+            }
+            pages
+        };
+        let boot = |board: &Arc<BoardSpec>, oled_fails: bool| {
+            let mut h = Harness::new(Device::new(board.clone(), WorldSpec::conformance(), 1));
+            h.device.faults_mut().display_init_fails = oled_fails;
+            h.power_on();
+            h
+        };
+        let shared = spec();
+        let healthy = boot(&shared, false);
+        let broken = boot(&shared, true);
+        let mut again = boot(&shared, false);
+        for (h, oled_fails) in [(&healthy, false), (&broken, true), (&again, false)] {
+            let alone = boot(&spec(), oled_fails);
+            assert_eq!(listing(&h.device), listing(&alone.device), "oled fails: {oled_fails}");
+        }
+        assert_ne!(listing(&healthy.device), listing(&broken.device));
+        assert!(std::ptr::eq(healthy.device.mcp().unwrap(), again.device.mcp().unwrap()));
+        // A reboot registers again, into the same shared catalogue.
+        again.deliver(&call(1, "self.reboot", "{}"));
+        again.run_until_idle().unwrap();
+        assert_eq!(again.device.boots(), 2);
+        assert!(std::ptr::eq(healthy.device.mcp().unwrap(), again.device.mcp().unwrap()));
     }
 
     #[test]

@@ -3,9 +3,11 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::audio::measure::Measurement;
+use crate::harness::render_event;
+use crate::trace::TraceEvent;
 
 /// One tool call's acceptance record.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -72,10 +74,60 @@ pub struct ScenarioReport {
     pub steps: Vec<StepReport>,
     pub records: Vec<Record>,
     pub checks: Vec<Check>,
-    /// Every trace event of the device, in the recorder's style.
-    pub trace: Vec<String>,
+    /// Every trace event of the device; serialized as lines in the recorder's style.
+    pub trace: Trace,
     /// Evidence files written for this run (filled in by whoever writes them).
     pub files: Vec<String>,
+}
+
+/// The device's trace of a run, kept as events and rendered only when read or serialized.
+///
+/// The events arrive in chunks (boot, then each step); batches are numbered from 1 within each
+/// chunk, as the trace lines have always been.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trace {
+    events: Vec<TraceEvent>,
+    /// Where each chunk ends in `events`.
+    ends: Vec<usize>,
+}
+
+impl Trace {
+    /// Appends one chunk (nothing happens for an empty one).
+    pub fn push_chunk(&mut self, events: impl IntoIterator<Item = TraceEvent>) {
+        self.events.extend(events);
+        if self.ends.last().copied().unwrap_or(0) != self.events.len() {
+            self.ends.push(self.events.len());
+        }
+    }
+
+    pub fn events(&self) -> &[TraceEvent] {
+        &self.events
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// The trace lines (`#batch …`, `#event …`, `#log …`), rendered as they are read.
+    pub fn lines(&self) -> impl Iterator<Item = String> + '_ {
+        let mut start = 0;
+        self.ends.iter().flat_map(move |&end| {
+            let chunk = &self.events[start..end];
+            start = end;
+            let mut batch = 0;
+            chunk.iter().map(move |e| render_event(e, &mut batch))
+        })
+    }
+}
+
+impl Serialize for Trace {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.lines())
+    }
 }
 
 impl ScenarioReport {

@@ -3,6 +3,7 @@
 //! audio signals of every measurement when asked. Same scenario + seed ⇒ same report, byte for
 //! byte.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::audio::measure::{Measurement, perceived_change};
@@ -10,9 +11,9 @@ use crate::audio::render::Signals;
 use crate::audio::source::Source;
 use crate::board::{BoardSpec, ButtonAction};
 use crate::device::{Device, Output, Receipt};
-use crate::harness::{Harness, PROBE_GUARD, render_events};
+use crate::harness::{Harness, PROBE_GUARD};
 use crate::mcp::{McpTool, ToolAction, ToolsPage};
-use crate::scenario::record::{Check, Record, ScenarioReport, StepReport};
+use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
 use crate::scenario::{Approx, EventName, Expect, ScenarioSpec, Step};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{Event, TraceEvent};
@@ -64,10 +65,27 @@ pub fn reply_id(payload: &[u8]) -> Option<i64> {
     std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
 }
 
+/// A `tools/call` request, compact, members in this order:
+/// `{"jsonrpc":"2.0","id":…,"method":"tools/call","params":{"name":…[,"arguments":…]}}`.
+fn call_request(id: i64, tool: &str, args: Option<&serde_json::Value>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96 + tool.len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    out.extend_from_slice(id.to_string().as_bytes());
+    out.extend_from_slice(br#","method":"tools/call","params":{"name":"#);
+    // Serializing a str or a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, tool);
+    if let Some(args) = args {
+        out.extend_from_slice(br#","arguments":"#);
+        let _ = serde_json::to_writer(&mut out, args);
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
 /// `result.content[0].text` of a reply, if it is valid JSON of that shape.
 fn reply_text(payload: &[u8]) -> Option<String> {
     if let Some(text) = plain_reply_text(payload) {
-        return Some(text.to_string());
+        return Some(text.into_owned());
     }
     let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
     v["result"]["content"][0]["text"].as_str().map(str::to_string)
@@ -78,11 +96,11 @@ fn is_valid_json(payload: &[u8]) -> bool {
     plain_reply_text(payload).is_some() || serde_json::from_slice::<serde_json::Value>(payload).is_ok()
 }
 
-/// The text of a reply in the exact shape the device prints for a callback's plain text
-/// (`{"jsonrpc":"2.0","id":<int>,"result":{"content":[{"type":"text","text":"<text>"}],"isError":false}}`,
-/// UTF-8, the text without escapes or control characters): then the whole payload is valid
-/// JSON and the text is what a JSON reader decodes. `None` for anything else.
-fn plain_reply_text(payload: &[u8]) -> Option<&str> {
+/// The text of a reply in the exact shape the device prints for a callback's text
+/// (`{"jsonrpc":"2.0","id":<int>,"result":{"content":[{"type":"text","text":<string>}],"isError":false}}`,
+/// UTF-8, `<string>` one JSON string literal): then the whole payload is valid JSON and the
+/// text is what a JSON reader decodes. `None` for anything else (which may still be JSON).
+fn plain_reply_text(payload: &[u8]) -> Option<Cow<'_, str>> {
     let payload = std::str::from_utf8(payload).ok()?;
     let rest = payload.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
     let (id, rest) = rest.split_once(',')?;
@@ -92,12 +110,15 @@ fn plain_reply_text(payload: &[u8]) -> Option<&str> {
     if !json_int {
         return None;
     }
-    let text = rest
-        .strip_prefix(r#""result":{"content":[{"type":"text","text":""#)?
-        .strip_suffix(r#""}],"isError":false}}"#)?;
-    text.bytes()
-        .all(|b| b != b'"' && b != b'\\' && b >= 0x20)
-        .then_some(text)
+    let literal = rest
+        .strip_prefix(r#""result":{"content":[{"type":"text","text":"#)?
+        .strip_suffix(r#"}],"isError":false}}"#)?;
+    let inner = literal.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.bytes().all(|b| b != b'"' && b != b'\\' && b >= 0x20) {
+        return Some(Cow::Borrowed(inner));
+    }
+    // Escapes (a status JSON inside the text, say): the literal must be exactly one string.
+    serde_json::from_str::<String>(literal).ok().map(Cow::Owned)
 }
 
 /// The raw error message of an error reply (the firmware does not escape it).
@@ -121,7 +142,9 @@ struct StepOutcome {
     sent: Vec<Vec<u8>>,
     started: SimTime,
     replies: Vec<(Vec<u8>, SimTime)>,
+    /// The step's trace events, in the chunks they were drained in (lengths in `chunks`).
     events: Vec<TraceEvent>,
+    chunks: Vec<usize>,
     receipts: Vec<Receipt>,
     measurement: Option<Measurement>,
     previous: Option<Measurement>,
@@ -137,6 +160,7 @@ impl StepOutcome {
             started,
             replies: Vec::new(),
             events: Vec::new(),
+            chunks: Vec::new(),
             receipts: Vec::new(),
             measurement: None,
             previous: None,
@@ -331,7 +355,7 @@ struct Runner<'a> {
     records: Vec<Record>,
     checks: Vec<Check>,
     steps: Vec<StepReport>,
-    trace: Vec<String>,
+    trace: Trace,
     keep_signals: bool,
     evidence: Vec<Evidence>,
 }
@@ -383,15 +407,17 @@ pub fn run(
         records: Vec::new(),
         checks: Vec::new(),
         steps: Vec::new(),
-        trace: Vec::new(),
+        trace: Trace::default(),
         keep_signals: opts.keep_signals,
         evidence: Vec::new(),
     };
-    runner.collect_trace();
+    let booted = runner.h.device.drain_events();
+    runner.trace.push_chunk(booted);
     for (i, step) in spec.steps.iter().enumerate() {
         runner.step(i + 1, step.referenced.line(), &step.value);
     }
-    runner.collect_trace();
+    let finished = runner.h.device.drain_events();
+    runner.trace.push_chunk(finished);
     let passed = runner.checks.iter().all(|c| c.passed);
     let report = ScenarioReport {
         name: spec.name.clone(),
@@ -416,10 +442,11 @@ impl Runner<'_> {
         self.h.now()
     }
 
-    fn collect_trace(&mut self) -> Vec<TraceEvent> {
+    /// Drains the device's trace events into the step's outcome, as one chunk.
+    fn collect_trace(&mut self, out: &mut StepOutcome) {
         let events = self.h.device.drain_events();
-        self.trace.extend(render_events(&events));
-        events
+        out.chunks.push(events.len());
+        out.events.extend(events);
     }
 
     /// Advances to `t`, applying timeline faults on the way.
@@ -572,14 +599,8 @@ impl Runner<'_> {
                     let now = self.now();
                     self.advance_to(now + SimDuration::from_millis(200));
                 }
-                let mut params = serde_json::Map::new();
-                params.insert("name".into(), tool.clone().into());
-                if let Some(a) = &c.args {
-                    params.insert("arguments".into(), a.clone());
-                }
-                let payload = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":params});
                 let at = self.now();
-                self.deliver(&mut out, payload.to_string().into_bytes());
+                self.deliver(&mut out, call_request(id, &tool, c.args.as_ref()));
                 self.settle();
                 out.replies.extend(self.take_replies());
                 if c.acoustic && self.h.device.is_running() {
@@ -588,7 +609,7 @@ impl Runner<'_> {
                     out.measurement = self.measure_probe(&format!("step{n}-after"));
                 }
                 let after = snapshot(&self.h.device);
-                out.events = self.collect_trace();
+                self.collect_trace(&mut out);
                 let record = self.record(n, &tool, id, at, c.decision.as_deref(), &before, &after, &out);
                 summary = format!("tools/call {tool} id {id}");
                 self.records.push(record);
@@ -622,8 +643,7 @@ impl Runner<'_> {
             Step::Readback(r) => {
                 let id = self.alloc_id(None);
                 out.id = Some(id);
-                let payload = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"self.get_device_status"}});
-                self.deliver(&mut out, payload.to_string().into_bytes());
+                self.deliver(&mut out, call_request(id, "self.get_device_status", None));
                 self.settle();
                 out.replies.extend(self.take_replies());
                 let status = out
@@ -769,8 +789,7 @@ impl Runner<'_> {
         if !matches!(step, Step::Call(_) | Step::ListTools(_) | Step::Readback(_)) {
             out.replies.extend(self.take_replies());
         }
-        let mut events = self.collect_trace();
-        out.events.append(&mut events);
+        self.collect_trace(&mut out);
         if let Some(m) = &out.measurement {
             self.last = Some(m.clone());
         }
@@ -785,8 +804,12 @@ impl Runner<'_> {
             summary,
             sent: out.sent.iter().map(|p| lossy(p)).collect(),
             replies: out.replies.iter().map(|(p, _)| lossy(p)).collect(),
-            measurement: out.measurement.clone(),
+            measurement: out.measurement.take(),
         });
+        let mut events = std::mem::take(&mut out.events).into_iter();
+        for len in out.chunks {
+            self.trace.push_chunk(events.by_ref().take(len));
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1265,6 +1288,33 @@ mod tests {
     }
 
     #[test]
+    fn call_requests_print_as_serde_json_does() {
+        let tools = ["self.reboot", "a\"b\\c\u{1}é", ""];
+        let args = [
+            None,
+            Some(serde_json::json!({"volume": 35})),
+            Some(serde_json::json!({"z": [1, 2.5, null], "a": {"b": "x\ny"}})),
+            Some(serde_json::json!("not an object")),
+        ];
+        for id in [0, 7, -7, i64::MAX, i64::MIN] {
+            for tool in tools {
+                for a in &args {
+                    let mut params = serde_json::Map::new();
+                    params.insert("name".into(), tool.into());
+                    if let Some(a) = a {
+                        params.insert("arguments".into(), a.clone());
+                    }
+                    let want = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":params});
+                    assert_eq!(
+                        String::from_utf8(call_request(id, tool, a.as_ref())).unwrap(),
+                        want.to_string()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn plain_reply_texts_read_as_serde_json_does() {
         let serde_text = |p: &[u8]| {
             let v: serde_json::Value = serde_json::from_slice(p).ok()?;
@@ -1286,6 +1336,13 @@ mod tests {
                 "\u{1}",
                 "a\\",
                 r#"x"}],"isError":false}}"#,
+                r#"{\"audio_speaker\":{\"volume\":10}}"#,
+                r#"a\\b\/c\n\t\ud83d\ude00"#,
+                r#"\ud800"#,
+                r#"\x"#,
+                r#"x","type":"text"#,
+                r#"x","text":"y"#,
+                r#"x\"#,
             ] {
                 let p = wrap(id, text);
                 assert_eq!(reply_text(p.as_bytes()), serde_text(p.as_bytes()), "{p}");
