@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `engine/scenario_reboot` | `scenarios/12-reboot-true-never-arrives.yaml` through the scenario runner (no audio rendered) | ≥ 100,000× real time |
 //! | `engine/acoustic_chain` | a 1 kHz probe at 24 kHz through codec, amplifier, speaker and listener, measured (`Harness::play_and_measure`) | ≥ 1,000× real time |
+//! | `engine/scenario_reboot_with_json` | the same, plus the JSON report with the trace rendered (reference) | — |
 //! | `engine/replay_conformance` | the 64-line public conformance file, in process, traced (the CLI's default output) | (see the whole-process row: < 20 ms) |
 //!
 //! The first two count **virtual microseconds** as criterion elements, so `Melem/s` reads
@@ -58,6 +59,14 @@ fn scenario_reboot(c: &mut Criterion) {
     group.throughput(Throughput::Elements(span_ms * 1000));
     group.bench_function("scenario_reboot", |b| {
         b.iter(|| runner::run(black_box(&spec), board.clone(), origin, &opts, &NoFiles))
+    });
+    // For reference (no target): the same run plus its JSON report, trace lines rendered, as
+    // `xiaozhi-twin run --json` writes it.
+    group.bench_function("scenario_reboot_with_json", |b| {
+        b.iter(|| {
+            let (report, _) = runner::run(black_box(&spec), board.clone(), origin, &opts, &NoFiles);
+            serde_json::to_vec(&report).expect("a report serializes")
+        })
     });
     group.finish();
 }
