@@ -113,6 +113,12 @@ enum Command {
     /// acceptance record per tool call (discovery, decision, parameters, response, effect) and
     /// a pass/fail line per expectation. Exit status: 0 all passed, 1 an expectation failed
     /// (the seed and the command to reproduce are printed), 2 a file could not be used.
+    ///
+    /// With --wire, each scenario runs over real sockets instead: a backend of --personality
+    /// listens on a loopback port, the twin dials it as `connect` does, and the backend performs
+    /// the scenario's call, readback and wait steps (discovery its own way, ids its own). The
+    /// record is what the backend can know; expectations about the device's insides are listed
+    /// as not judged. Steps that act on the device itself (play, press, faults, …) are refused.
     Run {
         /// Scenario files or directories of them.
         #[arg(required = true)]
@@ -129,6 +135,15 @@ enum Command {
         /// Print only failures and the summary.
         #[arg(long)]
         quiet: bool,
+        /// Run over real loopback sockets, through `xiaozhi-twin backend` in this process.
+        #[arg(long, conflicts_with = "out")]
+        wire: bool,
+        /// With --wire: the backend personality (name or YAML file).
+        #[arg(long, default_value = "xinnan-py", requires = "wire")]
+        personality: String,
+        /// With --wire: give up on a scenario after this long (real time).
+        #[arg(long, value_parser = parse_std_duration, default_value = "60s", requires = "wire")]
+        limit: std::time::Duration,
     },
     /// Dial a real xiaozhi backend over WebSocket as the firmware does.
     ///
@@ -185,6 +200,11 @@ enum Command {
     /// java-cap32, or a YAML file. Script steps: call/send <tool> [json], wait <dur>,
     /// raw <payload>, frame <text>, garbage, vanish, close; `@N` limits a step to a device's
     /// Nth connection.
+    ///
+    /// With --scenario FILE the backend performs a scenario's steps on the first device that
+    /// connects (across its reboots), prints the scenario's acceptance records and checks as
+    /// judged from the backend's side, and exits 0 (passed) or 1 (failed or the device never
+    /// finished within --duration, default 60 s).
     Backend {
         /// Address to listen on (port 0 picks a free one; the address is printed on stderr).
         #[arg(long, default_value = "127.0.0.1:8000")]
@@ -193,8 +213,11 @@ enum Command {
         #[arg(long, default_value = "xinnan-py")]
         personality: String,
         /// Script run on every connection once discovery is done (`-`: read commands from stdin).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "scenario")]
         script: Option<PathBuf>,
+        /// A scenario file to perform on the first device that connects (see above).
+        #[arg(long, value_name = "FILE", conflicts_with = "connections")]
+        scenario: Option<PathBuf>,
         /// Stop after this long.
         #[arg(long, value_parser = parse_std_duration)]
         duration: Option<std::time::Duration>,
@@ -341,12 +364,16 @@ fn dispatch(command: Command) -> anyhow::Result<bool> {
             json,
             out,
             quiet,
+            wire,
+            personality,
+            limit,
         } => cmd::run::run(&cmd::run::Options {
             paths,
             seed,
             json,
             out,
             quiet,
+            wire: wire.then_some(cmd::run::WireOptions { personality, limit }),
         }),
         Command::Connect {
             board,
@@ -379,6 +406,7 @@ fn dispatch(command: Command) -> anyhow::Result<bool> {
             listen,
             personality,
             script,
+            scenario,
             duration,
             connections,
             verbose,
@@ -386,6 +414,7 @@ fn dispatch(command: Command) -> anyhow::Result<bool> {
             listen,
             personality,
             script,
+            scenario,
             duration,
             connections,
             verbose,

@@ -578,3 +578,129 @@ fn a_fleet_against_a_separate_backend_process() {
         assert_eq!(exchange(c, "self.get_device_status")["outcome"], "replied");
     }
 }
+
+/// Starts `backend --listen 127.0.0.1:0 ARGS` and reads the port from its first stderr line;
+/// the rest of stderr stays with the child.
+fn listening(args: &[&str]) -> (Child, u16) {
+    let mut child = Command::new(BIN)
+        .args(["backend", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    let port = first
+        .split("ws://127.0.0.1:")
+        .nth(1)
+        .and_then(|s| s.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+    });
+    (child, port)
+}
+
+#[test]
+fn a_scenario_runs_through_the_backend_process_against_a_connecting_device() {
+    // The reboot scenario, performed by `backend --scenario` on whatever device dials in: the
+    // `true` of self.reboot never arrives, the device comes back on a second connection and the
+    // stored volume 0 reads back as 10 — all judged from the backend's side.
+    let (backend, port) = listening(&[
+        "--scenario",
+        "scenarios/12-reboot-true-never-arrives.yaml",
+        "--personality",
+        "cloud-gateway",
+        "--duration",
+        "20s",
+    ]);
+    let device = connect(port, &[], "8s");
+    let (code, out, _) = finish(backend, Duration::from_secs(30));
+    let _ = finish(device, Duration::from_secs(30));
+    assert_eq!(code, 0, "the scenario passes over the wire:\n{out}");
+    assert!(
+        out.contains(&format!(
+            "over the wire: ws://127.0.0.1:{port}/xiaozhi/v1/ (backend cloud-gateway)"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("pass  step 2 (line 11): no reply within 30s — no reply: the connection ended (tcp_closed_without_close_frame)"), "{out}");
+    assert!(out.contains("pass  step 2 (line 11): event DeviceRebooted — connection 1 ended (tcp_closed_without_close_frame); connection 2 opened"), "{out}");
+    assert!(out.contains("pass  step 3 (line 15): readback is 10 — got 10"), "{out}");
+    assert!(
+        out.contains("not judged over the wire: step 2 (line 11): event ReplyDropped"),
+        "{out}"
+    );
+    assert!(out.contains("INCOMPLETE: no measured effect"), "{out}");
+}
+
+#[test]
+fn a_scenario_over_the_wire_fails_where_the_backend_personality_differs() {
+    // xinnan-py registers only the tools it listed without withUserTools and refuses the rest:
+    // self.reboot never leaves the backend, the device never reboots, and the run says so
+    // within its limit instead of hanging.
+    let start = Instant::now();
+    let child = Command::new(BIN)
+        .args([
+            "run",
+            "--wire",
+            "--personality",
+            "xinnan-py",
+            "--limit",
+            "4s",
+            "scenarios/12-reboot-true-never-arrives.yaml",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, out, err) = finish(child, Duration::from_secs(20));
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(start.elapsed() < Duration::from_secs(15));
+    assert!(out.contains("FAIL  step 2 (line 11): no reply within 30s — (no traffic: self.reboot is not among the tools this backend registered)"), "{out}");
+    assert!(
+        out.contains("FAIL  step 0 (line 0): every step ran over the wire — time limit 4s reached"),
+        "{out}"
+    );
+    assert!(err.contains("--wire --personality xinnan-py --seed 12"), "{err}");
+}
+
+#[test]
+fn run_wire_passes_the_reboot_scenario_in_one_process_and_refuses_steps_that_need_the_room() {
+    let child = Command::new(BIN)
+        .args([
+            "run",
+            "--wire",
+            "--personality",
+            "cloud-gateway",
+            "scenarios/12-reboot-true-never-arrives.yaml",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, out, err) = finish(child, Duration::from_secs(30));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("1/1 scenarios passed (4 checks)"), "{out}");
+    // A lone scenario that measures the room cannot run over the wire: exit 2, at its line.
+    let child = Command::new(BIN)
+        .args(["run", "--wire", "scenarios/04a-bread-board-law.yaml"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, out, err) = finish(child, Duration::from_secs(10));
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains(
+            "scenarios/04a-bread-board-law.yaml:10:5: play: cannot run over the wire: it measures the simulated room"
+        ),
+        "{err}"
+    );
+}

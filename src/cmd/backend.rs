@@ -35,6 +35,7 @@ pub struct Options {
     pub listen: String,
     pub personality: String,
     pub script: Option<PathBuf>,
+    pub scenario: Option<PathBuf>,
     pub duration: Option<Duration>,
     /// Stop once this many connections have closed.
     pub connections: Option<u64>,
@@ -106,6 +107,8 @@ pub struct Server {
     commands: broadcast::Sender<Step>,
     closed: watch::Sender<u64>,
     scripts_done: AtomicU64,
+    /// The highest device connection number (1, 2 after a reboot, …) whose script has ended.
+    last_script_done: watch::Sender<u32>,
 }
 
 impl Server {
@@ -122,6 +125,7 @@ impl Server {
             commands: broadcast::channel(64).0,
             closed: watch::channel(0).0,
             scripts_done: AtomicU64::new(0),
+            last_script_done: watch::channel(0).0,
         })
     }
 
@@ -138,6 +142,11 @@ impl Server {
     /// Connections whose script ran to its end (replies included).
     pub fn scripts_done(&self) -> u64 {
         self.scripts_done.load(Ordering::Relaxed)
+    }
+
+    /// The highest device connection number whose script has ended (scenarios over the wire).
+    pub fn last_script_done(&self) -> watch::Receiver<u32> {
+        self.last_script_done.subscribe()
     }
 
     /// Sends a step to every ready connection (stdin commands).
@@ -324,6 +333,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
             if !script_done && !waiting_reply && next_step == steps.len() {
                 script_done = true;
                 server.scripts_done.fetch_add(1, Ordering::Relaxed);
+                server
+                    .last_script_done
+                    .send_modify(|k| *k = (*k).max(device_connection));
             }
         }
         let mut until = session.poll_timeout().map(|t| clock.instant(t));
@@ -452,6 +464,9 @@ async fn stdin_commands(server: Arc<Server>) {
 
 pub fn run(opts: &Options) -> Result<bool> {
     let spec = load_personality(&opts.personality)?;
+    if let Some(path) = &opts.scenario {
+        return run_scenario(opts, spec, path);
+    }
     let (script, from_stdin) = match &opts.script {
         Some(p) if p.as_os_str() == "-" => (Script::default(), true),
         Some(p) => {
@@ -524,4 +539,38 @@ pub fn run(opts: &Options) -> Result<bool> {
     // The stdin reader is a blocking thread that may wait forever: do not wait for it.
     runtime.shutdown_background();
     result
+}
+
+/// `backend --scenario`: serve one scenario to the first device that connects, then judge it.
+fn run_scenario(opts: &Options, spec: BackendSpec, path: &std::path::Path) -> Result<bool> {
+    let loaded = crate::cmd::run::load(path)?;
+    let plan = xiaozhi_sim::scenario::wire::WirePlan::of(&loaded.spec, &loaded.origin, &loaded.text)?;
+    let limit = opts.duration.unwrap_or(Duration::from_secs(60));
+    let name = spec.name.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = runtime.block_on(async {
+        let listener = TcpListener::bind(&opts.listen)
+            .await
+            .with_context(|| format!("--listen {}", opts.listen))?;
+        let url = format!("ws://{}/xiaozhi/v1/", listener.local_addr()?);
+        eprintln!(
+            "backend: listening on {url} as {name}; scenario {} ({} step(s) over {} connection(s)), waiting up to {:?} for a device",
+            loaded.origin,
+            loaded.spec.steps.len(),
+            plan.connections,
+            limit
+        );
+        let (reports, completed) =
+            crate::cmd::wire::serve_plan(listener, &plan, spec.clone(), limit, opts.verbose, None).await?;
+        let seed = loaded.spec.seed.unwrap_or(0);
+        let over = format!("{url} (backend {name})");
+        let mut result = crate::cmd::wire::judge_reports(&loaded, &plan, &spec, over, seed, reports);
+        result.completed &= completed;
+        anyhow::Ok(result)
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    let mut result = result?;
+    crate::cmd::wire::require_completion(&mut result, limit);
+    print!("{}", result.report.to_text());
+    Ok(result.report.passed)
 }

@@ -67,6 +67,7 @@ pub fn run(opts: &Options) -> Result<bool> {
             origin: origin.to_string(),
             spec,
             board,
+            text: text.to_string(),
         };
         let (mut report, evidence) = run_one(&loaded, None, true);
         write_evidence(&opts.out, &loaded, &mut report, &evidence)?;

@@ -11,3 +11,4 @@ pub mod replay;
 pub mod run;
 pub mod stdio;
 pub mod tools;
+pub mod wire;

@@ -22,6 +22,13 @@ pub struct Options {
     pub json: Option<PathBuf>,
     pub out: Option<PathBuf>,
     pub quiet: bool,
+    /// Run over real sockets instead of the virtual-time runner.
+    pub wire: Option<WireOptions>,
+}
+
+pub struct WireOptions {
+    pub personality: String,
+    pub limit: std::time::Duration,
 }
 
 /// Scenario files named on the command line: files as given, directories' `*.yaml` sorted.
@@ -54,6 +61,8 @@ pub struct Loaded {
     pub origin: String,
     pub spec: ScenarioSpec,
     pub board: Arc<BoardSpec>,
+    /// The file's text (for positions in later checks).
+    pub text: String,
 }
 
 pub fn load(path: &Path) -> Result<Loaded> {
@@ -77,6 +86,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
         origin,
         spec,
         board,
+        text,
     })
 }
 
@@ -131,14 +141,50 @@ pub fn write_evidence(out: &Path, l: &Loaded, report: &mut ScenarioReport, evide
 pub fn run(opts: &Options) -> Result<bool> {
     let files = collect(&opts.paths)?;
     // Load everything first: a broken file stops the run before anything is reported.
-    let loaded: Vec<Loaded> = files.iter().map(|f| load(f)).collect::<Result<_>>()?;
+    let mut loaded: Vec<Loaded> = files.iter().map(|f| load(f)).collect::<Result<_>>()?;
+    let mut skipped = 0;
+    let personality = match &opts.wire {
+        Some(w) => {
+            // Scenarios that act on the device itself cannot run over the wire: alone, that is
+            // an error; among others, they are skipped with their reason.
+            let mut refusals = Vec::new();
+            loaded.retain(
+                |l| match xiaozhi_sim::scenario::wire::WirePlan::of(&l.spec, &l.origin, &l.text) {
+                    Ok(_) => true,
+                    Err(e) => {
+                        refusals.push(e);
+                        false
+                    }
+                },
+            );
+            if loaded.is_empty() && !refusals.is_empty() {
+                return Err(refusals.swap_remove(0).into());
+            }
+            skipped = refusals.len();
+            for e in &refusals {
+                eprintln!("skipped: {e}");
+            }
+            Some(crate::cmd::backend::load_personality(&w.personality)?)
+        }
+        None => None,
+    };
     let mut reports = Vec::new();
     let mut all_passed = true;
     for l in &loaded {
-        let (mut report, evidence) = run_one(l, opts.seed, opts.out.is_some());
-        if let Some(out) = &opts.out {
-            write_evidence(out, l, &mut report, &evidence)?;
-        }
+        let report = match (&opts.wire, &personality) {
+            (Some(w), Some(p)) => {
+                let mut result = crate::cmd::wire::run_one(l, p.clone(), opts.seed, w.limit, false)?;
+                crate::cmd::wire::require_completion(&mut result, w.limit);
+                result.report
+            }
+            _ => {
+                let (mut report, evidence) = run_one(l, opts.seed, opts.out.is_some());
+                if let Some(out) = &opts.out {
+                    write_evidence(out, l, &mut report, &evidence)?;
+                }
+                report
+            }
+        };
         if !opts.quiet || !report.passed {
             print!("{}", report.to_text());
             println!();
@@ -146,11 +192,14 @@ pub fn run(opts: &Options) -> Result<bool> {
         if !report.passed {
             all_passed = false;
             eprintln!(
-                "FAILED: {} ({} of {} checks failed). Reproduce with: xiaozhi-twin run {} --seed {}",
+                "FAILED: {} ({} of {} checks failed). Reproduce with: xiaozhi-twin run {}{} --seed {}",
                 l.spec.name,
                 report.failed_checks().count(),
                 report.checks.len(),
                 l.origin,
+                opts.wire
+                    .as_ref()
+                    .map_or(String::new(), |w| format!(" --wire --personality {}", w.personality)),
                 report.seed
             );
         }
@@ -162,6 +211,11 @@ pub fn run(opts: &Options) -> Result<bool> {
     }
     let passed = reports.iter().filter(|r| r.passed).count();
     let checks: usize = reports.iter().map(|r| r.checks.len()).sum();
-    println!("{passed}/{} scenarios passed ({checks} checks)", reports.len());
+    let skipped = if skipped > 0 {
+        format!(", {skipped} skipped: they cannot run over the wire")
+    } else {
+        String::new()
+    };
+    println!("{passed}/{} scenarios passed ({checks} checks){skipped}", reports.len());
     Ok(all_passed)
 }

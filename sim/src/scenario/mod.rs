@@ -21,6 +21,7 @@
 
 pub mod record;
 pub mod runner;
+pub mod wire;
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;

@@ -78,6 +78,12 @@ pub struct ScenarioReport {
     pub trace: Trace,
     /// Evidence files written for this run (filled in by whoever writes them).
     pub files: Vec<String>,
+    /// Over the wire: the backend URL and personality the steps ran through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over: Option<String>,
+    /// Over the wire: expectations that cannot be judged from outside the device, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unobserved: Vec<String>,
 }
 
 /// The device's trace of a run, kept as events and rendered only when read or serialized.
@@ -145,6 +151,9 @@ impl ScenarioReport {
             "   {} on {} (firmware {}), seed {}",
             self.file, self.board, self.firmware, self.seed
         );
+        if let Some(over) = &self.over {
+            let _ = writeln!(out, "   over the wire: {over}");
+        }
         if !self.description.is_empty() {
             for line in wrap(&self.description, 92) {
                 let _ = writeln!(out, "   {line}");
@@ -179,6 +188,9 @@ impl ScenarioReport {
                 "   {mark}  step {} (line {}): {} — {}",
                 c.step, c.line, c.what, c.detail
             );
+        }
+        for u in &self.unobserved {
+            let _ = writeln!(out, "   not judged over the wire: {u}");
         }
         for f in &self.files {
             let _ = writeln!(out, "   wrote {f}");

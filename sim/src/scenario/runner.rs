@@ -83,7 +83,7 @@ fn call_request(id: i64, tool: &str, args: Option<&serde_json::Value>) -> Vec<u8
 }
 
 /// `result.content[0].text` of a reply, if it is valid JSON of that shape.
-fn reply_text(payload: &[u8]) -> Option<String> {
+pub(crate) fn reply_text(payload: &[u8]) -> Option<String> {
     if let Some(text) = plain_reply_text(payload) {
         return Some(text.into_owned());
     }
@@ -92,7 +92,7 @@ fn reply_text(payload: &[u8]) -> Option<String> {
 }
 
 /// Whether a reply is valid JSON.
-fn is_valid_json(payload: &[u8]) -> bool {
+pub(crate) fn is_valid_json(payload: &[u8]) -> bool {
     plain_reply_text(payload).is_some() || serde_json::from_slice::<serde_json::Value>(payload).is_ok()
 }
 
@@ -122,7 +122,7 @@ fn plain_reply_text(payload: &[u8]) -> Option<Cow<'_, str>> {
 }
 
 /// The raw error message of an error reply (the firmware does not escape it).
-fn reply_error(payload: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn reply_error(payload: &[u8]) -> Option<Vec<u8>> {
     const HEAD: &[u8] = br#","error":{"message":""#;
     let i = payload.windows(HEAD.len()).position(|w| w == HEAD)?;
     let rest = &payload[i + HEAD.len()..];
@@ -433,6 +433,8 @@ pub fn run(
         checks: runner.checks,
         trace: runner.trace,
         files: Vec::new(),
+        over: None,
+        unobserved: Vec::new(),
     };
     (report, runner.evidence)
 }

@@ -1,0 +1,207 @@
+//! Scenarios over real sockets: the scenario's MCP steps run by the backend of
+//! `xiaozhi-twin backend` (a personality) against a device on a WebSocket connection, judged from
+//! the backend's side (`xiaozhi_sim::scenario::wire`).
+//!
+//! Two ways in: `xiaozhi-twin run --wire` starts both ends in this process on a loopback port;
+//! `xiaozhi-twin backend --scenario FILE` serves the scenario to whatever device connects (a
+//! `xiaozhi-twin connect` in another process, or a real board).
+
+use std::time::Duration;
+
+use anyhow::Result;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use xiaozhi_sim::backend::BackendSpec;
+use xiaozhi_sim::device::Device;
+use xiaozhi_sim::device::link::WsConfig;
+use xiaozhi_sim::scenario::record::{Check, ScenarioReport};
+use xiaozhi_sim::scenario::wire::{WireConnection, WirePlan, WireRun, judge};
+use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::world::WorldSpec;
+
+use crate::cmd::backend::{ConnReport, Server, serve};
+use crate::cmd::run::Loaded;
+use crate::live::{LiveOptions, Wake, run_device};
+
+/// What one scenario run over the wire produced.
+pub struct WireResult {
+    pub report: ScenarioReport,
+    /// Every connection the backend saw, in the order they closed.
+    pub connections: Vec<ConnReport>,
+    /// The steps of every planned connection ran to their end before the time limit.
+    pub completed: bool,
+}
+
+/// Serves `plan` on `listener` until the device's last planned connection has run its steps
+/// (or `limit` passes), optionally with a twin device of `loaded`'s board dialing in from this
+/// process. Returns the backend's reports of every connection.
+pub async fn serve_plan(
+    listener: TcpListener,
+    plan: &WirePlan,
+    personality: BackendSpec,
+    limit: Duration,
+    verbose: bool,
+    device: Option<Device>,
+) -> Result<(Vec<ConnReport>, bool)> {
+    let server = Server::new(personality, plan.script.clone(), verbose, false);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let serving = tokio::spawn(serve(listener, server.clone(), stop_rx));
+    let (device_stop_tx, device_stop_rx) = watch::channel(false);
+    let device_task = device.map(|device| {
+        let live = LiveOptions {
+            wake: Wake::OnBoot,
+            duration: Some(limit + Duration::from_secs(5)),
+            verbose,
+            label: device.mac().to_string(),
+            stop: Some(device_stop_rx),
+            counters: None,
+        };
+        tokio::spawn(run_device(device, live))
+    });
+    let mut done = server.last_script_done();
+    let connections = plan.connections;
+    let completed = tokio::time::timeout(limit, async {
+        while *done.borrow_and_update() < connections {
+            if done.changed().await.is_err() {
+                break;
+            }
+        }
+    })
+    .await
+    .is_ok();
+    // The backend closes what is still open (ending `shutdown`), then the device stops.
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
+    let _ = device_stop_tx.send(true);
+    if let Some(t) = device_task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+    }
+    Ok((server.take_reports(), completed))
+}
+
+/// The device a `run --wire` dials in with: the scenario's board, world and seed, its
+/// WebSocket settings pointing at `url`.
+pub fn twin_device(l: &Loaded, url: &str, seed: Option<u64>) -> Device {
+    let mut world = l.spec.world.clone().unwrap_or_else(WorldSpec::conformance);
+    if l.spec.world.is_none() {
+        world.board_tasks_run = true;
+    }
+    world.websocket = Some(WsConfig {
+        url: url.to_string(),
+        token: "test-token".into(),
+        version: 1,
+    });
+    let seed = seed.or(l.spec.seed).unwrap_or(1);
+    let mut device = Device::new(l.board.clone(), world, seed);
+    device.set_trace(false);
+    device.power_on(SimTime::ZERO);
+    device
+}
+
+/// Judges the connections of the first device that connected.
+pub fn judge_reports(
+    l: &Loaded,
+    plan: &WirePlan,
+    backend: &BackendSpec,
+    over: String,
+    seed: u64,
+    mut reports: Vec<ConnReport>,
+) -> WireResult {
+    reports.sort_by_key(|r| r.connection);
+    let first = reports.first().map(|r| r.session.device_id.clone());
+    let endings: Vec<String> = reports
+        .iter()
+        .map(|r| {
+            serde_json::to_value(r.ending)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        })
+        .collect();
+    let conns: Vec<WireConnection<'_>> = reports
+        .iter()
+        .zip(&endings)
+        .filter(|(r, _)| Some(&r.session.device_id) == first.as_ref())
+        .map(|(r, ending)| WireConnection {
+            number: r.device_connection,
+            session: &r.session,
+            ending,
+            opened_ms: r.opened_ms,
+            closed_ms: r.closed_ms,
+        })
+        .collect();
+    let report = judge(
+        &l.spec,
+        plan,
+        WireRun {
+            origin: &l.origin,
+            board: &l.board.name,
+            firmware: &l.board.firmware.version,
+            seed,
+            over,
+            backend,
+        },
+        &conns,
+    );
+    let completed = conns.iter().any(|c| c.number >= plan.connections);
+    drop(conns);
+    WireResult {
+        report,
+        connections: reports,
+        completed,
+    }
+}
+
+/// `run --wire` for one scenario: a backend on a loopback port, the twin dialing it.
+pub fn run_one(
+    l: &Loaded,
+    personality: BackendSpec,
+    seed: Option<u64>,
+    limit: Duration,
+    verbose: bool,
+) -> Result<WireResult> {
+    let plan = WirePlan::of(&l.spec, &l.origin, &l.text)?;
+    let name = personality.name.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let result = runtime.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("ws://{}/xiaozhi/v1/", listener.local_addr()?);
+        let device = twin_device(l, &url, seed);
+        let seed = seed.or(l.spec.seed).unwrap_or(1);
+        let (reports, completed) =
+            serve_plan(listener, &plan, personality.clone(), limit, verbose, Some(device)).await?;
+        let mut result = judge_reports(l, &plan, &personality, format!("{url} (backend {name})"), seed, reports);
+        result.completed &= completed;
+        anyhow::Ok(result)
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// A run that hit its time limit before the device's last planned connection finished fails,
+/// with a check that says so (steps that never ran have no checks of their own to fail).
+pub fn require_completion(result: &mut WireResult, limit: Duration) {
+    if result.completed {
+        return;
+    }
+    let seen: Vec<String> = result
+        .connections
+        .iter()
+        .map(|c| format!("connection {} ({})", c.device_connection, c.session.device_id))
+        .collect();
+    result.report.checks.push(Check {
+        step: 0,
+        line: 0,
+        what: "every step ran over the wire".into(),
+        passed: false,
+        detail: format!(
+            "time limit {limit:?} reached; the backend saw {}",
+            if seen.is_empty() {
+                "no device".to_string()
+            } else {
+                seen.join(", ")
+            }
+        ),
+    });
+    result.report.passed = false;
+}
