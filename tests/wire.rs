@@ -25,13 +25,20 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Starts `backend --listen 127.0.0.1:0` and reads the port from its first stderr line.
+/// Starts `backend --listen 127.0.0.1:0 --script <dir>/script.txt EXTRA`.
 fn backend(dir: &Path, script: &str, extra: &[&str]) -> Backend {
-    std::fs::write(dir.join("script.txt"), script).unwrap();
+    let path = dir.join("script.txt");
+    std::fs::write(&path, script).unwrap();
+    let path = path.to_str().expect("a UTF-8 scratch path");
+    listening(&[&["--script", path], extra].concat())
+}
+
+/// Starts `backend --listen 127.0.0.1:0 ARGS` and reads the port from its first stderr line;
+/// the rest of stderr arrives on `Backend::stderr`.
+fn listening(args: &[&str]) -> Backend {
     let mut child = Command::new(BIN)
-        .args(["backend", "--listen", "127.0.0.1:0", "--script"])
-        .arg(dir.join("script.txt"))
-        .args(extra)
+        .args(["backend", "--listen", "127.0.0.1:0"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -579,39 +586,12 @@ fn a_fleet_against_a_separate_backend_process() {
     }
 }
 
-/// Starts `backend --listen 127.0.0.1:0 ARGS` and reads the port from its first stderr line;
-/// the rest of stderr stays with the child.
-fn listening(args: &[&str]) -> (Child, u16) {
-    let mut child = Command::new(BIN)
-        .args(["backend", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    stderr.read_line(&mut first).unwrap();
-    let port = first
-        .split("ws://127.0.0.1:")
-        .nth(1)
-        .and_then(|s| s.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {first:?}"));
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = stderr.read_to_string(&mut rest);
-    });
-    (child, port)
-}
-
 #[test]
 fn a_scenario_runs_through_the_backend_process_against_a_connecting_device() {
     // The reboot scenario, performed by `backend --scenario` on whatever device dials in: the
     // `true` of self.reboot never arrives, the device comes back on a second connection and the
     // stored volume 0 reads back as 10 — all judged from the backend's side.
-    let (backend, port) = listening(&[
+    let be = listening(&[
         "--scenario",
         "scenarios/12-reboot-true-never-arrives.yaml",
         "--personality",
@@ -619,8 +599,9 @@ fn a_scenario_runs_through_the_backend_process_against_a_connecting_device() {
         "--duration",
         "20s",
     ]);
+    let port = be.port;
     let device = connect(port, &[], "8s");
-    let (code, out, _) = finish(backend, Duration::from_secs(30));
+    let (code, out, _) = finish(be.child, Duration::from_secs(30));
     let _ = finish(device, Duration::from_secs(30));
     assert_eq!(code, 0, "the scenario passes over the wire:\n{out}");
     assert!(

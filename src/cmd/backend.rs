@@ -560,13 +560,10 @@ fn run_scenario(opts: &Options, spec: BackendSpec, path: &std::path::Path) -> Re
             plan.connections,
             limit
         );
-        let (reports, completed) =
-            crate::cmd::wire::serve_plan(listener, &plan, spec.clone(), limit, opts.verbose, None).await?;
+        let served = crate::cmd::wire::serve_plan(listener, &plan, spec.clone(), limit, opts.verbose, None).await?;
         let seed = loaded.spec.seed.unwrap_or(0);
         let over = format!("{url} (backend {name})");
-        let mut result = crate::cmd::wire::judge_reports(&loaded, &plan, &spec, over, seed, reports);
-        result.completed &= completed;
-        anyhow::Ok(result)
+        anyhow::Ok(crate::cmd::wire::judge_reports(&loaded, &plan, &spec, over, seed, served))
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     let mut result = result?;

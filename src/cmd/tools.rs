@@ -19,18 +19,11 @@ pub fn run(board: &str, with_user_tools: bool) -> Result<()> {
         bail!("the board did not boot")
     };
     let mut out = std::io::stdout().lock();
-    let mut cursor = String::new();
-    loop {
-        match mcp.tools_list(cursor.as_bytes(), with_user_tools) {
-            ToolsPage::Page {
-                result, next_cursor, ..
-            } => {
+    for page in mcp.pages(with_user_tools) {
+        match page {
+            ToolsPage::Page { result, .. } => {
                 out.write_all(&result)?;
                 out.write_all(b"\n")?;
-                match next_cursor {
-                    Some(c) => cursor = c,
-                    None => break,
-                }
             }
             ToolsPage::Error { message } => {
                 bail!("tools/list fails on this board: {}", String::from_utf8_lossy(&message))

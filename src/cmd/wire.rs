@@ -98,14 +98,14 @@ pub fn twin_device(l: &Loaded, url: &str, seed: Option<u64>) -> Device {
     device
 }
 
-/// Judges the connections of the first device that connected.
+/// Judges the connections of the first device that connected, as `serve_plan` returned them.
 pub fn judge_reports(
     l: &Loaded,
     plan: &WirePlan,
     backend: &BackendSpec,
     over: String,
     seed: u64,
-    mut reports: Vec<ConnReport>,
+    (mut reports, completed): (Vec<ConnReport>, bool),
 ) -> WireResult {
     reports.sort_by_key(|r| r.connection);
     let first = reports.first().map(|r| r.session.device_id.clone());
@@ -143,7 +143,6 @@ pub fn judge_reports(
         },
         &conns,
     );
-    let completed = conns.iter().any(|c| c.number >= plan.connections);
     drop(conns);
     WireResult {
         report,
@@ -168,11 +167,15 @@ pub fn run_one(
         let url = format!("ws://{}/xiaozhi/v1/", listener.local_addr()?);
         let device = twin_device(l, &url, seed);
         let seed = seed.or(l.spec.seed).unwrap_or(1);
-        let (reports, completed) =
-            serve_plan(listener, &plan, personality.clone(), limit, verbose, Some(device)).await?;
-        let mut result = judge_reports(l, &plan, &personality, format!("{url} (backend {name})"), seed, reports);
-        result.completed &= completed;
-        anyhow::Ok(result)
+        let served = serve_plan(listener, &plan, personality.clone(), limit, verbose, Some(device)).await?;
+        anyhow::Ok(judge_reports(
+            l,
+            &plan,
+            &personality,
+            format!("{url} (backend {name})"),
+            seed,
+            served,
+        ))
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     result

@@ -847,22 +847,7 @@ mod tests {
     #[test]
     fn boots_sharing_a_board_get_the_catalogue_of_their_own_construction() {
         // Every user-only tool too, page by page, as bytes.
-        let listing = |d: &Device| {
-            let mcp = d.mcp().unwrap();
-            let mut pages = Vec::new();
-            let mut cursor = String::new();
-            while let crate::mcp::ToolsPage::Page {
-                result, next_cursor, ..
-            } = mcp.tools_list(cursor.as_bytes(), true)
-            {
-                pages.push(result);
-                match next_cursor {
-                    Some(c) => cursor = c,
-                    None => break,
-                }
-            }
-            pages
-        };
+        let listing = |d: &Device| d.mcp().unwrap().pages(true).collect::<Vec<_>>();
         let boot = |board: &Arc<BoardSpec>, oled_fails: bool| {
             let mut h = Harness::new(Device::new(board.clone(), WorldSpec::conformance(), 1));
             h.device.faults_mut().display_init_fails = oled_fails;

@@ -13,5 +13,5 @@ pub mod tool;
 pub mod wire;
 
 pub use property::{Property, PropertyType, PropertyValue};
-pub use server::{DropReason, McpServer, Received, ToolsPage, Vision};
+pub use server::{DropReason, McpServer, Pages, Received, ToolsPage, Vision};
 pub use tool::{McpTool, ReturnValue, ToolAction};

@@ -260,6 +260,16 @@ impl McpServer {
         }
     }
 
+    /// Every page a client gets by starting without a cursor and following `nextCursor`, in
+    /// order; a failing page is the last item.
+    pub fn pages(&self, with_user_tools: bool) -> Pages<'_> {
+        Pages {
+            server: self,
+            with_user_tools,
+            cursor: Some(String::new()),
+        }
+    }
+
     /// `McpServer::GetToolsList` — the exact paging algorithm of FIRMWARE.md §4.4.
     pub fn tools_list(&self, cursor: &[u8], with_user_tools: bool) -> ToolsPage {
         let mut out = Vec::with_capacity(2048);
@@ -338,6 +348,27 @@ impl McpServer {
             }
         }
         Received::Call { id, tool, args }
+    }
+}
+
+/// The pages of one `tools/list` walk ([`McpServer::pages`]).
+pub struct Pages<'a> {
+    server: &'a McpServer,
+    with_user_tools: bool,
+    /// The cursor of the next request; `None` once the walk is over.
+    cursor: Option<String>,
+}
+
+impl Iterator for Pages<'_> {
+    type Item = ToolsPage;
+
+    fn next(&mut self) -> Option<ToolsPage> {
+        let cursor = self.cursor.take()?;
+        let page = self.server.tools_list(cursor.as_bytes(), self.with_user_tools);
+        if let ToolsPage::Page { next_cursor, .. } = &page {
+            self.cursor = next_cursor.clone();
+        }
+        Some(page)
     }
 }
 

@@ -254,22 +254,14 @@ impl Discovery {
         };
         // The device's own reply bytes, read without building a `serde_json::Value` per page:
         // the names are what a client sees.
-        let pages = |with_user: bool| {
-            let mut out = Vec::new();
-            let mut cursor = String::new();
-            while let ToolsPage::Page {
-                result,
-                next_cursor,
-                tools,
-            } = mcp.tools_list(cursor.as_bytes(), with_user)
-            {
-                out.push(page_names(&result, tools, mcp.tools()));
-                match next_cursor {
-                    Some(c) if out.len() < 64 => cursor = c,
-                    _ => break,
-                }
-            }
-            out
+        let pages = |with_user: bool| -> Vec<Vec<String>> {
+            mcp.pages(with_user)
+                .map_while(|page| match page {
+                    ToolsPage::Page { result, tools, .. } => Some(page_names(&result, tools, mcp.tools())),
+                    ToolsPage::Error { .. } => None,
+                })
+                .take(64)
+                .collect()
         };
         Discovery {
             default_pages: pages(false),
@@ -1253,7 +1245,8 @@ fn describe_snapshot(s: &Snapshot) -> String {
     parts.join(", ")
 }
 
-fn step_kind(step: &Step) -> &'static str {
+/// A step's name as written in the scenario file.
+pub(crate) fn step_kind(step: &Step) -> &'static str {
     match step {
         Step::Initialize(_) => "initialize",
         Step::ListTools(_) => "list_tools",
@@ -1378,20 +1371,13 @@ mod tests {
             let _ = h.run_until_idle();
             let mcp = h.device.mcp().expect("booted");
             for with_user in [false, true] {
-                let mut cursor = String::new();
-                while let ToolsPage::Page {
-                    result,
-                    next_cursor,
-                    tools,
-                } = mcp.tools_list(cursor.as_bytes(), with_user)
-                {
+                for page in mcp.pages(with_user) {
+                    let ToolsPage::Page { result, tools, .. } = page else {
+                        break;
+                    };
                     let recognized = recognize_page(&result, mcp.tools());
                     assert_eq!(recognized.map(|n| n.len()), Some(tools), "{file}");
                     check(&result, tools, mcp.tools());
-                    match next_cursor {
-                        Some(c) => cursor = c,
-                        None => break,
-                    }
                 }
             }
         }

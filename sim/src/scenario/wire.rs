@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::backend::script::{Line, Script, Step as ScriptStep};
 use crate::backend::{BackendSpec, Exchange, Outcome, SessionReport};
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
-use crate::scenario::runner::{is_valid_json, reply_error, reply_id, reply_text};
+use crate::scenario::runner::{is_valid_json, reply_error, reply_id, reply_text, step_kind};
 use crate::scenario::{EventName, Expect, ScenarioSpec, Step, located};
 use crate::spec::SpecError;
 use crate::time::SimDuration;
@@ -69,27 +69,6 @@ enum Kind {
     Note(String),
 }
 
-fn step_name(step: &Step) -> &'static str {
-    match step {
-        Step::Initialize(_) => "initialize",
-        Step::ListTools(_) => "list_tools",
-        Step::Call(_) => "call",
-        Step::Send(_) => "send",
-        Step::Burst(_) => "burst",
-        Step::Wait(_) => "wait",
-        Step::Readback(_) => "readback",
-        Step::Play(_) => "play",
-        Step::Listen(_) => "listen",
-        Step::Press(_) => "press",
-        Step::Reboot => "reboot",
-        Step::CutPower => "cut_power",
-        Step::PowerOn => "power_on",
-        Step::Fault(_) => "fault",
-        Step::Busy(_) => "busy",
-        Step::Note(_) => "note",
-    }
-}
-
 impl WirePlan {
     /// Plans `spec` for a backend; a step that cannot run over a connection is an error at its
     /// line.
@@ -118,7 +97,7 @@ impl WirePlan {
                 Err(located(
                     origin,
                     at,
-                    step_name(&spanned.value),
+                    step_kind(&spanned.value),
                     &format!("cannot run over the wire: {why} (run without --wire)"),
                 ))
             };
@@ -285,7 +264,35 @@ pub fn judge(
         unobserved: Vec::new(),
     };
     let conn = |k: u32| connections.iter().find(|c| c.number == k);
-    for p in &plan.steps {
+    // Each call step's exchange (the `index`th call of its connection, for the same tool) and
+    // each readback's value, found once.
+    let exchanges: Vec<Option<&Exchange>> = plan
+        .steps
+        .iter()
+        .map(|p| match &p.kind {
+            Kind::Call { tool, index, .. } => conn(p.connection).and_then(|c| {
+                c.session
+                    .exchanges
+                    .iter()
+                    .filter(|e| e.method == "tools/call")
+                    .nth(*index)
+                    .filter(|e| e.tool.as_deref() == Some(tool.as_str()))
+            }),
+            _ => None,
+        })
+        .collect();
+    let readbacks: Vec<Option<(usize, &str, Value)>> = plan
+        .steps
+        .iter()
+        .zip(&exchanges)
+        .map(|(p, exchange)| match &p.kind {
+            Kind::Call {
+                readback: Some(path), ..
+            } => Some((p.n, path.as_str(), status_value(*exchange, path))),
+            _ => None,
+        })
+        .collect();
+    for (i, p) in plan.steps.iter().enumerate() {
         let mut judge = Judge {
             n: p.n,
             line: p.line,
@@ -297,37 +304,23 @@ pub fn judge(
             Kind::Call {
                 tool,
                 args,
-                index,
                 decision,
                 readback,
                 expect,
+                ..
             } => {
-                let exchange = c.and_then(|c| {
-                    c.session
-                        .exchanges
-                        .iter()
-                        .filter(|e| e.method == "tools/call")
-                        .nth(*index)
-                        .filter(|e| e.tool.as_deref() == Some(tool.as_str()))
-                });
-                let value = readback.as_ref().map(|path| {
-                    exchange
-                        .and_then(|e| e.reply.as_deref())
-                        .and_then(|r| reply_text(r.as_bytes()))
-                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                        .map(|s| path.split('.').fold(&s, |v, k| &v[k]).clone())
-                        .unwrap_or(Value::Null)
-                });
-                let summary = match (exchange, readback) {
-                    (Some(e), Some(path)) => format!(
-                        "readback {path} = {} (tools/call {STATUS_TOOL} id {})",
-                        value.clone().unwrap_or(Value::Null),
+                let exchange = exchanges[i];
+                let value = readbacks[i].as_ref().map(|(_, _, v)| v);
+                let summary = match (exchange, value) {
+                    (Some(e), Some(v)) => format!(
+                        "readback {} = {v} (tools/call {STATUS_TOOL} id {})",
+                        readback.as_deref().unwrap_or_default(),
                         e.id
                     ),
                     (Some(e), None) => format!("tools/call {tool} id {}", e.id),
                     (None, _) => not_run(c, p.connection),
                 };
-                judge.call(expect, exchange, c, connections, value.as_ref());
+                judge.call(expect, exchange, c, connections, value);
                 report.steps.push(StepReport {
                     n: p.n,
                     line: p.line,
@@ -339,14 +332,7 @@ pub fn judge(
                     measurement: None,
                 });
                 if readback.is_none() {
-                    let later_readback = plan.steps.iter().filter(|q| q.n > p.n).find_map(|q| match &q.kind {
-                        Kind::Call {
-                            readback: Some(path),
-                            index,
-                            ..
-                        } => Some((q.n, path, q.connection, *index)),
-                        _ => None,
-                    });
+                    let later = readbacks[i + 1..].iter().flatten().next();
                     report.records.push(record(
                         p.n,
                         tool,
@@ -354,21 +340,7 @@ pub fn judge(
                         decision.as_deref(),
                         exchange,
                         c,
-                        later_readback.map(|(n, path, k, index)| {
-                            let got = conn(k)
-                                .and_then(|c| {
-                                    c.session
-                                        .exchanges
-                                        .iter()
-                                        .filter(|e| e.method == "tools/call")
-                                        .nth(index)
-                                })
-                                .and_then(|e| e.reply.as_deref())
-                                .and_then(|r| reply_text(r.as_bytes()))
-                                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                                .map(|s| path.split('.').fold(&s, |v, k| &v[k]).clone());
-                            (n, path.clone(), got)
-                        }),
+                        later.map(|(n, path, v)| (*n, *path, v)),
                     ));
                 }
             }
@@ -476,6 +448,16 @@ pub fn judge(
     }
     report.passed = report.checks.iter().all(|c| c.passed);
     report
+}
+
+/// The value at the dotted `path` in the status JSON a `self.get_device_status` reply carries
+/// (`null` when there is no such reply or value).
+fn status_value(exchange: Option<&Exchange>, path: &str) -> Value {
+    exchange
+        .and_then(|e| e.reply.as_deref())
+        .and_then(|r| reply_text(r.as_bytes()))
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .map_or(Value::Null, |s| path.split('.').fold(&s, |v, k| &v[k]).clone())
 }
 
 fn not_run(c: Option<&WireConnection<'_>>, k: u32) -> String {
@@ -712,7 +694,7 @@ fn record(
     decision: Option<&str>,
     exchange: Option<&Exchange>,
     c: Option<&WireConnection<'_>>,
-    readback: Option<(usize, String, Option<Value>)>,
+    readback: Option<(usize, &str, &Value)>,
 ) -> Record {
     let discovery = match c {
         None => "no connection".to_string(),
@@ -778,11 +760,11 @@ fn record(
     };
     let mut missing = vec!["measured effect (nothing is heard over the wire)".to_string()];
     let effect = match readback {
-        Some((k, path, Some(v))) => {
-            format!("software readback at step {k}: {path} = {v}; the physical effect is not observable here")
-        }
-        Some((k, path, None)) => {
+        Some((k, path, Value::Null)) => {
             format!("software readback at step {k} ({path}) got no value; the physical effect is not observable here")
+        }
+        Some((k, path, v)) => {
+            format!("software readback at step {k}: {path} = {v}; the physical effect is not observable here")
         }
         None => {
             missing.insert(0, "software readback (add a `readback` step)".into());
