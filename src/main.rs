@@ -230,9 +230,12 @@ enum Command {
     },
     /// The board as a standard MCP server on stdin/stdout (newline-delimited JSON-RPC).
     ///
-    /// Faithful by default: the firmware's replies exactly (protocol version 2024-11-05, errors
-    /// without `code`, messages inserted unescaped, no `ping`). --compat adds a JSON-RPC error
-    /// code, escapes messages and answers ping, and changes nothing else. Logs go to stderr.
+    /// Faithful mode by default: the firmware's replies exactly (protocol version 2024-11-05,
+    /// errors without `code`, messages inserted unescaped, no `ping`). Compat mode (--compat)
+    /// adds a JSON-RPC error code, escapes messages and answers ping, and changes nothing else.
+    /// Clients that first probe with `server/discover` (fastmcp, the MCP Python SDK's `Client`
+    /// in auto mode) wait out their 10 s discovery timeout in faithful mode: use --compat or the
+    /// client's legacy mode. Logs go to stderr.
     Stdio {
         /// Board id or path to a board YAML file.
         #[arg(long)]
@@ -463,6 +466,9 @@ fn report_error(e: anyhow::Error) -> ExitCode {
     {
         return ExitCode::SUCCESS;
     }
-    eprintln!("xiaozhi-twin: {e:#}");
+    // One line per problem (a data file may have several).
+    for line in format!("{e:#}").lines() {
+        eprintln!("xiaozhi-twin: {line}");
+    }
     ExitCode::from(2)
 }

@@ -196,4 +196,98 @@ fn stdio_answers_on_stdout_and_logs_on_stderr() {
         "{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"message\":\"Unknown tool: a\"b\"}}\n"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("ready (faithful mode)"));
+    // The startup line names the mode the same way in both modes.
+    let out = Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
+        .args(["stdio", "--board", "bread-compact-wifi", "--compat"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ready (compat mode)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `boards` prints the id `--board` takes (each once) and the BOARD_NAME the device reports in a
+/// column of its own.
+#[test]
+fn boards_prints_ids_that_board_accepts_and_the_reported_name_apart() {
+    let out = twin(&["boards"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["--board", "BOARD_NAME", "summary"]);
+    let rows: Vec<(String, String)> = lines
+        .map(|l| {
+            let mut cols = l.split_whitespace();
+            (cols.next().unwrap().to_string(), cols.next().unwrap().to_string())
+        })
+        .collect();
+    let ids: Vec<&str> = rows.iter().map(|(id, _)| id.as_str()).collect();
+    for want in [
+        "bread-compact-wifi",
+        "bread-compact-wifi-duplex",
+        "waveshare/esp32-s3-audio-board",
+        "lckfb/szpi-esp32c3",
+    ] {
+        assert!(ids.contains(&want), "{want} missing from {ids:?}");
+    }
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "each id once: {ids:?}");
+    for (id, name) in &rows {
+        let tools = twin(&["tools", "--board", id]);
+        assert!(
+            tools.status.success(),
+            "--board {id}: {}",
+            String::from_utf8_lossy(&tools.stderr)
+        );
+        let replay = twin(&[
+            "replay",
+            "--board",
+            id,
+            "--replies-only",
+            &scratch(
+                "info.txt",
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"self.get_system_info"}}"#,
+            )
+            .display()
+            .to_string(),
+        ]);
+        let reply = String::from_utf8_lossy(&replay.stdout);
+        assert!(
+            reply.contains(&format!(r#"\"name\":\"{name}\""#)),
+            "{id} reports BOARD_NAME {name}: {reply}"
+        );
+    }
+    assert!(
+        rows.contains(&("bread-compact-wifi-duplex".into(), "bread-compact-wifi".into())),
+        "the duplex build reports the simplex BOARD_NAME: {rows:?}"
+    );
+}
+
+/// `render --json` says `audible` as a boolean next to the verdict: false with the amplifier
+/// shut down, true on the healthy chain.
+#[test]
+fn render_json_has_a_boolean_audible_beside_the_verdict() {
+    for (faults, audible, verdict) in [
+        (&["--fault", "amp_shutdown"][..], false, "silent"),
+        (&[][..], true, "clearly_audible"),
+    ] {
+        let mut args = vec!["render", "--board", "bread-compact-wifi", "--json"];
+        args.extend_from_slice(faults);
+        let out = twin(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            v["measurement"]["audible"],
+            serde_json::Value::Bool(audible),
+            "{faults:?}"
+        );
+        assert_eq!(v["measurement"]["verdict"], verdict, "{faults:?}");
+    }
 }

@@ -147,3 +147,30 @@ fn system_info_reply_has_the_firmware_shape() {
         "the space after the colon is kept: {reply}"
     );
 }
+
+/// The conformance world's station facts (conformance/README.md "Stand-ins"): channel 6 and the
+/// station IP `192.168.4.2`, as `self.otto.get_ip` and the system info's board object report.
+#[test]
+fn the_conformance_world_reports_the_recorders_station_ip() {
+    let mut replayer = Replayer::new(board("otto-robot"), 0, false);
+    let raw = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"self.otto.get_ip"}}"#;
+    let record = replayer.run_line(1, raw, &ReplayLine::parse(1, raw).unwrap()).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&record.replies[0]),
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"ip\":\"192.168.4.2\",\"connected\":true}"}],"isError":false}}"#
+    );
+    let raw = br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"self.get_system_info"}}"#;
+    let record = replayer.run_line(2, raw, &ReplayLine::parse(2, raw).unwrap()).unwrap();
+    let outer: Value = serde_json::from_slice(&record.replies[0]).unwrap();
+    let info: Value = serde_json::from_str(outer["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let b = &info["board"];
+    assert_eq!(
+        (&b["ssid"], &b["rssi"], &b["channel"], &b["ip"]),
+        (
+            &Value::from("twin-ssid"),
+            &Value::from(-50),
+            &Value::from(6),
+            &Value::from("192.168.4.2")
+        )
+    );
+}

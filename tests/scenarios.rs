@@ -155,3 +155,97 @@ fn broken_scenario_files_point_at_line_and_column() {
         "has no button",
     );
 }
+
+/// Check lines read as a user reads values: `got "true"`, `got no reply`, event names as the
+/// scenario writes them — never Rust's debug forms (`Some("true")`, `None`, `Dropped { … }`).
+#[test]
+fn check_lines_never_show_rust_debug_formatting() {
+    let debug = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| {
+                [
+                    "Some(",
+                    "Ok(",
+                    "Err(",
+                    " None",
+                    "(None",
+                    "{ reason:",
+                    "Dropped {",
+                    "DeviceRebooted",
+                ]
+                .iter()
+                .any(|p| l.contains(p))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let scenarios = root().join("scenarios");
+    let over_the_wire: Vec<String> = [
+        "09-true-is-text.yaml",
+        "12-reboot-true-never-arrives.yaml",
+        "q05-ids-are-coerced.yaml",
+    ]
+    .iter()
+    .map(|f| scenarios.join(f).display().to_string())
+    .collect();
+    let mut wire_args = vec!["run", "--wire", "--personality", "cloud-gateway"];
+    wire_args.extend(over_the_wire.iter().map(String::as_str));
+    for (args, at_least) in [(vec!["run", scenarios.to_str().unwrap()], 100), (wire_args, 4)] {
+        let out = twin(&args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.matches(" pass ").count() >= at_least, "{args:?} ran: {stdout}");
+        assert_eq!(debug(&stdout), Vec::<String>::new(), "{args:?}");
+    }
+    // Failing checks say what stood in place of the value.
+    let file = scratch(
+        "debug-forms.yaml",
+        b"name: no reply\nboard: bread-compact-wifi\nsteps:\n  - call: { tool: self.reboot, expect: { text: \"true\", reply_id: 1, reply_order: [1] } }\n  - send: { payload: '{\"jsonrpc\":\"2.0\",\"method\":\"x\"}', expect: { dropped: false } }\n",
+    );
+    let out = twin(&["run", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(debug(&stdout), Vec::<String>::new());
+    for want in [
+        "text is \"true\" — got no reply",
+        "reply id is 1 — got no reply",
+        "replies leave in the order [1] — got no reply",
+        "dropped on receipt: false — dropped without a reply",
+    ] {
+        assert!(stdout.contains(want), "{want:?} missing:\n{stdout}");
+    }
+}
+
+/// A newcomer's file with several mistakes gets all of them in one run, in file order, each
+/// `file:line:column: reason` on its own line; exit 2, nothing on stdout.
+#[test]
+fn several_mistakes_are_reported_in_one_run() {
+    let f = scratch(
+        "several-mistakes.yaml",
+        b"name: three mistakes\nboard: bread-compact-wifi\nsteps:\n  - call: { tool: self.audio_speaker.set_volme, args: { volume: 40 } }\n  - wait: 2 seconds\n  - call:\n      tool: self.get_device_status\n      expct: { text: \"x\" }\n  - press: { button: nope }\ncolour: red\n",
+    );
+    let out = twin(&["run", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            let rest = l
+                .split("several-mistakes.yaml:")
+                .nth(1)
+                .unwrap_or_else(|| panic!("located: {l}"));
+            rest.split(": ").next().unwrap()
+        })
+        .collect();
+    assert_eq!(at, ["4:19", "5:11", "8:7", "9:5", "10:1"], "{stderr}");
+    for (line, reason) in lines.iter().zip([
+        "unknown tool `self.audio_speaker.set_volme`",
+        "unknown time unit `seconds`",
+        "unknown field `expct`",
+        "has no button `nope`",
+        "unknown field `colour`",
+    ]) {
+        assert!(line.contains(reason), "{line} should say {reason}");
+    }
+}

@@ -223,9 +223,10 @@ fn handshake_mcp_exchange_and_a_reboot_seen_from_the_backend() {
     assert_eq!(r[0]["exchanges"][0]["method"], "initialize");
     assert_eq!(r[0]["exchanges"][0]["outcome"], "replied");
     assert_eq!(
-        exchange(&r[0], "self.audio_speaker.set_volume")["llm_sees"],
+        exchange(&r[0], "self.audio_speaker.set_volume")["console_gets"],
         "true (boolean)"
     );
+    assert_eq!(exchange(&r[0], "self.audio_speaker.set_volume")["result_to"], "console");
     assert_eq!(status_volume(exchange(&r[0], "self.get_device_status")), 0);
     // The reboot: no reply, TCP closed without a close frame.
     let reboot = exchange(&r[0], "self.reboot");
@@ -611,10 +612,10 @@ fn a_scenario_runs_through_the_backend_process_against_a_connecting_device() {
         "{out}"
     );
     assert!(out.contains("pass  step 2 (line 11): no reply within 30s — no reply: the connection ended (tcp_closed_without_close_frame)"), "{out}");
-    assert!(out.contains("pass  step 2 (line 11): event DeviceRebooted — connection 1 ended (tcp_closed_without_close_frame); connection 2 opened"), "{out}");
+    assert!(out.contains("pass  step 2 (line 11): event device_rebooted — connection 1 ended (tcp_closed_without_close_frame); connection 2 opened"), "{out}");
     assert!(out.contains("pass  step 3 (line 15): readback is 10 — got 10"), "{out}");
     assert!(
-        out.contains("not judged over the wire: step 2 (line 11): event ReplyDropped"),
+        out.contains("not judged over the wire: step 2 (line 11): event reply_dropped"),
         "{out}"
     );
     assert!(out.contains("INCOMPLETE: no measured effect"), "{out}");
@@ -643,7 +644,7 @@ fn a_scenario_over_the_wire_fails_where_the_backend_personality_differs() {
     let (code, out, err) = finish(child, Duration::from_secs(20));
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(start.elapsed() < Duration::from_secs(15));
-    assert!(out.contains("FAIL  step 2 (line 11): no reply within 30s — (no traffic: self.reboot is not among the tools this backend registered)"), "{out}");
+    assert!(out.contains("FAIL  step 2 (line 11): no reply within 30s — no traffic: self.reboot is not among the tools this backend registered; spoken to the user as \"工具 self_reboot 不存在\" (not handed to the LLM)"), "{out}");
     assert!(
         out.contains("FAIL  step 0 (line 0): every step ran over the wire — time limit 4s reached"),
         "{out}"

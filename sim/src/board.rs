@@ -341,6 +341,17 @@ pub enum CodecKind {
 }
 
 impl CodecKind {
+    /// The firmware's codec class.
+    pub fn class_name(self) -> &'static str {
+        match self {
+            CodecKind::NoAudioCodecSimplex => "NoAudioCodecSimplex",
+            CodecKind::NoAudioCodecDuplex => "NoAudioCodecDuplex",
+            CodecKind::Es8311 => "Es8311AudioCodec",
+            CodecKind::BoxAudioCodec => "BoxAudioCodec",
+            CodecKind::Dummy => "NoAudioCodec (dummy)",
+        }
+    }
+
     pub fn is_duplex(self) -> bool {
         matches!(
             self,

@@ -547,7 +547,7 @@ impl BoundChecker {
                         Event::Logged { .. } | Event::BatchStarted { .. } | Event::ReplySent { .. }
                     )
                 }) {
-                    return Err(format!("{sent}: rejected, but something ran: {:?}", e.kind));
+                    return Err(format!("{sent}: rejected, but something ran: {e}"));
                 }
                 Ok(Verdict::Rejected)
             }
@@ -631,7 +631,8 @@ impl BoundChecker {
                         };
                         let got = app.gpio_flags.get(gpio).copied();
                         if got != Some(want) {
-                            return Err(format!("{} accepted, but GPIO {gpio} reads {got:?}", value_text(value)));
+                            let reads = got.map_or("as never set".to_string(), |l| format!("level {}", u8::from(l)));
+                            return Err(format!("{} accepted, but GPIO {gpio} reads {reads}", value_text(value)));
                         }
                     }
                     Behavior::NvsSet { namespace, key, from } if from == name => {

@@ -116,6 +116,193 @@ pub fn from_yaml<T: DeserializeOwned>(origin: &str, text: &str) -> Result<T, Spe
     })
 }
 
+/// At most this many problems of one file are reported in one run.
+pub const MAX_ERRORS: usize = 20;
+
+/// Every problem of one data file, in file order (`Display`: one `file:line:column: reason` per
+/// line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecErrors(pub Vec<SpecError>);
+
+impl SpecErrors {
+    /// Sorts by position, drops exact repeats, keeps at most [`MAX_ERRORS`] (saying how many more
+    /// there were).
+    pub fn tidy(mut errors: Vec<SpecError>) -> SpecErrors {
+        errors.sort_by_key(|e| e.location().unwrap_or((0, 0)));
+        errors.dedup();
+        if errors.len() > MAX_ERRORS {
+            let more = errors.len() - MAX_ERRORS;
+            errors.truncate(MAX_ERRORS);
+            let origin = match &errors[0] {
+                SpecError::Io { origin, .. }
+                | SpecError::NotUtf8 { origin, .. }
+                | SpecError::Yaml { origin, .. }
+                | SpecError::Invalid { origin, .. } => origin.clone(),
+            };
+            errors.push(SpecError::Io {
+                origin,
+                message: format!("{more} more problem(s) not shown"),
+            });
+        }
+        SpecErrors(errors)
+    }
+}
+
+impl std::fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SpecErrors {}
+
+impl From<SpecError> for SpecErrors {
+    fn from(e: SpecError) -> SpecErrors {
+        SpecErrors(vec![e])
+    }
+}
+
+/// Like [`from_yaml`], but keeps going after a shape error: the list item (or top-level key)
+/// holding the error is blanked out — line numbers kept — and the text parsed again, so one run
+/// finds every independent mistake of a file (up to [`MAX_ERRORS`]). Returns the value parsed
+/// from what was left (to validate further) and the errors, in file order.
+///
+/// The recovery is textual and indentation-based (block YAML as our files are written); it stops
+/// when a blanked text fails at a place already reported, or with a `missing field` that only the
+/// blanking caused.
+pub fn from_yaml_recovering<T: DeserializeOwned>(origin: &str, text: &str) -> (Option<T>, Vec<SpecError>) {
+    let mut work: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut errors: Vec<SpecError> = Vec::new();
+    let mut blanked_keys: Vec<String> = Vec::new();
+    loop {
+        let joined = work.join("\n");
+        let e = match from_yaml::<T>(origin, &joined) {
+            Ok(v) => return (Some(v), errors),
+            Err(e) => e,
+        };
+        let SpecError::Yaml { line, message, .. } = &e else {
+            errors.push(e);
+            return (None, errors);
+        };
+        if blanked_keys
+            .iter()
+            .any(|k| message.contains(&format!("missing field `{k}`")))
+            || errors.contains(&e)
+        {
+            return (None, errors);
+        }
+        let line = *line as usize;
+        // Blanking cannot supply what is absent.
+        let absent = message.starts_with("missing field");
+        errors.push(e);
+        if absent {
+            return (None, errors);
+        }
+        if errors.len() > MAX_ERRORS {
+            return (None, errors);
+        }
+        match blank_block(&mut work, line) {
+            Some(Blanked::TopLevelKey(k)) => blanked_keys.push(k),
+            Some(Blanked::Item) => {}
+            None => return (None, errors),
+        }
+        // Nothing left to learn from an empty document.
+        if work
+            .iter()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            return (None, errors);
+        }
+    }
+}
+
+/// What [`blank_block`] removed.
+enum Blanked {
+    Item,
+    TopLevelKey(String),
+}
+
+/// Blanks the innermost list item holding 1-based `line` (or, outside any item, the top-level
+/// key holding it). A parent left without children gets `[]` (it held items) or `{}`.
+fn blank_block(lines: &mut [String], line: usize) -> Option<Blanked> {
+    let meaningful = |l: &str| {
+        let t = l.trim_start();
+        !t.is_empty() && !t.starts_with('#')
+    };
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let is_item = |l: &str| {
+        let t = l.trim_start();
+        t == "-" || t.starts_with("- ")
+    };
+    let mut at = line.checked_sub(1)?.min(lines.len().checked_sub(1)?);
+    while !meaningful(&lines[at]) {
+        at = at.checked_sub(1)?;
+    }
+    // The innermost item starting at or above `at` whose content encloses `at`.
+    let mut start = None;
+    let mut reach = indent(&lines[at]) + 1;
+    for i in (0..=at).rev() {
+        let l = &lines[i];
+        if !meaningful(l) {
+            continue;
+        }
+        let d = indent(l);
+        if d < reach {
+            if is_item(l) {
+                start = Some(i);
+                break;
+            }
+            if d == 0 {
+                start = None;
+                at = i;
+                break;
+            }
+            reach = d;
+        }
+    }
+    let (first, kind) = match start {
+        Some(i) => (i, Blanked::Item),
+        None => {
+            let mut i = at;
+            while indent(&lines[i]) > 0 || !meaningful(&lines[i]) {
+                i = i.checked_sub(1)?;
+            }
+            let key = lines[i].split(':').next().unwrap_or_default().trim().to_string();
+            (i, Blanked::TopLevelKey(key))
+        }
+    };
+    let own = indent(&lines[first]);
+    let mut end = first + 1;
+    while end < lines.len() && (!meaningful(&lines[end]) || indent(&lines[end]) > own) {
+        end += 1;
+    }
+    for l in &mut lines[first..end] {
+        l.clear();
+    }
+    // A parent key left with no items would turn into `null`: make it an empty list.
+    if matches!(kind, Blanked::Item)
+        && let Some(p) = (0..first)
+            .rev()
+            .find(|&i| meaningful(&lines[i]) && (indent(&lines[i]) < own || !is_item(&lines[i])))
+    {
+        let pd = indent(&lines[p]);
+        let has_children = (p + 1..lines.len()).find(|&i| meaningful(&lines[i])).is_some_and(|j| {
+            let jd = indent(&lines[j]);
+            jd > pd || (jd == pd && is_item(&lines[j]) && !is_item(&lines[p]))
+        });
+        if !has_children && lines[p].trim_end().ends_with(':') {
+            lines[p].push_str(" []");
+        }
+    }
+    Some(kind)
+}
+
 /// serde-saphyr's message without its source snippet, on one line.
 fn one_line(e: &serde_saphyr::Error) -> String {
     let full = e.without_snippet().to_string();
@@ -221,6 +408,63 @@ mod tests {
         assert_eq!(find_field(text, "board_tools[1].tool.name"), (8, 7));
         assert_eq!(find_field(text, "board_tools[0].lamp.gpio"), (6, 5));
         assert_eq!(find_field(text, "nope"), (1, 1));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Doc {
+        name: String,
+        #[serde(default)]
+        items: Vec<Item>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Item {
+        n: u32,
+    }
+
+    fn positions(text: &str) -> Vec<(u64, u64)> {
+        let (_, errors) = from_yaml_recovering::<Doc>("d.yaml", text);
+        errors.iter().filter_map(SpecError::location).collect()
+    }
+
+    #[test]
+    fn every_independent_mistake_is_reported_once_in_file_order() {
+        let text = "name: x\nitems:\n  - n: 1\n  - n: two\n  - m: 3\n  - n: 4\nextra: 1\n";
+        assert_eq!(positions(text), [(4, 8), (5, 5), (7, 1)]);
+    }
+
+    #[test]
+    fn blanking_the_only_item_leaves_an_empty_list_not_null() {
+        let (doc, errors) = from_yaml_recovering::<Doc>("d.yaml", "name: x\nitems:\n  - n: bad\n");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(doc.is_some_and(|d| d.items.is_empty()));
+    }
+
+    #[test]
+    fn a_missing_field_or_a_syntax_error_ends_the_search() {
+        assert_eq!(
+            positions("items: []\nnaem: x\n").len(),
+            2,
+            "unknown key, then the missing name"
+        );
+        assert_eq!(positions("name: [\n").len(), 1);
+        assert_eq!(positions("name: x\n").len(), 0);
+    }
+
+    #[test]
+    fn errors_are_capped() {
+        let mut text = "name: x\nitems:\n".to_string();
+        for _ in 0..50 {
+            text.push_str("  - n: bad\n");
+        }
+        let (_, errors) = from_yaml_recovering::<Doc>("d.yaml", &text);
+        let tidy = SpecErrors::tidy(errors);
+        assert_eq!(tidy.0.len(), MAX_ERRORS + 1);
+        assert!(tidy.to_string().ends_with("more problem(s) not shown"), "{tidy}");
     }
 
     #[test]

@@ -113,7 +113,7 @@ impl Default for WifiSpec {
             ssid: "twin-ssid".into(),
             rssi: -50,
             channel: 6,
-            ip: "192.168.1.23".into(),
+            ip: "192.168.4.2".into(),
             connected: true,
         }
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use xiaozhi_sim::backend::{BackendSpec, Outcome, Phase};
+use xiaozhi_sim::backend::{BackendSpec, Delivery, Outcome, Phase};
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::device::link::WsConfig;
@@ -53,8 +53,59 @@ fn xinnan_py_discovers_and_hands_true_to_the_llm_as_text() {
     let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
     assert_eq!(call.id, 1, "xinnan-py's call counter starts at 1 again");
     assert_eq!(call.outcome, Outcome::Replied);
+    assert_eq!(call.result_to, Some(Delivery::Llm));
     assert_eq!(call.llm_sees.as_deref(), Some("true"));
+    assert_eq!(call.spoken, None);
     assert_eq!(lb.device.app().unwrap().volume, 40);
+}
+
+/// xiaozhi-esp32-server never hands a failure to its LLM: a JSON-RPC error is spoken as
+/// `MCP错误: <message>`, an unregistered tool as `工具 <name> 不存在` (VOICE.md §5).
+#[test]
+fn xinnan_py_speaks_errors_to_the_user_instead_of_asking_the_llm() {
+    let mut lb = pair(BREAD, "xinnan-py");
+    lb.call("self.audio_speaker.set_volume", json!({"volume": 400}));
+    lb.call("self.reboot", json!({}));
+    let t = lb.now();
+    lb.run_until(t + SimDuration::from_secs(1));
+    let r = lb.reports().pop().unwrap();
+    let calls: Vec<_> = r.exchanges.iter().filter(|e| e.method == "tools/call").collect();
+    assert_eq!(calls.len(), 2);
+    let bad = calls[0];
+    assert_eq!(bad.outcome, Outcome::Error);
+    assert_eq!(bad.result_to, Some(Delivery::User));
+    assert_eq!(bad.llm_sees, None, "no second LLM request");
+    let spoken = bad.spoken.as_deref().unwrap();
+    assert!(spoken.starts_with("MCP错误: "), "{spoken}");
+    let unknown = calls[1];
+    assert_eq!(unknown.id, -1, "no traffic");
+    assert_eq!(unknown.result_to, Some(Delivery::User));
+    assert_eq!(unknown.spoken.as_deref(), Some("工具 self_reboot 不存在"));
+}
+
+/// The other personalities hand failures to their LLM (or, for the gateway console, to the
+/// HTTP caller), each in its own words.
+#[test]
+fn other_personalities_route_errors_where_their_code_does() {
+    for (name, to, text) in [
+        ("mcp-go-strict", Delivery::Llm, "调用工具失败: "),
+        ("go-eager", Delivery::Llm, "MCP工具调用失败"),
+        ("rust-first-page", Delivery::Llm, "设备工具调用失败: {"),
+        ("java-cap32", Delivery::Llm, "Value exceeds maximum allowed: 100"),
+        ("cloud-gateway", Delivery::Console, "null (HTTP 500)"),
+    ] {
+        let mut lb = pair(BREAD, name);
+        lb.call("self.audio_speaker.set_volume", json!({"volume": 400}));
+        let t = lb.now();
+        lb.run_until(t + SimDuration::from_secs(1));
+        let r = lb.reports().pop().unwrap();
+        let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
+        assert_eq!(call.outcome, Outcome::Error, "{name}");
+        assert_eq!(call.result_to, Some(to), "{name}");
+        assert_eq!(call.spoken, None, "{name}");
+        let got = call.llm_sees.as_deref().or(call.console_gets.as_deref()).unwrap();
+        assert!(got.starts_with(text), "{name}: {got}");
+    }
 }
 
 #[test]

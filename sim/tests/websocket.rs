@@ -9,6 +9,7 @@ use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::link::WsConfig;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
 use xiaozhi_sim::time::{SimDuration, SimTime};
+use xiaozhi_sim::trace::Event;
 use xiaozhi_sim::world::WorldSpec;
 
 fn device() -> Device {
@@ -115,6 +116,38 @@ fn no_server_hello_within_ten_seconds_fails_the_open() {
         DeviceState::Idle,
         "wrong transport ignored, then timeout"
     );
+}
+
+/// A server that refuses the token sends the text `认证失败` and closes. The firmware's wait for
+/// the server hello has no early exit on disconnect: the failure is reported after the full 10 s.
+#[test]
+fn a_refused_handshake_still_waits_ten_seconds_for_the_hello() {
+    let mut d = device();
+    d.set_trace(true);
+    let t = SimTime::from_millis(1000);
+    d.toggle_chat(t);
+    d.run_until(t);
+    outputs(&mut d);
+    d.handle_ws_open_result(t, true);
+    d.run_until(t);
+    let sent = texts(&outputs(&mut d));
+    assert!(sent[0].starts_with(r#"{"type":"hello""#), "{sent:?}");
+    let t1 = t + SimDuration::from_millis(1);
+    d.handle_ws_text(t1, "认证失败".as_bytes());
+    d.handle_ws_closed(t1);
+    let failed_at = |d: &mut Device| {
+        d.drain_events().into_iter().find_map(|e| match &e.kind {
+            Event::Logged { text, .. } if text.to_string() == "Failed to receive server hello" => Some(e.at),
+            _ => None,
+        })
+    };
+    d.run_until(t + SimDuration::from_millis(9_999));
+    assert_eq!(failed_at(&mut d), None, "still waiting at 9.999 s");
+    assert_eq!(d.app().unwrap().state, DeviceState::Connecting);
+    d.run_until(t + SimDuration::from_millis(10_000));
+    assert_eq!(failed_at(&mut d), Some(t + SimDuration::from_millis(10_000)));
+    d.run_until(t + SimDuration::from_millis(10_001));
+    assert_eq!(d.app().unwrap().state, DeviceState::Idle);
 }
 
 #[test]

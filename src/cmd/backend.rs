@@ -162,10 +162,13 @@ impl Server {
         }
         if self.verbose || self.print {
             eprintln!(
-                "backend: connection {} ({}) ended: {:?}, {} exchanges, unanswered ids {:?}",
+                "backend: connection {} ({}) ended: {}, {} exchanges, unanswered ids {:?}",
                 report.connection,
                 report.session.device_id,
-                report.ending,
+                serde_json::to_value(report.ending)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
                 report.session.exchanges.len(),
                 report.unanswered
             );

@@ -185,8 +185,12 @@ fn print_table(
 ) {
     let a = &spec.audio;
     println!(
-        "board      {board}: {:?} -> {:?} {:.2} dB -> speaker {} dB/1W/1m {} ohm",
-        a.codec, a.amplifier.model, a.amplifier.gain_db, a.speaker.sensitivity_db, a.speaker.impedance_ohm
+        "board      {board}: {} -> {} {:.2} dB -> speaker {} dB/1W/1m {} ohm",
+        a.codec.class_name(),
+        a.amplifier.model.part(),
+        a.amplifier.gain_db,
+        a.speaker.sensitivity_db,
+        a.speaker.impedance_ohm
     );
     if !faults.is_empty() {
         let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();

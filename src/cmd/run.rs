@@ -10,7 +10,7 @@ use xiaozhi_sim::device::Device;
 use xiaozhi_sim::scenario::ScenarioSpec;
 use xiaozhi_sim::scenario::record::ScenarioReport;
 use xiaozhi_sim::scenario::runner::{self, Evidence, Resources, RunOptions};
-use xiaozhi_sim::spec::read_text;
+use xiaozhi_sim::spec::{SpecError, SpecErrors, read_text};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
 
@@ -68,19 +68,37 @@ pub struct Loaded {
 pub fn load(path: &Path) -> Result<Loaded> {
     let origin = path.display().to_string();
     let text = read_text(path)?;
-    let spec = ScenarioSpec::from_yaml(&origin, &text)?;
-    let board = resolve_board(path, &spec.board).map_err(|e| {
-        let (line, col) = xiaozhi_sim::spec::find_field(&text, "board");
-        anyhow::anyhow!("{origin}:{line}:{col}: board: {e:#}")
-    })?;
-    let mut probe = Device::new(board.clone(), WorldSpec::conformance(), 0);
-    probe.set_trace(false);
-    probe.power_on(SimTime::ZERO);
-    let tools: Vec<String> = probe
-        .mcp()
-        .map(|m| m.tools().iter().map(|t| t.name().to_string()).collect())
-        .unwrap_or_default();
-    spec.check_against(&origin, &board, &tools)?;
+    // Every problem of the file in one run: shape errors, the board, unknown tools and buttons.
+    let (spec, mut errors) = ScenarioSpec::parse_all(&origin, &text);
+    let board = spec.as_ref().and_then(|spec| match resolve_board(path, &spec.board) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            let (line, column) = xiaozhi_sim::spec::find_field(&text, "board");
+            errors.push(SpecError::Invalid {
+                origin: origin.clone(),
+                line,
+                column,
+                field: "board".into(),
+                message: format!("{e:#}"),
+            });
+            None
+        }
+    });
+    if let (Some(spec), Some(board)) = (&spec, &board) {
+        let mut probe = Device::new(board.clone(), WorldSpec::conformance(), 0);
+        probe.set_trace(false);
+        probe.power_on(SimTime::ZERO);
+        let tools: Vec<String> = probe
+            .mcp()
+            .map(|m| m.tools().iter().map(|t| t.name().to_string()).collect())
+            .unwrap_or_default();
+        if let Err(more) = spec.check_against(&origin, board, &tools) {
+            errors.extend(more.0);
+        }
+    }
+    let (Some(spec), Some(board), true) = (spec, board, errors.is_empty()) else {
+        return Err(SpecErrors::tidy(errors).into());
+    };
     Ok(Loaded {
         path: path.to_path_buf(),
         origin,

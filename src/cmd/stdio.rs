@@ -154,7 +154,7 @@ pub fn run(opts: &Options) -> Result<bool> {
     eprintln!(
         "xiaozhi-twin stdio: {} ready ({} mode); one JSON-RPC message per line on stdin",
         io.device.spec().name,
-        if opts.compat { "--compat" } else { "faithful" }
+        if opts.compat { "compat" } else { "faithful" }
     );
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {

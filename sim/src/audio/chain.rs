@@ -76,6 +76,16 @@ pub enum AmpModel {
     Ns4150b,
 }
 
+impl AmpModel {
+    /// The part number as its datasheet writes it.
+    pub fn part(self) -> &'static str {
+        match self {
+            AmpModel::Max98357a => "MAX98357A",
+            AmpModel::Ns4150b => "NS4150B",
+        }
+    }
+}
+
 /// MAX98357A SD_MODE channel selection (Table 5).
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]

@@ -92,6 +92,9 @@ pub struct Measurement {
     pub distance_m: f64,
     pub ambient_dba: f64,
     pub verdict: Verdict,
+    /// A person at the listener position hears it (`audible` or `clearly_audible`); `false` for
+    /// a shut-down amplifier, a stopped clock, or a level under ambient + margin.
+    pub audible: bool,
 }
 
 impl Measurement {

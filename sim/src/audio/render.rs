@@ -263,6 +263,7 @@ pub fn render(
     let frac = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
     let spl_db = (n > 0 && p_sq > 0.0).then(|| 10.0 * (p_sq / n as f64 / (P0_PA * P0_PA)).log10());
     let (from_ms, to_ms) = Measurement::window(from, to);
+    let heard = verdict(spl_db, setup.ambient_dba, setup.margin_db);
     let m = Measurement {
         from_ms,
         to_ms,
@@ -284,7 +285,8 @@ pub fn render(
         spl_db,
         distance_m: setup.distance_m,
         ambient_dba: setup.ambient_dba,
-        verdict: verdict(spl_db, setup.ambient_dba, setup.margin_db),
+        verdict: heard,
+        audible: heard.is_audible(),
     };
     (m, signals)
 }

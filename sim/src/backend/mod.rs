@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::time::SimTime;
-pub use spec::{BackendSpec, CallOnClose, EnvelopeStyle, InitAt, NameMapping, ResultToLlm};
+pub use spec::{BackendSpec, CallOnClose, Delivery, EnvelopeStyle, InitAt, NameMapping, ResultToLlm};
 
 /// What the socket layer must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,9 +53,63 @@ pub struct Exchange {
     /// The raw reply payload.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
-    /// What this backend hands its LLM for the result.
+    /// Where the outcome's text went (`llm`, spoken to the `user`, the `console` caller);
+    /// absent while pending, and when this backend does nothing with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result_to: Option<Delivery>,
+    /// The text the LLM is handed as the tool result (only when `result_to` is `llm`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub llm_sees: Option<String>,
+    /// The text spoken to the user through TTS, the LLM bypassed (only when `result_to` is `user`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spoken: Option<String>,
+    /// What the console's HTTP caller gets (only when `result_to` is `console`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub console_gets: Option<String>,
+}
+
+impl Exchange {
+    fn new(id: i64, method: &str, tool: Option<String>, now: SimTime) -> Exchange {
+        Exchange {
+            id,
+            method: method.into(),
+            tool,
+            sent_ms: ms(now),
+            reply_ms: None,
+            outcome: Outcome::Pending,
+            reply: None,
+            result_to: None,
+            llm_sees: None,
+            spoken: None,
+            console_gets: None,
+        }
+    }
+
+    /// Hands the outcome's text to where this backend sends it.
+    fn deliver(&mut self, to: Delivery, text: String) {
+        self.result_to = Some(to);
+        let slot = match to {
+            Delivery::Llm => &mut self.llm_sees,
+            Delivery::User => &mut self.spoken,
+            Delivery::Console => &mut self.console_gets,
+        };
+        *slot = Some(text);
+    }
+
+    /// Where the outcome went, in words (for acceptance records), if anywhere yet.
+    pub fn fate(&self) -> Option<String> {
+        match self.result_to? {
+            Delivery::Llm => Some(format!(
+                "the LLM is handed {:?} as the tool result",
+                self.llm_sees.as_deref()?
+            )),
+            Delivery::User => Some(format!(
+                "spoken to the user as {:?} (not handed to the LLM)",
+                self.spoken.as_deref()?
+            )),
+            Delivery::Console => Some(format!("the console caller gets {}", self.console_gets.as_deref()?)),
+        }
+    }
 }
 
 /// Where the session is.
@@ -284,16 +338,7 @@ impl Session {
                 .push(format!("id {id} reused while request #{} was pending", old.index));
         }
         let index = self.exchanges.len();
-        self.exchanges.push(Exchange {
-            id,
-            method: method.into(),
-            tool,
-            sent_ms: ms(now),
-            reply_ms: None,
-            outcome: Outcome::Pending,
-            reply: None,
-            llm_sees: None,
-        });
+        self.exchanges.push(Exchange::new(id, method, tool, now));
         let timeout = if method == "tools/call" {
             self.spec.call_timeout.0
         } else {
@@ -447,8 +492,9 @@ impl Session {
             }
             "tools/list" => self.on_list_result(now, payload, out),
             "tools/call" => {
-                let llm = self.llm_sees(payload);
-                self.exchanges[p.index].llm_sees = Some(llm);
+                if let Some((to, text)) = self.result_text(payload) {
+                    self.exchanges[p.index].deliver(to, text);
+                }
             }
             _ => {}
         }
@@ -511,22 +557,52 @@ impl Session {
         }
     }
 
-    /// What this personality hands its LLM for a reply (BACKENDS.md "true reaches").
-    fn llm_sees(&self, payload: &Value) -> String {
+    /// What a reply becomes and where it goes (BACKENDS.md §2 items 6–7, §3–§7, §9); `None`
+    /// when this backend does nothing with it.
+    fn result_text(&self, payload: &Value) -> Option<(Delivery, String)> {
+        let failed = self.spec.failure_delivery();
         if let Some(err) = payload.get("error") {
-            let msg = err["message"].as_str().unwrap_or_default();
-            return match self.spec.result_to_llm {
-                ResultToLlm::Text => format!("MCP错误: {msg}"),
-                ResultToLlm::ResultJson => format!("调用工具失败: {msg}"),
+            let msg = err["message"].as_str();
+            let text = match self.spec.result_to_llm {
+                ResultToLlm::Text => format!("MCP错误: {}", msg.unwrap_or("未知错误")),
+                ResultToLlm::ResultJson => format!("调用工具失败: {}", msg.unwrap_or_default()),
                 ResultToLlm::JoinedText => format!("设备工具调用失败: {err}"),
-                ResultToLlm::ContentJson => msg.to_string(),
+                ResultToLlm::ContentJson => msg.unwrap_or_default().to_string(),
                 ResultToLlm::Boolean => "null (HTTP 500)".to_string(),
                 ResultToLlm::Generic => "MCP工具调用失败".to_string(),
             };
+            return Some((failed, text));
         }
         let result = &payload["result"];
-        let first_text = result["content"][0]["text"].as_str().unwrap_or_default();
+        let is_error = result["isError"] == Value::Bool(true);
+        let first_text = result["content"][0]["text"].as_str();
         match self.spec.result_to_llm {
+            ResultToLlm::Text if is_error => {
+                let detail = result["error"]
+                    .as_str()
+                    .unwrap_or("工具调用返回错误，但未提供具体错误信息");
+                return Some((failed, format!("工具调用错误: {detail}")));
+            }
+            ResultToLlm::Generic if is_error => return Some((failed, "MCP工具调用失败".into())),
+            _ => {}
+        }
+        if self.spec.obeys_action_json
+            && let Some(text) = first_text
+            && let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(text)
+            && let Some(action) = obj.get("action")
+        {
+            let response = obj.get("response").and_then(Value::as_str).unwrap_or_default();
+            // `Action[name]`: an unknown name raises KeyError, spoken as its `str()`.
+            return match action.as_str() {
+                Some("RESPONSE" | "ERROR" | "NOTFOUND") => Some((Delivery::User, response.to_string())),
+                Some("REQLLM") => Some((Delivery::Llm, String::new())),
+                Some("NONE" | "RECORD") => None,
+                Some(other) => Some((failed, format!("'{other}'"))),
+                None => Some((failed, "unhashable type".into())),
+            };
+        }
+        let first_text = first_text.unwrap_or_default();
+        let text = match self.spec.result_to_llm {
             ResultToLlm::Text | ResultToLlm::Generic => first_text.to_string(),
             ResultToLlm::JoinedText => result["content"]
                 .as_array()
@@ -544,13 +620,15 @@ impl Session {
                 }
                 r.to_string()
             }
-            ResultToLlm::ContentJson => result["content"].to_string(),
+            ResultToLlm::ContentJson if result["isError"] == Value::Bool(false) => result["content"].to_string(),
+            ResultToLlm::ContentJson => "null".to_string(),
             ResultToLlm::Boolean => match first_text {
                 "true" => "true (boolean)".to_string(),
                 "false" => "false (boolean)".to_string(),
                 t => t.trim().to_string(),
             },
-        }
+        };
+        Some((self.spec.results_to, text))
     }
 
     /// Calls a tool (queued until discovery is done). `args` is the LLM's arguments object.
@@ -561,20 +639,17 @@ impl Session {
         }
         let known = self.tools.iter().any(|t| t.name == tool);
         if !known && self.spec.refuse_unknown_tools {
-            let index = self.exchanges.len();
-            self.exchanges.push(Exchange {
-                id: -1,
-                method: "tools/call".into(),
-                tool: Some(tool.into()),
-                sent_ms: ms(now),
-                reply_ms: None,
-                outcome: Outcome::Error,
-                reply: None,
-                llm_sees: Some(format!(
-                    "(no traffic: {tool} is not among the tools this backend registered)"
-                )),
-            });
-            let _ = index;
+            let mut refused = Exchange::new(-1, "tools/call", Some(tool.into()), now);
+            refused.outcome = Outcome::Error;
+            if let Some(template) = &self.spec.unknown_tool_text {
+                let llm_name = spec::map_name(self.spec.name_mapping, tool);
+                let text = template.replace("{name}", tool).replace("{llm_name}", &llm_name);
+                refused.deliver(self.spec.failure_delivery(), text);
+            }
+            self.notes.push(format!(
+                "no traffic: {tool} is not among the tools this backend registered"
+            ));
+            self.exchanges.push(refused);
             return;
         }
         let id = self.next_call_id;
@@ -640,7 +715,9 @@ impl Session {
             if let Some(p) = self.pending.remove(&id) {
                 let e = &mut self.exchanges[p.index];
                 e.outcome = Outcome::TimedOut;
-                e.llm_sees = Some(self.spec.timeout_text.clone());
+                if e.method == "tools/call" {
+                    e.deliver(self.spec.failure_delivery(), self.spec.timeout_text.clone());
+                }
                 if matches!(e.method.as_str(), "initialize" | "tools/list") {
                     self.phase = Phase::Stuck;
                 }

@@ -69,6 +69,18 @@ pub enum ResultToLlm {
     Generic,
 }
 
+/// Where the text a `tools/call` outcome becomes goes (BACKENDS.md §2 items 6–7, §9).
+#[derive(Clone, Copy, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// A tool result handed to the LLM, which writes the answer (a second LLM request).
+    Llm,
+    /// Spoken to the user through TTS as it is, the LLM bypassed (no second LLM request).
+    User,
+    /// Returned to the HTTP caller of a console command: no LLM, nothing spoken.
+    Console,
+}
+
 /// Pending calls when the connection closes.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -131,7 +143,22 @@ pub struct BackendSpec {
     pub heartbeat: Option<Duration>,
     pub name_mapping: NameMapping,
     pub result_to_llm: ResultToLlm,
-    /// What the LLM is told when a call times out.
+    /// Where a successful result's text goes.
+    #[serde(default = "to_llm")]
+    pub results_to: Delivery,
+    /// Where a failure's text goes (JSON-RPC error, `isError: true`, timeout, unknown tool);
+    /// `results_to` when absent.
+    #[serde(default)]
+    pub failures_to: Option<Delivery>,
+    /// A result text that is a JSON object with an `action` key is obeyed (xinnan-py:
+    /// `RESPONSE`/`ERROR`/`NOTFOUND` speak `response`, `NONE` drops it, `REQLLM` asks the LLM).
+    #[serde(default)]
+    pub obeys_action_json: bool,
+    /// What a call of a tool the backend never registered becomes (no traffic); `{name}` is the
+    /// tool, `{llm_name}` its LLM function name. Absent: the text is not modelled.
+    #[serde(default)]
+    pub unknown_tool_text: Option<String>,
+    /// The text for a call that timed out.
     pub timeout_text: String,
     /// A late reply carrying the initialize id re-runs the listing (xinnan-py matches ids 1/2).
     #[serde(default)]
@@ -142,6 +169,17 @@ pub struct BackendSpec {
     /// An empty arguments object is sent as `"arguments":null` (mcp-go's `any` + omitempty).
     #[serde(default)]
     pub null_empty_arguments: bool,
+}
+
+fn to_llm() -> Delivery {
+    Delivery::Llm
+}
+
+impl BackendSpec {
+    /// Where a failure's text goes.
+    pub fn failure_delivery(&self) -> Delivery {
+        self.failures_to.unwrap_or(self.results_to)
+    }
 }
 
 /// The shipped personalities (BACKENDS.md §10), in the order `--help` lists them.

@@ -697,15 +697,23 @@ impl Running {
     }
 
     /// The peer closed or the TCP connection broke: `on_audio_channel_closed` schedules idle.
+    ///
+    /// A close during the connect ends esp-ml307's `Connect()` early (it fails). A close while
+    /// `OpenAudioChannel` waits for the server hello does not: that wait is an event-group wait
+    /// on the hello bit alone, so the device reports `Failed to receive server hello` only when
+    /// the full 10 s have passed (a server that refuses the token with `认证失败` and closes).
     pub fn ws_closed(&mut self, core: &mut Core) {
         if let Some(Link::WebSocket(ws)) = self.protocol.as_mut()
             && matches!(ws.socket, Socket::Connected | Socket::Connecting)
         {
+            let was_connecting = ws.socket == Socket::Connecting;
             ws.socket = Socket::Disconnected;
             core.log('I', "WS", || "Websocket disconnected");
             self.main.schedule(Task::SetState(DeviceState::Idle));
-            let now = core.now;
-            self.main.wake(now);
+            if was_connecting {
+                let now = core.now;
+                self.main.wake(now);
+            }
         }
     }
 

@@ -94,6 +94,21 @@ pub enum Receipt {
     },
 }
 
+impl std::fmt::Display for Receipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Receipt::NotRunning => f.write_str("not received (the device was not running)"),
+            Receipt::Dropped { reason } => write!(f, "dropped without a reply ({})", reason.as_str()),
+            Receipt::OutOfMemory => f.write_str("dropped (parsing needed more heap than the device has)"),
+            Receipt::Answered { id, is_error: false } => write!(f, "answered on the receive task (id {id})"),
+            Receipt::Answered { id, is_error: true } => {
+                write!(f, "answered with an error on the receive task (id {id})")
+            }
+            Receipt::Scheduled { id, tool, .. } => write!(f, "{tool} queued for the main task (id {id})"),
+        }
+    }
+}
+
 /// Power state of the board.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Power {

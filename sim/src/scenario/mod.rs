@@ -28,7 +28,7 @@ use serde_saphyr::Spanned;
 
 use crate::board::BoardSpec;
 use crate::fault::Fault;
-use crate::spec::{self, SpecError};
+use crate::spec::{self, SpecError, SpecErrors};
 use crate::time::{SimDuration, parse_duration};
 use crate::world::WorldSpec;
 
@@ -294,6 +294,36 @@ pub enum EventName {
     GpioChanged,
 }
 
+impl EventName {
+    /// The name as a scenario file writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventName::ReplyDropped => "reply_dropped",
+            EventName::DeviceRebooted => "device_rebooted",
+            EventName::MessageDropped => "message_dropped",
+            EventName::Panicked => "panicked",
+            EventName::OutputPoweredDown => "output_powered_down",
+            EventName::NvsWritten => "nvs_written",
+            EventName::GpioChanged => "gpio_changed",
+        }
+    }
+}
+
+impl std::fmt::Display for EventName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A text as a user reads it in a check line: JSON-quoted (`"true"`), or what stood in its
+/// place (`no reply`, `no text`).
+pub(crate) fn quoted_or(got: Option<&str>, missing: &str) -> String {
+    match got {
+        Some(t) => serde_json::to_string(t).unwrap_or_else(|_| format!("\"{t}\"")),
+        None => missing.to_string(),
+    }
+}
+
 /// What a step expects. Every field is optional; each present one becomes a pass/fail line.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -363,13 +393,37 @@ pub struct Expect {
 }
 
 impl ScenarioSpec {
-    /// Parses a scenario; `origin` names the file in errors.
+    /// Parses a scenario; `origin` names the file in errors. The first problem in file order;
+    /// [`ScenarioSpec::parse_all`] reports all of them.
     pub fn from_yaml(origin: &str, text: &str) -> Result<ScenarioSpec, SpecError> {
-        let s: ScenarioSpec = spec::from_yaml(origin, text)?;
-        for (i, f) in s.faults.iter().enumerate() {
+        match ScenarioSpec::parse_all(origin, text) {
+            (Some(s), errors) if errors.is_empty() => Ok(s),
+            (_, errors) => Err(errors.into_iter().next().unwrap_or_else(|| SpecError::Io {
+                origin: origin.into(),
+                message: "could not be read as a scenario".into(),
+            })),
+        }
+    }
+
+    /// Parses a scenario and reports every problem found (in file order, at most
+    /// [`spec::MAX_ERRORS`]). The scenario is what could be read around the mistakes (for more
+    /// checks, e.g. [`ScenarioSpec::check_against`]); it must not be run when there are errors.
+    pub fn parse_all(origin: &str, text: &str) -> (Option<ScenarioSpec>, Vec<SpecError>) {
+        let (spec, mut errors) = spec::from_yaml_recovering::<ScenarioSpec>(origin, text);
+        if let Some(s) = &spec {
+            errors.extend(s.validate(origin, text));
+        }
+        errors.sort_by_key(|e| e.location().unwrap_or((0, 0)));
+        (spec, errors)
+    }
+
+    /// Rules serde cannot say: exactly one of `set`/`clear`, `tone` or `wav`.
+    fn validate(&self, origin: &str, text: &str) -> Vec<SpecError> {
+        let mut errors = Vec::new();
+        for (i, f) in self.faults.iter().enumerate() {
             if f.set.is_some() == f.clear.is_some() {
                 let (line, column) = spec::find_field(text, &format!("faults[{i}]"));
-                return Err(SpecError::Invalid {
+                errors.push(SpecError::Invalid {
                     origin: origin.into(),
                     line,
                     column,
@@ -378,11 +432,11 @@ impl ScenarioSpec {
                 });
             }
         }
-        for step in &s.steps {
+        for step in &self.steps {
             if let Step::Fault(f) = &step.value
                 && f.set.is_some() == f.clear.is_some()
             {
-                return Err(located(
+                errors.push(located(
                     origin,
                     &step.referenced,
                     "fault",
@@ -393,7 +447,7 @@ impl ScenarioSpec {
                 && p.tone.is_some()
                 && p.wav.is_some()
             {
-                return Err(located(
+                errors.push(located(
                     origin,
                     &step.referenced,
                     "play",
@@ -401,12 +455,13 @@ impl ScenarioSpec {
                 ));
             }
         }
-        Ok(s)
+        errors
     }
 
     /// Checks the steps against the board: every called tool must exist, unless the step
-    /// expects the `Unknown tool` error.
-    pub fn check_against(&self, origin: &str, board: &BoardSpec, tools: &[String]) -> Result<(), SpecError> {
+    /// expects the `Unknown tool` error; every pressed button must exist. All problems at once.
+    pub fn check_against(&self, origin: &str, board: &BoardSpec, tools: &[String]) -> Result<(), SpecErrors> {
+        let mut errors = Vec::new();
         for step in &self.steps {
             if let Step::Call(c) = &step.value {
                 let name = &c.tool.value;
@@ -416,7 +471,7 @@ impl ScenarioSpec {
                     .as_deref()
                     .is_some_and(|e| e.starts_with(crate::mcp::wire::ERR_UNKNOWN_TOOL));
                 if !tools.iter().any(|t| t == name) && !expects_unknown {
-                    return Err(located(
+                    errors.push(located(
                         origin,
                         &c.tool.referenced,
                         "call.tool",
@@ -431,7 +486,7 @@ impl ScenarioSpec {
                 && !board.buttons.iter().any(|b| b.name == p.button)
             {
                 let names: Vec<&str> = board.buttons.iter().map(|b| b.name.as_str()).collect();
-                return Err(located(
+                errors.push(located(
                     origin,
                     &step.referenced,
                     "press.button",
@@ -444,7 +499,11 @@ impl ScenarioSpec {
                 ));
             }
         }
-        Ok(())
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(SpecErrors::tidy(errors))
+        }
     }
 }
 

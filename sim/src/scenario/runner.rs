@@ -14,7 +14,7 @@ use crate::device::{Device, Output, Receipt};
 use crate::harness::{Harness, PROBE_GUARD};
 use crate::mcp::{McpTool, ToolAction, ToolsPage};
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
-use crate::scenario::{Approx, EventName, Expect, ScenarioSpec, Step};
+use crate::scenario::{Approx, EventName, Expect, ScenarioSpec, Step, quoted_or};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{Event, TraceEvent};
 use crate::world::WorldSpec;
@@ -127,6 +127,30 @@ pub(crate) fn reply_error(payload: &[u8]) -> Option<Vec<u8>> {
     let i = payload.windows(HEAD.len()).position(|w| w == HEAD)?;
     let rest = &payload[i + HEAD.len()..];
     rest.strip_suffix(br#""}}"#).map(<[u8]>::to_vec)
+}
+
+/// What stood in place of a reply text: no reply at all, or a reply that is no text result.
+pub(crate) fn no_text(replied: bool) -> &'static str {
+    if replied {
+        "a reply without a result text"
+    } else {
+        "no reply"
+    }
+}
+
+/// Reply ids as a list: `[1, 2]`.
+fn ids(ids: &[i64]) -> String {
+    let shown: Vec<String> = ids.iter().map(i64::to_string).collect();
+    format!("[{}]", shown.join(", "))
+}
+
+/// What happened to the payloads on receipt, in words.
+fn describe_receipts(receipts: &[Receipt]) -> String {
+    if receipts.is_empty() {
+        return "nothing was delivered".into();
+    }
+    let shown: Vec<String> = receipts.iter().map(Receipt::to_string).collect();
+    shown.join("; ")
 }
 
 fn lossy(b: &[u8]) -> String {
@@ -1025,23 +1049,23 @@ impl Runner<'_> {
         if let Some(want) = &e.text {
             let got = primary.and_then(|(p, _)| reply_text(p));
             check(
-                format!("text is {want:?}"),
+                format!("text is {}", quoted_or(Some(want), "")),
                 got.as_deref() == Some(want.as_str()),
-                format!("got {got:?}"),
+                format!("got {}", quoted_or(got.as_deref(), no_text(primary.is_some()))),
             );
         }
         if let Some(want) = &e.text_contains {
-            let got = primary.and_then(|(p, _)| reply_text(p)).unwrap_or_default();
+            let got = primary.and_then(|(p, _)| reply_text(p));
             check(
-                format!("text contains {want:?}"),
-                got.contains(want.as_str()),
-                format!("got {got:?}"),
+                format!("text contains {}", quoted_or(Some(want), "")),
+                got.as_deref().unwrap_or_default().contains(want.as_str()),
+                format!("got {}", quoted_or(got.as_deref(), no_text(primary.is_some()))),
             );
         }
         if let Some(want) = &e.error {
             let got = primary.and_then(|(p, _)| reply_error(p)).map(|m| lossy(&m));
             check(
-                format!("error is {want:?}"),
+                format!("error is {}", quoted_or(Some(want), "")),
                 got.as_deref() == Some(want.as_str()),
                 format!("got {}", shown(primary)),
             );
@@ -1056,7 +1080,15 @@ impl Runner<'_> {
         }
         if let Some(want) = e.reply_id {
             let got = primary.and_then(|(p, _)| reply_id(p));
-            check(format!("reply id is {want}"), got == Some(want), format!("got {got:?}"));
+            check(
+                format!("reply id is {want}"),
+                got == Some(want),
+                match (got, primary) {
+                    (Some(id), _) => format!("got {id}"),
+                    (None, Some(_)) => "got a reply without an integer id".into(),
+                    (None, None) => "got no reply".into(),
+                },
+            );
         }
         if let Some(d) = e.no_reply_within {
             let limit = out.started + d.0;
@@ -1079,15 +1111,15 @@ impl Runner<'_> {
             check(
                 format!("dropped on receipt: {want}"),
                 got == want,
-                format!("{:?}", out.receipts),
+                describe_receipts(&out.receipts),
             );
         }
         if let Some(order) = &e.reply_order {
             let got: Vec<i64> = out.replies.iter().filter_map(|(p, _)| reply_id(p)).collect();
             check(
-                format!("replies leave in the order {order:?}"),
+                format!("replies leave in the order {}", ids(order)),
                 &got == order,
-                format!("got {got:?}"),
+                format!("got {}", if got.is_empty() { "no reply".into() } else { ids(&got) }),
             );
         }
         if let Some(want) = &e.value {
@@ -1159,7 +1191,7 @@ impl Runner<'_> {
             check(
                 format!("perceived change: {want}"),
                 got == Some(want),
-                format!("got {got:?}"),
+                got.map_or("no measurement to compare".into(), |g| format!("got {g}")),
             );
         }
         if let Some(want) = e.record_complete {
@@ -1182,14 +1214,14 @@ impl Runner<'_> {
         }
         for name in &e.events {
             check(
-                format!("event {name:?}"),
+                format!("event {name}"),
                 out.has(*name),
                 format!("{} events in the step", out.events.len()),
             );
         }
         for name in &e.no_events {
             check(
-                format!("no event {name:?}"),
+                format!("no event {name}"),
                 !out.has(*name),
                 format!("{} events in the step", out.events.len()),
             );

@@ -18,8 +18,8 @@ use serde_json::Value;
 use crate::backend::script::{Line, Script, Step as ScriptStep};
 use crate::backend::{BackendSpec, Exchange, Outcome, SessionReport};
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
-use crate::scenario::runner::{is_valid_json, reply_error, reply_id, reply_text, step_kind};
-use crate::scenario::{EventName, Expect, ScenarioSpec, Step, located};
+use crate::scenario::runner::{is_valid_json, no_text, reply_error, reply_id, reply_text, step_kind};
+use crate::scenario::{EventName, Expect, ScenarioSpec, Step, located, quoted_or};
 use crate::spec::SpecError;
 use crate::time::SimDuration;
 
@@ -520,10 +520,10 @@ impl Judge<'_> {
             self.skip("record_complete", "over the wire a record never has a measured effect");
         }
         for name in e.events.iter().filter(|n| **n != EventName::DeviceRebooted) {
-            self.skip(&format!("event {name:?}"), UNOBSERVABLE_EVENT);
+            self.skip(&format!("event {name}"), UNOBSERVABLE_EVENT);
         }
         for name in e.no_events.iter().filter(|n| **n != EventName::DeviceRebooted) {
-            self.skip(&format!("no event {name:?}"), UNOBSERVABLE_EVENT);
+            self.skip(&format!("no event {name}"), UNOBSERVABLE_EVENT);
         }
     }
 
@@ -558,23 +558,23 @@ impl Judge<'_> {
         if let Some(want) = &e.text {
             let got = reply.and_then(|r| reply_text(r.as_bytes()));
             self.check(
-                format!("text is {want:?}"),
+                format!("text is {}", quoted_or(Some(want), "")),
                 got.as_deref() == Some(want.as_str()),
-                format!("got {got:?}"),
+                format!("got {}", quoted_or(got.as_deref(), no_text(reply.is_some()))),
             );
         }
         if let Some(want) = &e.text_contains {
-            let got = reply.and_then(|r| reply_text(r.as_bytes())).unwrap_or_default();
+            let got = reply.and_then(|r| reply_text(r.as_bytes()));
             self.check(
-                format!("text contains {want:?}"),
-                got.contains(want.as_str()),
-                format!("got {got:?}"),
+                format!("text contains {}", quoted_or(Some(want), "")),
+                got.as_deref().unwrap_or_default().contains(want.as_str()),
+                format!("got {}", quoted_or(got.as_deref(), no_text(reply.is_some()))),
             );
         }
         if let Some(want) = &e.error {
             let got = reply.and_then(|r| reply_error(r.as_bytes()));
             self.check(
-                format!("error is {want:?}"),
+                format!("error is {}", quoted_or(Some(want), "")),
                 got.as_deref() == Some(want.as_bytes()),
                 format!("got {}", shown()),
             );
@@ -631,7 +631,7 @@ impl Judge<'_> {
         if e.events.contains(&EventName::DeviceRebooted) {
             let next = all.iter().find(|k| k.number == this + 1);
             self.check(
-                "event DeviceRebooted".into(),
+                "event device_rebooted".into(),
                 next.is_some(),
                 next.map_or("the device did not connect again".into(), |k| {
                     format!(
@@ -646,7 +646,7 @@ impl Judge<'_> {
         if e.no_events.contains(&EventName::DeviceRebooted) {
             let same = c.is_some_and(|c| c.ending == "shutdown");
             self.check(
-                "no event DeviceRebooted".into(),
+                "no event device_rebooted".into(),
                 same,
                 c.map_or("no connection".into(), |c| {
                     format!("connection {this} ended: {}", c.ending)
@@ -669,7 +669,16 @@ fn after_id(reply: &str) -> Option<&str> {
 fn ended(exchange: Option<&Exchange>, c: Option<&WireConnection<'_>>) -> String {
     match (exchange, c) {
         (None, _) => "the request was never sent".into(),
-        (Some(x), _) if x.id < 0 => x.llm_sees.clone().unwrap_or_else(|| "refused by the backend".into()),
+        (Some(x), _) if x.id < 0 => {
+            let why = format!(
+                "no traffic: {} is not among the tools this backend registered",
+                x.tool.as_deref().unwrap_or("the tool")
+            );
+            match x.fate() {
+                Some(f) => format!("{why}; {f}"),
+                None => why,
+            }
+        }
         (Some(x), Some(c)) => match x.outcome {
             Outcome::TimedOut => format!(
                 "no reply: the backend gave up (timeout) {:.0} ms after the request",
@@ -751,9 +760,7 @@ fn record(
                 } else {
                     "; NOT valid JSON"
                 },
-                x.llm_sees
-                    .as_ref()
-                    .map_or(String::new(), |l| format!("; the LLM is handed {l:?}"))
+                x.fate().map_or(String::new(), |f| format!("; {f}"))
             )
         }
         (x, _) => format!("never arrived: {}", ended(x, c)),
