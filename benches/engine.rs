@@ -16,7 +16,7 @@ use std::sync::Arc;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use xiaozhi_sim::audio::source::Source;
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::Device;
+use xiaozhi_sim::device::{Board, Device};
 use xiaozhi_sim::harness::{Harness, PROBE_GUARD, ReplayLine, Replayer, split_lines};
 use xiaozhi_sim::scenario::ScenarioSpec;
 use xiaozhi_sim::scenario::record::Trace;
@@ -44,9 +44,10 @@ fn virtual_span_ms(trace: &Trace) -> u64 {
 fn scenario_reboot(c: &mut Criterion) {
     let origin = "scenarios/12-reboot-true-never-arrives.yaml";
     let spec = ScenarioSpec::from_yaml(origin, REBOOT_SCENARIO).expect("shipped scenario");
-    let board = board();
+    // One board for every run, so its tool catalogue is built once (as in a fleet).
+    let board = Board::new(board());
     let opts = RunOptions::default();
-    let (report, _) = runner::run(&spec, board.clone(), origin, &opts, &NoFiles);
+    let (report, _) = runner::run(&spec, &board, origin, &opts, &NoFiles);
     assert!(report.passed, "the reboot scenario passes");
     let span_ms = virtual_span_ms(&report.trace);
     assert!(
@@ -58,13 +59,13 @@ fn scenario_reboot(c: &mut Criterion) {
     let mut group = c.benchmark_group("engine");
     group.throughput(Throughput::Elements(span_ms * 1000));
     group.bench_function("scenario_reboot", |b| {
-        b.iter(|| runner::run(black_box(&spec), board.clone(), origin, &opts, &NoFiles))
+        b.iter(|| runner::run(black_box(&spec), &board, origin, &opts, &NoFiles))
     });
     // For reference (no target): the same run plus its JSON report, trace lines rendered, as
     // `xiaozhi-twin run --json` writes it.
     group.bench_function("scenario_reboot_with_json", |b| {
         b.iter(|| {
-            let (report, _) = runner::run(black_box(&spec), board.clone(), origin, &opts, &NoFiles);
+            let (report, _) = runner::run(black_box(&spec), &board, origin, &opts, &NoFiles);
             serde_json::to_vec(&report).expect("a report serializes")
         })
     });

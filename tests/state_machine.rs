@@ -22,6 +22,7 @@ use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::bounds::{self, expected_valueint, json_number, json_string};
 use xiaozhi_sim::device::{Device, Receipt};
 use xiaozhi_sim::harness::Harness;
+use xiaozhi_sim::scenario::reply::reply_id;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::trace::{Event, NvsValue};
 use xiaozhi_sim::world::WorldSpec;
@@ -528,12 +529,6 @@ impl Model {
 // ---------------------------------------------------------------------------------------------
 // Running a sequence on both
 // ---------------------------------------------------------------------------------------------
-
-fn reply_id(payload: &[u8]) -> Option<i64> {
-    let rest = payload.strip_prefix(br#"{"jsonrpc":"2.0","id":"#)?;
-    let end = rest.iter().position(|&b| b == b',')?;
-    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
-}
 
 struct Run {
     harness: Harness,

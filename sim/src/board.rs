@@ -3,7 +3,8 @@
 //!
 //! Mirrors `main/boards/<dir>/config.h`, `config.json` (BOARD_NAME/BOARD_TYPE) and the board
 //! class constructor (display, backlight, camera, lamp, board tools). The tool catalogue is *not*
-//! stored here: the device derives it from these facts by the firmware's registration rules.
+//! stored here: the device derives it from these facts by the firmware's registration rules (and
+//! memoizes it in a `device::Board`).
 //! Knows nothing about runtime state.
 
 use std::fmt;
@@ -53,10 +54,22 @@ pub struct BoardSpec {
     pub battery: Option<BatterySpec>,
     /// The built-in font the device hello advertises (`text_font`); default from the display.
     #[serde(default)]
-    pub text_font: Option<crate::device::link::TextFontSpec>,
-    /// The tool catalogues derived from these facts, memoized (not part of the file).
-    #[serde(skip)]
-    pub(crate) catalogues: crate::device::catalogue::CatalogueCache,
+    pub text_font: Option<TextFontSpec>,
+}
+
+/// The board's built-in font as the hello advertises it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextFontSpec {
+    pub bundle: String,
+    #[serde(default = "basic")]
+    pub charset: String,
+    pub size: i32,
+    pub bpp: i32,
+}
+
+fn basic() -> String {
+    "basic".into()
 }
 
 /// Application descriptor and build facts.
@@ -414,7 +427,68 @@ pub enum Behavior {
     /// Return a fixed value: `true`/`false`, an integer, or text.
     Returns { value: ReturnSpec },
     /// Built-in behaviour implemented in the twin (e.g. `otto.set_trim`).
-    Builtin { name: String },
+    Builtin { name: Builtin },
+}
+
+/// A built-in tool behaviour a board file can name (`behavior: {builtin: {name: …}}`) where a
+/// callback does more than data can say (otto-robot's servo controller). The tool's texts and
+/// schema still come from the board file; `device::builtin` implements each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    OttoAction,
+    OttoServoSequences,
+    OttoStop,
+    OttoSetTrim,
+    OttoGetTrims,
+    OttoGetStatus,
+    BatteryGetLevel,
+    OttoGetIp,
+}
+
+impl Builtin {
+    /// Every built-in behaviour, in the order error messages list them.
+    pub const ALL: [Builtin; 8] = [
+        Builtin::OttoAction,
+        Builtin::OttoServoSequences,
+        Builtin::OttoStop,
+        Builtin::OttoSetTrim,
+        Builtin::OttoGetTrims,
+        Builtin::OttoGetStatus,
+        Builtin::BatteryGetLevel,
+        Builtin::OttoGetIp,
+    ];
+
+    /// The name a board file writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::OttoAction => "otto.action",
+            Builtin::OttoServoSequences => "otto.servo_sequences",
+            Builtin::OttoStop => "otto.stop",
+            Builtin::OttoSetTrim => "otto.set_trim",
+            Builtin::OttoGetTrims => "otto.get_trims",
+            Builtin::OttoGetStatus => "otto.get_status",
+            Builtin::BatteryGetLevel => "battery.get_level",
+            Builtin::OttoGetIp => "otto.get_ip",
+        }
+    }
+
+    /// Behaviours that need the otto controller (its action queue and trims) on the board.
+    pub fn needs_otto(self) -> bool {
+        self.name().starts_with("otto.")
+    }
+}
+
+impl<'de> Deserialize<'de> for Builtin {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Builtin, D::Error> {
+        let name = String::deserialize(d)?;
+        Builtin::ALL.into_iter().find(|b| b.name() == name).ok_or_else(|| {
+            let known: Vec<&str> = Builtin::ALL.iter().map(|b| b.name()).collect();
+            serde::de::Error::custom(format!(
+                "unknown built-in behaviour `{name}`; known: {}",
+                known.join(", ")
+            ))
+        })
+    }
 }
 
 impl Behavior {
@@ -686,17 +760,7 @@ impl BoardSpec {
                             }
                         }
                         Behavior::Returns { .. } => {}
-                        Behavior::Builtin { name } => {
-                            if !crate::device::builtin::is_known(name) {
-                                return Err((
-                                    at("behavior.builtin.name"),
-                                    format!(
-                                        "unknown built-in behaviour `{name}`; known: {}",
-                                        crate::device::builtin::known_names().join(", ")
-                                    ),
-                                ));
-                            }
-                        }
+                        Behavior::Builtin { .. } => {}
                     }
                 }
             }
@@ -714,7 +778,7 @@ impl BoardSpec {
 
     /// The font in the device hello: the board's, else the display's usual built-in font
     /// (14 px 1 bpp on OLEDs, 16 px 4 bpp on LCDs), none without a display.
-    pub fn text_font(&self) -> Option<crate::device::link::TextFontSpec> {
+    pub fn text_font(&self) -> Option<TextFontSpec> {
         if let Some(f) = &self.text_font {
             return Some(f.clone());
         }
@@ -723,7 +787,7 @@ impl BoardSpec {
             DisplayKind::Lcd => (16, 4),
             DisplayKind::None => return None,
         };
-        Some(crate::device::link::TextFontSpec {
+        Some(TextFontSpec {
             bundle: format!("font_puhui_basic_{size}_{bpp}"),
             charset: "basic".into(),
             size,

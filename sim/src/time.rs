@@ -152,6 +152,27 @@ pub fn parse_duration(text: &str) -> Result<SimDuration, String> {
     Ok(SimDuration::from_micros(us.round() as u64))
 }
 
+/// A duration written with a unit (`1500ms`, `2s`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Duration(pub SimDuration);
+
+impl<'de> serde::Deserialize<'de> for Duration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Number(f64),
+        }
+        match <Raw as serde::Deserialize>::deserialize(d)? {
+            Raw::Text(t) => parse_duration(&t).map(Duration).map_err(serde::de::Error::custom),
+            Raw::Number(n) => Err(serde::de::Error::custom(format!(
+                "a duration needs a unit: write `{n}ms` or `{n}s`"
+            ))),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,7 @@ pub struct WorldSpec {
     pub board_tasks_run: bool,
     /// The `websocket` object of the OTA answer: when present the device uses the WebSocket
     /// protocol (channel opened on user action); otherwise the recorder's direct feed.
-    pub websocket: Option<crate::device::link::WsConfig>,
+    pub websocket: Option<WsConfig>,
 }
 
 /// Station interface facts (`WifiManager`).
@@ -123,6 +123,17 @@ impl Default for WorldSpec {
     fn default() -> Self {
         WorldSpec::conformance()
     }
+}
+
+/// The WebSocket settings the OTA server hands out (`websocket/url`, `token`, `version` in NVS).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WsConfig {
+    pub url: String,
+    #[serde(default)]
+    pub token: String,
+    #[serde(default)]
+    pub version: i32,
 }
 
 /// The outcome of one simulated HTTP open.

@@ -7,10 +7,10 @@ use serde_json::json;
 use xiaozhi_sim::backend::{BackendSpec, Delivery, Outcome, Phase};
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
-use xiaozhi_sim::device::link::WsConfig;
 use xiaozhi_sim::loopback::Loopback;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::world::WorldSpec;
+use xiaozhi_sim::world::WsConfig;
 
 fn pair(board_yaml: &str, personality: &str) -> Loopback {
     pair_with(board_yaml, BackendSpec::shipped(personality).unwrap())

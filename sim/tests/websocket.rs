@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::link::WsConfig;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::trace::Event;
 use xiaozhi_sim::world::WorldSpec;
+use xiaozhi_sim::world::WsConfig;
 
 fn device() -> Device {
     let spec = BoardSpec::from_yaml("b.yaml", include_str!("../../boards/bread-compact-wifi.yaml")).unwrap();

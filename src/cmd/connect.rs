@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use xiaozhi_sim::device::Device;
-use xiaozhi_sim::device::link::WsConfig;
 use xiaozhi_sim::hw::nvs::Nvs;
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
+use xiaozhi_sim::world::WsConfig;
 
 use crate::boards;
 use crate::live::{LiveOptions, Wake, run_device};
@@ -57,7 +57,7 @@ fn websocket_config(opts: &Options) -> Result<WsConfig> {
             config.version = v;
         }
     }
-    if !config.url.starts_with("ws://") || xiaozhi_sim::device::link::parse_url(&config.url).is_none() {
+    if !config.url.starts_with("ws://") || xiaozhi_sim::device::channel::parse_url(&config.url).is_none() {
         bail!(
             "websocket URL `{}`: expected ws://HOST:PORT/PATH (give --url, or --ota)",
             config.url

@@ -89,7 +89,7 @@ pub fn run(opts: &Options) -> Result<bool> {
             let ids: Vec<String> = s
                 .replies
                 .iter()
-                .filter_map(|r| xiaozhi_sim::scenario::runner::reply_id(r.as_bytes()).map(|i| i.to_string()))
+                .filter_map(|r| xiaozhi_sim::scenario::reply::reply_id(r.as_bytes()).map(|i| i.to_string()))
                 .collect();
             println!("\n    {}: replies left in the order {}", s.summary, ids.join(", "));
         }

@@ -20,9 +20,9 @@ use tokio::time::Instant;
 use xiaozhi_sim::backend::Outcome;
 use xiaozhi_sim::backend::script::Script;
 use xiaozhi_sim::device::Device;
-use xiaozhi_sim::device::link::WsConfig;
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
+use xiaozhi_sim::world::WsConfig;
 
 use crate::boards;
 use crate::cmd::backend::{Ending, Server, load_personality};
@@ -134,6 +134,8 @@ pub fn run(opts: &Options) -> Result<bool> {
         bail!("--devices must be at least 1");
     }
     let spec = boards::load(&opts.board)?;
+    // One memo of the tool catalogue for every device of the fleet (they share the registry).
+    let board = xiaozhi_sim::device::Board::new(spec.clone());
     let limit = raise_open_files_limit();
     let needed = u64::from(opts.devices) * if opts.url.is_some() { 1 } else { 2 } + 64;
     if limit != 0 && limit < needed {
@@ -173,7 +175,7 @@ pub fn run(opts: &Options) -> Result<bool> {
                 (format!("ws://{addr}/xiaozhi/v1/"), Some(server), Some(serving))
             }
         };
-        if xiaozhi_sim::device::link::parse_url(&url).is_none() {
+        if xiaozhi_sim::device::channel::parse_url(&url).is_none() {
             bail!("--url `{url}`: expected ws://HOST:PORT/PATH");
         }
         let rss_before = rss_kib();
@@ -192,7 +194,7 @@ pub fn run(opts: &Options) -> Result<bool> {
                 token: "test-token".into(),
                 version: 1,
             });
-            let mut device = Device::new(spec.clone(), world, opts.seed.wrapping_add(u64::from(i)));
+            let mut device = Device::new(&board, world, opts.seed.wrapping_add(u64::from(i)));
             device.set_trace(false);
             let live = LiveOptions {
                 wake: Wake::OnBoot,

@@ -13,11 +13,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use xiaozhi_sim::backend::BackendSpec;
 use xiaozhi_sim::device::Device;
-use xiaozhi_sim::device::link::WsConfig;
 use xiaozhi_sim::scenario::record::{Check, ScenarioReport};
 use xiaozhi_sim::scenario::wire::{WireConnection, WirePlan, WireRun, judge};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
+use xiaozhi_sim::world::WsConfig;
 
 use crate::cmd::backend::{ConnReport, Server, serve};
 use crate::cmd::run::Loaded;

@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
-use crate::scenario::Duration;
 use crate::spec::{self, SpecError};
+use crate::time::Duration;
 
 /// When `initialize` is sent.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]

@@ -10,41 +10,24 @@ use std::sync::Arc;
 
 use crate::audio::ChainFault;
 use crate::audio::source::{Prompt, Source};
-use crate::board::{Behavior, BoardTool, DisplayKind, ReturnSpec};
+use crate::board::{BoardTool, DisplayKind};
 use crate::device::audio::AudioService;
 use crate::device::catalogue::{self, BoardObjects};
-use crate::device::link::{Socket, WsLink, device_hello, handshake_request, parse_url};
+use crate::device::channel::{Link, OpenStage, Socket, WsLink};
 use crate::device::main_loop::MainLoop;
 use crate::device::otto::{self, Otto};
 use crate::device::report::{self, StatusFacts, SystemFacts};
 use crate::device::state::DeviceState;
+use crate::device::tools::Callback;
+use crate::device::upgrade::UpgradeStage;
 use crate::device::{Core, Output, Receipt};
-use crate::hw::backlight::{Backlight, SetOutcome};
+use crate::hw::backlight::Backlight;
 use crate::hw::camera::Camera;
 use crate::hw::display::Display;
 use crate::mcp::server::call_result_payload;
-use crate::mcp::{McpServer, PropertyValue, Received, ReturnValue, ToolAction, wire};
+use crate::mcp::{McpServer, PropertyValue, Received, ReturnValue, wire};
 use crate::time::SimDuration;
 use crate::trace::{BootReason, Event, NvsValue};
-use crate::world::HttpOutcome;
-
-/// The protocol object (`protocol_`): how replies leave the device.
-#[derive(Clone, Debug)]
-pub enum Link {
-    /// Replies go straight out while the protocol object exists (the conformance recorder's
-    /// stand-in; behaves like MQTT: nothing to close, nothing to open).
-    Direct,
-    /// The on-demand WebSocket audio channel.
-    WebSocket(Box<WsLink>),
-}
-
-/// `ContinueOpenAudioChannel` / `OpenAudioChannel`, split where it blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpenStage {
-    Begin,
-    AwaitConnect,
-    AwaitHello,
-}
 
 /// Work on the main task's queue.
 #[derive(Debug)]
@@ -84,16 +67,6 @@ pub enum Task {
 pub enum RebootStage {
     Enter,
     Restart,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UpgradeStage {
-    Start,
-    AfterAlert,
-    Download,
-    Failed,
-    FailedDone,
-    Succeeded,
 }
 
 impl Task {
@@ -137,16 +110,6 @@ pub enum Step {
     Block(SimDuration, Task),
     /// `esp_restart()` or a panic.
     Restart(BootReason),
-}
-
-/// What a callback did.
-enum Callback {
-    Return(ReturnValue),
-    Throw(Vec<u8>),
-    /// The callback blocks the main task (network) and then returns or throws.
-    Blocked(SimDuration, Result<ReturnValue, Vec<u8>>),
-    /// `ESP_ERROR_CHECK` failed (or similar abort) inside the callback.
-    Panic(String),
 }
 
 /// The application and board objects of one boot.
@@ -236,14 +199,7 @@ impl Running {
             audio: AudioService::new(&spec.audio),
             otto: None,
         };
-        let builtins = spec.board_tools.iter().filter_map(|t| match t {
-            BoardTool::Tool(t) => match &t.behavior {
-                Behavior::Builtin { name } => Some(name.as_str()),
-                _ => None,
-            },
-            BoardTool::Lamp { .. } => None,
-        });
-        if crate::device::builtin::needs_otto(builtins) {
+        if crate::device::builtin::needs_otto(&spec) {
             let trims = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
             core.log('I', "OttoController", || {
                 format!(
@@ -299,12 +255,15 @@ impl Running {
         if spec.audio.wake_word {
             run.audio.enable_input(&mut core.audio, now, true, run.volume);
         }
-        let catalogue = catalogue::catalogue(&BoardObjects {
-            spec: &spec,
-            display: &run.display,
-            has_backlight: run.backlight.is_some(),
-            has_camera: run.camera.is_some(),
-        });
+        let catalogue = catalogue::catalogue(
+            &BoardObjects {
+                spec: &spec,
+                display: &run.display,
+                has_backlight: run.backlight.is_some(),
+                has_camera: run.camera.is_some(),
+            },
+            &core.catalogues,
+        );
         run.mcp = catalogue.server.clone();
         for (level, line) in &catalogue.log {
             core.log(*level, "MCP", || line.clone());
@@ -348,7 +307,7 @@ impl Running {
     }
 
     /// `audio_service_.PlaySound(prompt)`.
-    fn play_prompt(&mut self, core: &mut Core, prompt: Prompt) {
+    pub(super) fn play_prompt(&mut self, core: &mut Core, prompt: Prompt) {
         let (_, _, duration) = prompt.burst();
         let now = core.now;
         let (start, end) = self
@@ -505,290 +464,6 @@ impl Running {
         }
     }
 
-    /// Destroys the WebSocket object if there is one (the peer sees TCP close, no close frame).
-    pub(super) fn drop_socket(&mut self, core: &mut Core, why: &'static str) {
-        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut()
-            && ws.socket != Socket::None
-        {
-            ws.socket = Socket::None;
-            core.emit(|| Event::Note {
-                text: format!("websocket destroyed ({why}): TCP closed without a close frame"),
-            });
-            core.push_output(Output::WsClose { at: core.now });
-        }
-    }
-
-    fn channel_open(&self, now: crate::time::SimTime) -> bool {
-        matches!(&self.protocol, Some(Link::WebSocket(ws)) if ws.is_audio_channel_opened(now))
-    }
-
-    /// `HandleToggleChatEvent`.
-    fn toggle_chat(&mut self, core: &mut Core) {
-        match self.state {
-            DeviceState::Activating => {
-                self.set_state(core, DeviceState::Idle);
-                return;
-            }
-            DeviceState::WifiConfiguring | DeviceState::AudioTesting => return,
-            _ => {}
-        }
-        if self.protocol.is_none() {
-            core.log('E', "Application", || "Protocol not initialized");
-            return;
-        }
-        match self.state {
-            DeviceState::Idle => {
-                if !self.channel_open(core.now) && matches!(self.protocol, Some(Link::WebSocket(_))) {
-                    self.set_state(core, DeviceState::Connecting);
-                    self.main.schedule(Task::OpenChannel {
-                        mode: "auto",
-                        stage: OpenStage::Begin,
-                    });
-                } else {
-                    self.set_listening(core, "auto");
-                }
-            }
-            DeviceState::Listening => {
-                // CloseAudioChannel: the socket goes; its disconnect callback schedules idle.
-                self.drop_socket(core, "user closed the channel");
-                self.main.schedule(Task::SetState(DeviceState::Idle));
-            }
-            DeviceState::Speaking => core.log('I', "Application", || "Abort speaking"),
-            _ => {}
-        }
-    }
-
-    /// `SetListeningMode(mode)`: listening, and `listen start` goes out.
-    fn set_listening(&mut self, core: &mut Core, mode: &str) {
-        if self.set_state(core, DeviceState::Listening)
-            && let Some(Link::WebSocket(ws)) = &self.protocol
-            && ws.socket == Socket::Connected
-        {
-            let frame = ws.listen_start(mode);
-            core.push_output(Output::WsText {
-                text: frame,
-                at: core.now,
-            });
-        }
-    }
-
-    /// `ContinueOpenAudioChannel` → `OpenAudioChannel`, which blocks the main task while it
-    /// connects (esp-ml307: up to 10 s) and while it waits for the server hello (10 s).
-    fn open_channel(&mut self, core: &mut Core, mode: &'static str, stage: OpenStage) -> Step {
-        let now = core.now;
-        let timeout = core.delay(10_000);
-        match stage {
-            OpenStage::Begin => {
-                if self.state != DeviceState::Connecting {
-                    return Step::Done;
-                }
-                if self.channel_open(now) {
-                    self.set_listening(core, mode);
-                    return Step::Done;
-                }
-                // A new socket object replaces the old one (which closes its TCP connection).
-                self.drop_socket(core, "replaced by a new connection");
-                let uuid = self.uuid.clone();
-                let Some(Link::WebSocket(ws)) = self.protocol.as_mut() else {
-                    return Step::Done;
-                };
-                ws.error = false;
-                ws.hello_received = false;
-                let Some(endpoint) = parse_url(&ws.url).filter(|e| !e.tls) else {
-                    let url = ws.url.clone();
-                    core.log('E', "WS", || {
-                        format!("Failed to connect to websocket server: {url} (the twin dials ws:// only)")
-                    });
-                    ws.error = true;
-                    self.set_state(core, DeviceState::Idle);
-                    return Step::Done;
-                };
-                let mut headers = Vec::new();
-                if let Some(a) = ws.authorization() {
-                    headers.push(("Authorization".to_string(), a));
-                }
-                headers.push(("Protocol-Version".to_string(), ws.version.to_string()));
-                headers.push(("Device-Id".to_string(), core.mac.clone()));
-                headers.push(("Client-Id".to_string(), uuid));
-                let key = {
-                    use rand_core::RngCore;
-                    let mut k = [0u8; 16];
-                    core.rng.fill_bytes(&mut k);
-                    base64_key(&k)
-                };
-                let request = handshake_request(&endpoint, &headers, &key);
-                ws.socket = Socket::Connecting;
-                let url = ws.url.clone();
-                let version = ws.version;
-                core.log('I', "WS", || {
-                    format!("Connecting to websocket server: {url} with version: {version}")
-                });
-                core.push_output(Output::WsOpen {
-                    endpoint,
-                    request,
-                    at: now,
-                });
-                Step::Block(
-                    timeout,
-                    Task::OpenChannel {
-                        mode,
-                        stage: OpenStage::AwaitConnect,
-                    },
-                )
-            }
-            OpenStage::AwaitConnect => {
-                let font = core.spec.text_font();
-                let Some(Link::WebSocket(ws)) = self.protocol.as_mut() else {
-                    return Step::Done;
-                };
-                if ws.socket != Socket::Connected {
-                    ws.error = true;
-                    core.log('E', "WS", || "Failed to connect to websocket server");
-                    core.emit(|| Event::Note {
-                        text: "audio channel failed: server not connected".into(),
-                    });
-                    self.set_state(core, DeviceState::Idle);
-                    return Step::Done;
-                }
-                let hello = device_hello(ws.version, font.as_ref());
-                core.push_output(Output::WsText { text: hello, at: now });
-                Step::Block(
-                    timeout,
-                    Task::OpenChannel {
-                        mode,
-                        stage: OpenStage::AwaitHello,
-                    },
-                )
-            }
-            OpenStage::AwaitHello => {
-                let Some(Link::WebSocket(ws)) = self.protocol.as_mut() else {
-                    return Step::Done;
-                };
-                if !ws.hello_received {
-                    ws.error = true;
-                    core.log('E', "WS", || "Failed to receive server hello");
-                    core.emit(|| Event::Note {
-                        text: "audio channel failed: no server hello within 10 s".into(),
-                    });
-                    self.set_state(core, DeviceState::Idle);
-                    return Step::Done;
-                }
-                ws.last_incoming = now;
-                core.emit(|| Event::Note {
-                    text: "audio channel opened".into(),
-                });
-                if self.state == DeviceState::Connecting {
-                    self.set_listening(core, mode);
-                }
-                Step::Done
-            }
-        }
-    }
-
-    /// The driver finished (or failed) the TCP connect and handshake.
-    pub fn ws_open_result(&mut self, core: &mut Core, ok: bool) {
-        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut()
-            && ws.socket == Socket::Connecting
-        {
-            ws.socket = if ok { Socket::Connected } else { Socket::Disconnected };
-            let now = core.now;
-            self.main.wake(now);
-        }
-    }
-
-    /// The peer closed or the TCP connection broke: `on_audio_channel_closed` schedules idle.
-    ///
-    /// A close during the connect ends esp-ml307's `Connect()` early (it fails). A close while
-    /// `OpenAudioChannel` waits for the server hello does not: that wait is an event-group wait
-    /// on the hello bit alone, so the device reports `Failed to receive server hello` only when
-    /// the full 10 s have passed (a server that refuses the token with `认证失败` and closes).
-    pub fn ws_closed(&mut self, core: &mut Core) {
-        if let Some(Link::WebSocket(ws)) = self.protocol.as_mut()
-            && matches!(ws.socket, Socket::Connected | Socket::Connecting)
-        {
-            let was_connecting = ws.socket == Socket::Connecting;
-            ws.socket = Socket::Disconnected;
-            core.log('I', "WS", || "Websocket disconnected");
-            self.main.schedule(Task::SetState(DeviceState::Idle));
-            if was_connecting {
-                let now = core.now;
-                self.main.wake(now);
-            }
-        }
-    }
-
-    /// The server hello (`ParseServerHello`). `Err` is the firmware's crash on a missing or
-    /// non-string `transport` (a null pointer dereference: panic, reboot).
-    pub fn server_hello(&mut self, core: &mut Core, root: crate::cjson::Item<'_>) -> Result<(), String> {
-        let Some(Link::WebSocket(ws)) = self.protocol.as_mut() else {
-            return Ok(());
-        };
-        let transport = root.get(b"transport");
-        let Some(t) = transport.and_then(|t| t.c_string()) else {
-            return Err("server hello without a string `transport`: NULL dereference in ParseServerHello".into());
-        };
-        if t != b"websocket" {
-            let shown = String::from_utf8_lossy(t).into_owned();
-            core.log('E', "WS", || format!("Unsupported transport: {shown}"));
-            return Ok(());
-        }
-        if let Some(sid) = root.get(b"session_id").and_then(|s| s.c_string()) {
-            ws.session_id = sid.to_vec();
-        }
-        if let Some(ap) = root.get(b"audio_params").filter(crate::cjson::Item::is_object) {
-            if let Some(r) = ap.get(b"sample_rate").filter(crate::cjson::Item::is_number) {
-                ws.server_sample_rate = r.valueint();
-            }
-            if let Some(f) = ap.get(b"frame_duration").filter(crate::cjson::Item::is_number) {
-                ws.server_frame_duration = f.valueint();
-            }
-        }
-        ws.hello_received = true;
-        let sid = String::from_utf8_lossy(&ws.session_id).into_owned();
-        core.emit(|| Event::Note {
-            text: format!("server hello, session {sid}"),
-        });
-        let now = core.now;
-        self.main.wake(now);
-        Ok(())
-    }
-
-    /// The application dispatcher for a non-hello JSON frame (`OnIncomingJson`).
-    pub fn incoming_json(&mut self, core: &mut Core, root: crate::cjson::Item<'_>) -> Option<Received> {
-        let kind = root.get(b"type").and_then(|t| t.c_string())?;
-        match kind {
-            b"mcp" => {
-                let payload = root.get(b"payload").filter(crate::cjson::Item::is_object)?;
-                Some(self.mcp.receive(payload))
-            }
-            b"system" => {
-                if root.get(b"command").and_then(|c| c.c_string()) == Some(b"reboot") {
-                    core.log('I', "Application", || "System command: reboot");
-                    self.main.schedule(Task::Reboot {
-                        stage: RebootStage::Enter,
-                    });
-                }
-                None
-            }
-            b"tts" => {
-                match root.get(b"state").and_then(|s| s.c_string()) {
-                    Some(b"start") => self.main.schedule(Task::SetState(DeviceState::Speaking)),
-                    Some(b"stop") if self.state == DeviceState::Speaking => {
-                        self.main.schedule(Task::SetState(DeviceState::Listening))
-                    }
-                    _ => {}
-                }
-                None
-            }
-            _ => None,
-        }
-    }
-
-    /// A user action: BOOT click / wake word (`MAIN_EVENT_TOGGLE_CHAT`).
-    pub fn request_toggle_chat(&mut self) {
-        self.main.schedule(Task::ToggleChat);
-    }
-
     /// The second hop: `ReplyResult`/`ReplyError` schedule the send.
     fn reply_later(&mut self, core: &mut Core, id: i32, outcome: Result<ReturnValue, Vec<u8>>) -> Step {
         let payload = match outcome {
@@ -802,70 +477,6 @@ impl Running {
         };
         self.main.schedule(Task::Send { payload });
         Step::Done
-    }
-
-    /// `Application::UpgradeFirmware` (FIRMWARE.md §11.2).
-    fn upgrade(&mut self, core: &mut Core, url: Vec<u8>, stage: UpgradeStage) -> Step {
-        let next = |stage| Task::Upgrade {
-            url: url.clone(),
-            stage,
-        };
-        match stage {
-            UpgradeStage::Start => {
-                if self.channel_open(core.now) {
-                    core.log('I', "Application", || {
-                        "Closing audio channel before firmware upgrade".to_string()
-                    });
-                    self.drop_socket(core, "firmware upgrade");
-                    self.main.schedule(Task::SetState(DeviceState::Idle));
-                }
-                core.log('I', "Application", || {
-                    format!("Starting firmware upgrade from URL: {}", String::from_utf8_lossy(&url))
-                });
-                self.play_prompt(core, Prompt::Upgrade);
-                Step::Block(core.delay(3000), next(UpgradeStage::AfterAlert))
-            }
-            UpgradeStage::AfterAlert => {
-                self.set_state(core, DeviceState::Upgrading);
-                let now = core.now;
-                self.audio.stop_playback(&mut core.audio, now);
-                Step::Block(core.delay(1000), next(UpgradeStage::Download))
-            }
-            UpgradeStage::Download => {
-                core.emit(|| Event::OtaStarted { url: url.clone() });
-                let ota = core.world.ota.clone();
-                let then = if ota.succeeds {
-                    UpgradeStage::Succeeded
-                } else {
-                    UpgradeStage::Failed
-                };
-                Step::Block(ota.download_time, next(then))
-            }
-            UpgradeStage::Failed => {
-                core.emit(|| Event::OtaFinished { ok: false });
-                core.log('E', "Application", || {
-                    "Firmware upgrade failed, restarting audio service and continuing operation...".to_string()
-                });
-                self.play_prompt(core, Prompt::Exclamation);
-                Step::Block(core.delay(3000), next(UpgradeStage::FailedDone))
-            }
-            UpgradeStage::FailedDone => {
-                core.log('E', "MCP", || "Firmware upgrade failed");
-                Step::Done
-            }
-            UpgradeStage::Succeeded => {
-                core.emit(|| Event::OtaFinished { ok: true });
-                core.log('I', "Application", || {
-                    "Firmware upgrade successful, rebooting...".to_string()
-                });
-                Step::Block(
-                    core.delay(1000),
-                    Task::Reboot {
-                        stage: RebootStage::Enter,
-                    },
-                )
-            }
-        }
     }
 
     /// The earliest esp_timer deadline.
@@ -899,47 +510,6 @@ impl Running {
                 text: "audio output powered down (15 s without output)".to_string(),
             });
         }
-    }
-
-    /// `Backlight::SetBrightness(b, permanent)`.
-    fn set_brightness(&mut self, core: &mut Core, brightness: u8, permanent: bool) -> Option<&'static str> {
-        let now = core.now;
-        let backlight = self.backlight.as_mut()?;
-        let clamped = brightness.min(100);
-        if clamped == backlight.brightness() {
-            return None;
-        }
-        if permanent && let Err(e) = core.nvs_set("display", "brightness", NvsValue::I32(i32::from(clamped))) {
-            return Some(e);
-        }
-        if let SetOutcome::Fading { target, .. } = backlight.set_brightness(now, clamped) {
-            core.emit(|| Event::BacklightTarget { target });
-            core.log('I', "Backlight", || format!("Set brightness to {target}"));
-        }
-        None
-    }
-
-    /// `display->SetTheme(theme)` for a registered name; persists on LCD. Returns whether the
-    /// name was found, or the NVS error that aborts.
-    fn apply_theme(&mut self, core: &mut Core, name: &[u8]) -> Result<bool, &'static str> {
-        let Some(theme) = self.display.set_theme(name) else {
-            return Ok(false);
-        };
-        core.emit(|| Event::ThemeApplied { theme: theme.clone() });
-        if self.display.persists_theme() {
-            core.nvs_set("display", "theme", NvsValue::Str(theme.into_bytes()))?;
-        }
-        Ok(true)
-    }
-
-    /// `AudioCodec::SetOutputVolume`: store, log, persist.
-    fn set_volume(&mut self, core: &mut Core, volume: i32) -> Result<(), &'static str> {
-        self.volume = volume;
-        let now = core.now;
-        self.audio.set_volume(&mut core.audio, now, volume);
-        core.emit(|| Event::VolumeChanged { volume });
-        core.log('I', "AudioCodec", || format!("Set output volume to {volume}"));
-        core.nvs_set("audio", "output_volume", NvsValue::I32(volume))
     }
 
     /// VOL+/VOL− buttons (±10 clamped, long press = 100/0).
@@ -987,373 +557,6 @@ impl Running {
             wifi: &core.world.wifi,
         })
     }
-
-    fn http(&self, core: &mut Core, method: &'static str, url: &[u8]) -> HttpOutcome {
-        let outcome = core.world.http_open(url);
-        core.emit(|| Event::HttpOpened {
-            method,
-            url: url.to_vec(),
-            outcome: match &outcome {
-                HttpOutcome::Unreachable { .. } => "fail".to_string(),
-                HttpOutcome::Answered { status, .. } => format!("status {status}"),
-            },
-        });
-        outcome
-    }
-
-    /// The callbacks (main task).
-    fn call(&mut self, core: &mut Core, tool: usize, args: &[PropertyValue]) -> Callback {
-        let action = self.mcp.tool(tool).action().clone();
-        let arg = |i: usize| args.get(i).cloned().unwrap_or(PropertyValue::Int(0));
-        let panic = |e: &'static str| Callback::Panic(format!("ESP_ERROR_CHECK failed: {e}"));
-        match action {
-            ToolAction::GetDeviceStatus => Callback::Return(ReturnValue::Text(self.device_status(core))),
-            ToolAction::SetVolume => match self.set_volume(core, arg(0).as_int()) {
-                Ok(()) => Callback::Return(ReturnValue::Bool(true)),
-                Err(e) => panic(e),
-            },
-            ToolAction::SetBrightness => {
-                // `static_cast<uint8_t>(value)`.
-                let b = arg(0).as_int() as u8;
-                match self.set_brightness(core, b, true) {
-                    None => Callback::Return(ReturnValue::Bool(true)),
-                    Some(e) => panic(e),
-                }
-            }
-            ToolAction::SetTheme => match self.apply_theme(core, arg(0).as_bytes()) {
-                Ok(found) => Callback::Return(ReturnValue::Bool(found)),
-                Err(e) => panic(e),
-            },
-            ToolAction::TakePhoto => self.take_photo(core, arg(0).as_bytes()),
-            ToolAction::LampGetState { gpio } => {
-                let on = self.gpio_flags.get(&gpio).copied().unwrap_or(false);
-                Callback::Return(ReturnValue::Text(
-                    if on { wire::LAMP_POWER_ON } else { wire::LAMP_POWER_OFF }
-                        .as_bytes()
-                        .to_vec(),
-                ))
-            }
-            ToolAction::LampTurnOn { gpio } => {
-                self.drive_gpio(core, gpio, true);
-                Callback::Return(ReturnValue::Bool(true))
-            }
-            ToolAction::LampTurnOff { gpio } => {
-                self.drive_gpio(core, gpio, false);
-                Callback::Return(ReturnValue::Bool(true))
-            }
-            ToolAction::GetSystemInfo => Callback::Return(ReturnValue::Text(self.system_info(core))),
-            ToolAction::Reboot => {
-                self.main.schedule(Task::UserReboot);
-                Callback::Return(ReturnValue::Bool(true))
-            }
-            ToolAction::UpgradeFirmware => {
-                let url = arg(0).as_bytes().to_vec();
-                core.log('I', "MCP", || {
-                    format!(
-                        "User requested firmware upgrade from URL: {}",
-                        String::from_utf8_lossy(&url)
-                    )
-                });
-                self.main.schedule(Task::Upgrade {
-                    url,
-                    stage: UpgradeStage::Start,
-                });
-                Callback::Return(ReturnValue::Bool(true))
-            }
-            ToolAction::ScreenGetInfo => {
-                let mut json = Vec::with_capacity(64);
-                json.extend_from_slice(b"{\"width\":");
-                crate::cjson::write_int(&mut json, self.display.width() as i32);
-                json.extend_from_slice(b",\"height\":");
-                crate::cjson::write_int(&mut json, self.display.height() as i32);
-                json.extend_from_slice(if self.display.is_monochrome() {
-                    b",\"monochrome\":true}"
-                } else {
-                    b",\"monochrome\":false}"
-                });
-                Callback::Return(ReturnValue::Json(json))
-            }
-            ToolAction::ScreenSnapshot => self.snapshot(core, arg(0).as_bytes(), arg(1).as_int()),
-            ToolAction::ScreenPreviewImage => self.preview_image(core, arg(0).as_bytes()),
-            ToolAction::AssetsSetDownloadUrl => {
-                match core.nvs_set("assets", "download_url", NvsValue::Str(arg(0).as_bytes().to_vec())) {
-                    Ok(()) => Callback::Return(ReturnValue::Bool(true)),
-                    Err(e) => panic(e),
-                }
-            }
-            ToolAction::Board(index) => self.board_tool(core, index, tool, args),
-        }
-    }
-
-    fn drive_gpio(&mut self, core: &mut Core, gpio: u32, on: bool) {
-        self.gpio_flags.insert(gpio, on);
-        core.emit(|| Event::GpioSet {
-            gpio,
-            level: u8::from(on),
-        });
-    }
-
-    fn take_photo(&mut self, core: &mut Core, question: &[u8]) -> Callback {
-        let Some(camera) = self.camera.as_mut() else {
-            return Callback::Throw(wire::ERR_FAILED_TO_CAPTURE_PHOTO.into());
-        };
-        if !camera.capture() {
-            return Callback::Throw(wire::ERR_FAILED_TO_CAPTURE_PHOTO.into());
-        }
-        let (w, h, len) = (camera.width, camera.height, camera.frame_len());
-        core.emit(|| Event::CameraCaptured { width: w, height: h });
-        core.log('I', "Esp32Camera", || {
-            format!("Captured frame: {w}x{h}, len={len}, format=0")
-        });
-        if camera.explain_url.is_empty() {
-            return Callback::Throw(wire::ERR_EXPLAIN_URL_NOT_SET.into());
-        }
-        let url = camera.explain_url.clone();
-        let asked = String::from_utf8_lossy(question).into_owned();
-        core.emit(|| Event::Note {
-            text: format!("camera_explain question={}", crate::trace::quote(asked.as_bytes())),
-        });
-        match self.http(core, "POST", &url) {
-            HttpOutcome::Unreachable { after } => {
-                core.log('E', "Esp32Camera", || "Failed to connect to explain URL");
-                Callback::Blocked(after, Err(wire::ERR_CONNECT_EXPLAIN_URL.into()))
-            }
-            HttpOutcome::Answered { status, body, latency } => {
-                if status != 200 {
-                    core.log('E', "Esp32Camera", || {
-                        format!("Failed to upload photo, status code: {status}")
-                    });
-                    Callback::Blocked(latency, Err(wire::ERR_UPLOAD_PHOTO.into()))
-                } else {
-                    Callback::Blocked(latency, Ok(ReturnValue::Text(body)))
-                }
-            }
-        }
-    }
-
-    fn snapshot(&mut self, core: &mut Core, url: &[u8], quality: i32) -> Callback {
-        // SnapshotToJpeg: a tiny deterministic JPEG whose size grows with quality.
-        let bytes = 16 + (quality.max(0) as usize) * 7 / 80;
-        core.emit(|| Event::Note {
-            text: format!("display_snapshot quality={quality} bytes={bytes}"),
-        });
-        core.log('I', "MCP", || {
-            format!("Upload snapshot {bytes} bytes to {}", String::from_utf8_lossy(url))
-        });
-        match self.http(core, "POST", url) {
-            HttpOutcome::Unreachable { after } => Callback::Blocked(after, Err(wire::concat(wire::ERR_OPEN_URL, url))),
-            HttpOutcome::Answered { status, latency, .. } if status != 200 => Callback::Blocked(
-                latency,
-                Err(wire::concat(wire::ERR_UNEXPECTED_STATUS, status.to_string().as_bytes())),
-            ),
-            HttpOutcome::Answered { latency, .. } => Callback::Blocked(latency, Ok(ReturnValue::Bool(true))),
-        }
-    }
-
-    fn preview_image(&mut self, core: &mut Core, url: &[u8]) -> Callback {
-        match self.http(core, "GET", url) {
-            HttpOutcome::Unreachable { after } => Callback::Blocked(after, Err(wire::concat(wire::ERR_OPEN_URL, url))),
-            HttpOutcome::Answered { status, latency, .. } if status != 200 => Callback::Blocked(
-                latency,
-                Err(wire::concat(wire::ERR_UNEXPECTED_STATUS, status.to_string().as_bytes())),
-            ),
-            HttpOutcome::Answered { body, latency, .. } => {
-                // heap_caps_malloc(0) returns NULL; so does a body larger than the free heap.
-                if body.is_empty() || body.len() > core.spec.target.free_heap {
-                    Callback::Blocked(latency, Err(wire::concat(wire::ERR_ALLOCATE_IMAGE, url)))
-                } else {
-                    Callback::Blocked(latency, Ok(ReturnValue::Bool(true)))
-                }
-            }
-        }
-    }
-
-    /// A board-file tool's behaviour.
-    fn board_tool(&mut self, core: &mut Core, index: usize, tool: usize, args: &[PropertyValue]) -> Callback {
-        let spec = core.spec.clone();
-        let BoardTool::Tool(t) = &spec.board_tools[index] else {
-            return Callback::Throw(b"not a board tool".to_vec());
-        };
-        let names: Vec<String> = self
-            .mcp
-            .tool(tool)
-            .properties()
-            .iter()
-            .map(|p| p.name().to_string())
-            .collect();
-        let arg_named = |name: &str| names.iter().position(|n| n == name).and_then(|i| args.get(i).cloned());
-        match &t.behavior {
-            Behavior::Gpio { gpio, level, from } => {
-                let on = match (level, from) {
-                    (Some(l), _) => *l != 0,
-                    (None, Some(f)) => match arg_named(f) {
-                        Some(PropertyValue::Bool(b)) => b,
-                        Some(PropertyValue::Int(i)) => i != 0,
-                        _ => false,
-                    },
-                    (None, None) => false,
-                };
-                self.drive_gpio(core, *gpio, on);
-                Callback::Return(ReturnValue::Bool(true))
-            }
-            Behavior::GpioState { gpio, key } => {
-                let on = self.gpio_flags.get(gpio).copied().unwrap_or(false);
-                Callback::Return(ReturnValue::Text(format!("{{\"{key}\": {on}}}").into_bytes()))
-            }
-            Behavior::NvsSet { namespace, key, from } => {
-                let value = match arg_named(from) {
-                    Some(PropertyValue::Int(i)) => NvsValue::I32(i),
-                    Some(PropertyValue::Bool(b)) => NvsValue::U8(u8::from(b)),
-                    Some(PropertyValue::Str(s)) => NvsValue::Str(s),
-                    None => NvsValue::I32(0),
-                };
-                match core.nvs_set(namespace, key, value) {
-                    Ok(()) => Callback::Return(ReturnValue::Bool(true)),
-                    Err(e) => panic(e),
-                }
-            }
-            Behavior::Returns { value } => Callback::Return(match value {
-                ReturnSpec::Bool(b) => ReturnValue::Bool(*b),
-                ReturnSpec::Int(i) => ReturnValue::Int(*i),
-                ReturnSpec::Text(s) => ReturnValue::Text(s.as_bytes().to_vec()),
-            }),
-            Behavior::Builtin { name } => self.builtin(core, name, &arg_named),
-        }
-    }
-
-    /// Built-in behaviours (otto-robot's controller).
-    fn builtin(&mut self, core: &mut Core, name: &str, arg: &dyn Fn(&str) -> Option<PropertyValue>) -> Callback {
-        let int = |n: &str| arg(n).map_or(0, |v| v.as_int());
-        let bytes = |n: &str| arg(n).map(|v| v.as_bytes().to_vec()).unwrap_or_default();
-        let now = core.now;
-        let text = |s: &str| Callback::Return(ReturnValue::Text(s.as_bytes().to_vec()));
-        match name {
-            "battery.get_level" => {
-                let (level, charging) = core
-                    .spec
-                    .battery
-                    .as_ref()
-                    .map_or((100, false), |b| (b.level, b.charging));
-                text(&format!("{{\"level\":{level},\"charging\":{charging}}}"))
-            }
-            "otto.get_ip" => {
-                let w = &core.world.wifi;
-                if w.connected && !w.ip.is_empty() {
-                    text(&format!("{{\"ip\":\"{}\",\"connected\":true}}", w.ip))
-                } else {
-                    text("{\"ip\":\"\",\"connected\":false}")
-                }
-            }
-            "otto.get_trims" => {
-                let t = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
-                let body: Vec<String> = otto::TRIM_KEYS
-                    .iter()
-                    .zip(t)
-                    .map(|(k, v)| format!("\"{k}\":{v}"))
-                    .collect();
-                let json = format!("{{{}}}", body.join(","));
-                core.log('I', "OttoController", || format!("获取微调设置: {json}"));
-                text(&json)
-            }
-            _ => {
-                let Some(o) = self.otto.as_mut() else {
-                    return Callback::Throw(
-                        format!("built-in behaviour {name} needs the otto controller").into_bytes(),
-                    );
-                };
-                match name {
-                    "otto.get_status" => text(if o.is_moving() {
-                        otto::STATUS_MOVING
-                    } else {
-                        otto::STATUS_IDLE
-                    }),
-                    "otto.stop" => {
-                        o.stop(now);
-                        Callback::Return(ReturnValue::Bool(true))
-                    }
-                    "otto.servo_sequences" => {
-                        let seq = bytes("sequence");
-                        if seq.len() >= otto::SEQUENCE_MAX {
-                            core.log('E', "OttoController", || {
-                                format!(
-                                    "JSON字符串太长！输入长度={}，最大允许={}",
-                                    seq.len(),
-                                    otto::SEQUENCE_MAX - 1
-                                )
-                            });
-                        } else if seq.is_empty() {
-                            core.log('W', "OttoController", || "序列JSON为空字符串");
-                        } else {
-                            let item = otto::Item {
-                                sequence: Some(seq),
-                                ..otto::Item::new(otto::kind::SERVO_SEQUENCE, 0, 0, 0, 0)
-                            };
-                            return Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true)));
-                        }
-                        Callback::Return(ReturnValue::Bool(true))
-                    }
-                    "otto.action" => {
-                        let action = bytes("action");
-                        match otto::action_item(
-                            &action,
-                            int("steps"),
-                            int("speed"),
-                            int("direction"),
-                            int("amount"),
-                            int("arm_swing"),
-                        ) {
-                            Some(item) => Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true))),
-                            None => text(otto::ERR_INVALID_ACTION),
-                        }
-                    }
-                    "otto.set_trim" => {
-                        let servo = bytes("servo_type");
-                        let trim = int("trim_value");
-                        core.log('I', "OttoController", || {
-                            format!("设置舵机微调: {} = {}度", String::from_utf8_lossy(&servo), trim)
-                        });
-                        let Some(i) = otto::TRIM_KEYS.iter().position(|k| k.as_bytes() == servo.as_slice()) else {
-                            return text(otto::ERR_INVALID_SERVO);
-                        };
-                        if let Err(e) = core.nvs_set(otto::TRIM_NAMESPACE, otto::TRIM_KEYS[i], NvsValue::I32(trim)) {
-                            return panic(e);
-                        }
-                        o.trims[i] = trim;
-                        let reply = ReturnValue::Text(otto::trim_saved(&servo, trim));
-                        Self::queue_otto(o, core, otto::Item::new(otto::kind::JUMP, 1, 500, 0, 0), Ok(reply))
-                    }
-                    other => Callback::Throw(format!("unknown built-in behaviour {other}").into_bytes()),
-                }
-            }
-        }
-    }
-
-    /// `QueueAction`: log, queue; a full queue blocks the caller until the task frees a slot.
-    fn queue_otto(o: &mut Otto, core: &mut Core, item: otto::Item, reply: Result<ReturnValue, Vec<u8>>) -> Callback {
-        let line = item.log_line();
-        core.log('I', "OttoController", || line);
-        let now = core.now;
-        let wait = if o.is_full() {
-            o.busy_until().map(|t| t.saturating_since(now))
-        } else {
-            None
-        };
-        o.enqueue(item, now);
-        match wait {
-            Some(d) if !d.is_zero() => Callback::Blocked(d, reply),
-            _ => Callback::Return(reply.unwrap_or(ReturnValue::Bool(true))),
-        }
-    }
-}
-
-fn panic(e: &'static str) -> Callback {
-    Callback::Panic(format!("ESP_ERROR_CHECK failed: {e}"))
-}
-
-/// `Sec-WebSocket-Key`: 16 random bytes, base64.
-fn base64_key(bytes: &[u8; 16]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Records a firmware log line given as `"<L> <TAG>: <text>"`.

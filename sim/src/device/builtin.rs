@@ -1,28 +1,159 @@
-//! Built-in tool behaviours that a board file can name (`behavior: {builtin: {name: …}}`) when a
-//! callback does more than data can say (e.g. otto-robot's servo controller). The tool's texts
-//! and schema still come from the board file.
+//! Built-in tool behaviours a board file names (`behavior: {builtin: {name: …}}`, the
+//! [`Builtin`] enum of `board.rs`) where a callback does more than data can say: otto-robot's
+//! controller (`main/boards/otto-robot/otto_controller.cc`) and its battery and IP tools. The
+//! tool's texts and schema still come from the board file.
 
-/// Every built-in behaviour the device model implements.
-const KNOWN: &[&str] = &[
-    "otto.action",
-    "otto.servo_sequences",
-    "otto.stop",
-    "otto.set_trim",
-    "otto.get_trims",
-    "otto.get_status",
-    "battery.get_level",
-    "otto.get_ip",
-];
+use crate::board::{Behavior, BoardSpec, BoardTool, Builtin};
+use crate::device::Core;
+use crate::device::app::Running;
+use crate::device::otto::{self, Otto};
+use crate::device::tools::{Callback, panic};
+use crate::mcp::{PropertyValue, ReturnValue};
+use crate::trace::NvsValue;
 
 /// Whether a board uses the otto controller.
-pub fn needs_otto<'a>(mut names: impl Iterator<Item = &'a str>) -> bool {
-    names.any(|n| n.starts_with("otto."))
+pub fn needs_otto(spec: &BoardSpec) -> bool {
+    spec.board_tools.iter().any(|t| match t {
+        BoardTool::Tool(t) => matches!(&t.behavior, Behavior::Builtin { name } if name.needs_otto()),
+        BoardTool::Lamp { .. } => false,
+    })
 }
 
-pub fn is_known(name: &str) -> bool {
-    KNOWN.contains(&name)
-}
+impl Running {
+    /// Built-in behaviours (otto-robot's controller).
+    pub(super) fn builtin(
+        &mut self,
+        core: &mut Core,
+        name: Builtin,
+        arg: &dyn Fn(&str) -> Option<PropertyValue>,
+    ) -> Callback {
+        let int = |n: &str| arg(n).map_or(0, |v| v.as_int());
+        let bytes = |n: &str| arg(n).map(|v| v.as_bytes().to_vec()).unwrap_or_default();
+        let now = core.now;
+        let text = |s: &str| Callback::Return(ReturnValue::Text(s.as_bytes().to_vec()));
+        match name {
+            Builtin::BatteryGetLevel => {
+                let (level, charging) = core
+                    .spec
+                    .battery
+                    .as_ref()
+                    .map_or((100, false), |b| (b.level, b.charging));
+                text(&format!("{{\"level\":{level},\"charging\":{charging}}}"))
+            }
+            Builtin::OttoGetIp => {
+                let w = &core.world.wifi;
+                if w.connected && !w.ip.is_empty() {
+                    text(&format!("{{\"ip\":\"{}\",\"connected\":true}}", w.ip))
+                } else {
+                    text("{\"ip\":\"\",\"connected\":false}")
+                }
+            }
+            Builtin::OttoGetTrims => {
+                let t = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
+                let body: Vec<String> = otto::TRIM_KEYS
+                    .iter()
+                    .zip(t)
+                    .map(|(k, v)| format!("\"{k}\":{v}"))
+                    .collect();
+                let json = format!("{{{}}}", body.join(","));
+                core.log('I', "OttoController", || format!("获取微调设置: {json}"));
+                text(&json)
+            }
+            _ => {
+                let Some(o) = self.otto.as_mut() else {
+                    return Callback::Throw(
+                        format!("built-in behaviour {} needs the otto controller", name.name()).into_bytes(),
+                    );
+                };
+                match name {
+                    Builtin::OttoGetStatus => text(if o.is_moving() {
+                        otto::STATUS_MOVING
+                    } else {
+                        otto::STATUS_IDLE
+                    }),
+                    Builtin::OttoStop => {
+                        o.stop(now);
+                        Callback::Return(ReturnValue::Bool(true))
+                    }
+                    Builtin::OttoServoSequences => {
+                        let seq = bytes("sequence");
+                        if seq.len() >= otto::SEQUENCE_MAX {
+                            core.log('E', "OttoController", || {
+                                format!(
+                                    "JSON字符串太长！输入长度={}，最大允许={}",
+                                    seq.len(),
+                                    otto::SEQUENCE_MAX - 1
+                                )
+                            });
+                        } else if seq.is_empty() {
+                            core.log('W', "OttoController", || "序列JSON为空字符串");
+                        } else {
+                            let item = otto::Item {
+                                sequence: Some(seq),
+                                ..otto::Item::new(otto::kind::SERVO_SEQUENCE, 0, 0, 0, 0)
+                            };
+                            return Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true)));
+                        }
+                        Callback::Return(ReturnValue::Bool(true))
+                    }
+                    Builtin::OttoAction => {
+                        let action = bytes("action");
+                        match otto::action_item(
+                            &action,
+                            int("steps"),
+                            int("speed"),
+                            int("direction"),
+                            int("amount"),
+                            int("arm_swing"),
+                        ) {
+                            Some(item) => Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true))),
+                            None => text(otto::ERR_INVALID_ACTION),
+                        }
+                    }
+                    Builtin::OttoSetTrim => {
+                        let servo = bytes("servo_type");
+                        let trim = int("trim_value");
+                        core.log('I', "OttoController", || {
+                            format!("设置舵机微调: {} = {}度", String::from_utf8_lossy(&servo), trim)
+                        });
+                        let Some(i) = otto::TRIM_KEYS.iter().position(|k| k.as_bytes() == servo.as_slice()) else {
+                            return text(otto::ERR_INVALID_SERVO);
+                        };
+                        if let Err(e) = core.nvs_set(otto::TRIM_NAMESPACE, otto::TRIM_KEYS[i], NvsValue::I32(trim)) {
+                            return panic(e);
+                        }
+                        o.trims[i] = trim;
+                        let reply = ReturnValue::Text(otto::trim_saved(&servo, trim));
+                        Self::queue_otto(o, core, otto::Item::new(otto::kind::JUMP, 1, 500, 0, 0), Ok(reply))
+                    }
+                    // Answered above, before the controller is needed.
+                    other => {
+                        Callback::Throw(format!("built-in behaviour {} ran out of place", other.name()).into_bytes())
+                    }
+                }
+            }
+        }
+    }
 
-pub fn known_names() -> Vec<&'static str> {
-    KNOWN.to_vec()
+    /// `QueueAction`: log, queue; a full queue blocks the caller until the task frees a slot.
+    pub(super) fn queue_otto(
+        o: &mut Otto,
+        core: &mut Core,
+        item: otto::Item,
+        reply: Result<ReturnValue, Vec<u8>>,
+    ) -> Callback {
+        let line = item.log_line();
+        core.log('I', "OttoController", || line);
+        let now = core.now;
+        let wait = if o.is_full() {
+            o.busy_until().map(|t| t.saturating_since(now))
+        } else {
+            None
+        };
+        o.enqueue(item, now);
+        match wait {
+            Some(d) if !d.is_zero() => Callback::Blocked(d, reply),
+            _ => Callback::Return(reply.unwrap_or(ReturnValue::Bool(true))),
+        }
+    }
 }

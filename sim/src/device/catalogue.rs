@@ -184,17 +184,10 @@ pub struct Catalogue {
 }
 
 /// Registration is a pure function of the board and four construction outcomes (backlight,
-/// camera, a display theme, an LVGL display), so each board keeps the result per outcome once
-/// it has been built: every later boot of every device of that board shares it. A clone of the
-/// board (which may then be edited) starts with an empty cache.
+/// camera, a display theme, an LVGL display), so each [`Board`] keeps the result per outcome once
+/// it has been built: every later boot of every device of that board shares it.
 #[derive(Default)]
 pub struct CatalogueCache([OnceLock<Arc<Catalogue>>; 16]);
-
-impl Clone for CatalogueCache {
-    fn clone(&self) -> Self {
-        CatalogueCache::default()
-    }
-}
 
 impl fmt::Debug for CatalogueCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -203,14 +196,50 @@ impl fmt::Debug for CatalogueCache {
     }
 }
 
+/// A board as devices run it: its facts and the catalogues derived from them. Clones share the
+/// memo, so devices made from clones of one `Board` share their tool registries; a `Board` made
+/// from a bare [`BoardSpec`] starts with an empty memo.
+#[derive(Clone, Debug)]
+pub struct Board {
+    pub(crate) spec: Arc<BoardSpec>,
+    pub(crate) catalogues: Arc<CatalogueCache>,
+}
+
+impl Board {
+    /// A board with an empty catalogue memo.
+    pub fn new(spec: Arc<BoardSpec>) -> Board {
+        Board {
+            spec,
+            catalogues: Arc::default(),
+        }
+    }
+
+    /// The board's facts.
+    pub fn spec(&self) -> &Arc<BoardSpec> {
+        &self.spec
+    }
+}
+
+impl From<Arc<BoardSpec>> for Board {
+    fn from(spec: Arc<BoardSpec>) -> Board {
+        Board::new(spec)
+    }
+}
+
+impl From<&Board> for Board {
+    fn from(board: &Board) -> Board {
+        board.clone()
+    }
+}
+
 /// The catalogue this boot registers: built by [`register`] the first time these construction
 /// outcomes occur on this board, shared afterwards.
-pub fn catalogue(objects: &BoardObjects<'_>) -> Arc<Catalogue> {
+pub fn catalogue(objects: &BoardObjects<'_>, cache: &CatalogueCache) -> Arc<Catalogue> {
     let key = usize::from(objects.has_backlight)
         | usize::from(objects.has_camera) << 1
         | usize::from(objects.display.current_theme().is_some()) << 2
         | usize::from(objects.display.is_lvgl()) << 3;
-    objects.spec.catalogues.0[key]
+    cache.0[key]
         .get_or_init(|| {
             let (server, registrations) = register(objects);
             let log = registrations

@@ -10,11 +10,13 @@ pub mod app;
 pub mod audio;
 pub mod builtin;
 pub mod catalogue;
-pub mod link;
+pub mod channel;
 pub mod main_loop;
 pub mod otto;
 pub mod report;
 pub mod state;
+pub mod tools;
+pub mod upgrade;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -34,6 +36,7 @@ use crate::trace::{BootReason, Event, LogText, NvsValue, TraceEvent};
 use crate::world::WorldSpec;
 
 pub use app::Running;
+pub use catalogue::Board;
 pub use state::DeviceState;
 
 /// Faults that change what the board constructs at its next boot (FIRMWARE.md §7.4, §9).
@@ -55,7 +58,7 @@ pub enum Output {
     /// Dial `endpoint` and write `request` (the exact handshake bytes); report with
     /// [`Device::handle_ws_open_result`].
     WsOpen {
-        endpoint: link::Endpoint,
+        endpoint: channel::Endpoint,
         request: Vec<u8>,
         at: SimTime,
     },
@@ -120,6 +123,8 @@ enum Power {
 /// State that is not part of the application: identity, flash, time, trace, outputs.
 pub struct Core {
     pub spec: Arc<BoardSpec>,
+    /// The board's catalogue memo (shared by devices of one [`Board`]).
+    pub catalogues: Arc<catalogue::CatalogueCache>,
     pub world: WorldSpec,
     pub faults: Faults,
     pub nvs: Nvs,
@@ -225,7 +230,8 @@ fn format_mac(bytes: [u8; 6]) -> String {
 impl Device {
     /// A freshly flashed board (empty NVS), powered off. Identity (MAC, build hash, and the UUID
     /// made at first boot) comes from `seed`.
-    pub fn new(spec: Arc<BoardSpec>, world: WorldSpec, seed: u64) -> Self {
+    pub fn new(board: impl Into<Board>, world: WorldSpec, seed: u64) -> Self {
+        let Board { spec, catalogues } = board.into();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut mac = [0u8; 6];
         rng.fill_bytes(&mut mac[3..]);
@@ -235,6 +241,7 @@ impl Device {
         Device {
             core: Core {
                 spec,
+                catalogues,
                 world,
                 faults: Faults::default(),
                 nvs: Nvs::new(0x4000),
@@ -562,7 +569,7 @@ impl Device {
     pub fn handle_ws_binary(&mut self, now: SimTime, len: usize) {
         self.run_before(now);
         if let Some(run) = self.run.as_deref_mut()
-            && let Some(app::Link::WebSocket(ws)) = run.protocol.as_mut()
+            && let Some(channel::Link::WebSocket(ws)) = run.protocol.as_mut()
         {
             ws.last_incoming = now;
         }
@@ -608,7 +615,7 @@ impl Device {
             }
         };
         let run = self.run.as_deref_mut()?;
-        if let Some(app::Link::WebSocket(ws)) = run.protocol.as_mut() {
+        if let Some(channel::Link::WebSocket(ws)) = run.protocol.as_mut() {
             ws.last_incoming = now;
         }
         outcome.map(|received| run.receive(&mut self.core, received))
@@ -863,18 +870,18 @@ mod tests {
     fn boots_sharing_a_board_get_the_catalogue_of_their_own_construction() {
         // Every user-only tool too, page by page, as bytes.
         let listing = |d: &Device| d.mcp().unwrap().pages(true).collect::<Vec<_>>();
-        let boot = |board: &Arc<BoardSpec>, oled_fails: bool| {
-            let mut h = Harness::new(Device::new(board.clone(), WorldSpec::conformance(), 1));
+        let boot = |board: &Board, oled_fails: bool| {
+            let mut h = Harness::new(Device::new(board, WorldSpec::conformance(), 1));
             h.device.faults_mut().display_init_fails = oled_fails;
             h.power_on();
             h
         };
-        let shared = spec();
+        let shared = Board::new(spec());
         let healthy = boot(&shared, false);
         let broken = boot(&shared, true);
         let mut again = boot(&shared, false);
         for (h, oled_fails) in [(&healthy, false), (&broken, true), (&again, false)] {
-            let alone = boot(&spec(), oled_fails);
+            let alone = boot(&Board::new(spec()), oled_fails);
             assert_eq!(listing(&h.device), listing(&alone.device), "oled fails: {oled_fails}");
         }
         assert_ne!(listing(&healthy.device), listing(&broken.device));

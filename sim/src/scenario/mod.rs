@@ -19,7 +19,10 @@
 //!
 //! Knows nothing about files on disk beyond text, nor about sockets.
 
+pub mod discovery;
+pub mod expect;
 pub mod record;
+pub mod reply;
 pub mod runner;
 pub mod wire;
 
@@ -29,29 +32,10 @@ use serde_saphyr::Spanned;
 use crate::board::BoardSpec;
 use crate::fault::Fault;
 use crate::spec::{self, SpecError, SpecErrors};
-use crate::time::{SimDuration, parse_duration};
+use crate::time::Duration;
+#[cfg(test)]
+use crate::time::SimDuration;
 use crate::world::WorldSpec;
-
-/// A duration written with a unit (`1500ms`, `2s`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Duration(pub SimDuration);
-
-impl<'de> Deserialize<'de> for Duration {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Number(f64),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Text(t) => parse_duration(&t).map(Duration).map_err(serde::de::Error::custom),
-            Raw::Number(n) => Err(serde::de::Error::custom(format!(
-                "a duration needs a unit: write `{n}ms` or `{n}s`"
-            ))),
-        }
-    }
-}
 
 /// A scenario file.
 #[derive(Clone, Debug, Deserialize)]

@@ -3,22 +3,27 @@
 //! audio signals of every measurement when asked. Same scenario + seed ⇒ same report, byte for
 //! byte.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::audio::measure::{Measurement, perceived_change};
 use crate::audio::render::Signals;
 use crate::audio::source::Source;
 use crate::board::{BoardSpec, ButtonAction};
-use crate::device::{Device, Output, Receipt};
+use crate::device::{Board, Device, Output, Receipt};
 use crate::harness::{Harness, PROBE_GUARD};
-use crate::mcp::{McpTool, ToolAction, ToolsPage};
+use crate::mcp::ToolAction;
+use crate::scenario::discovery::Discovery;
+use crate::scenario::expect::{describe_snapshot, level, opt};
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
-use crate::scenario::{Approx, EventName, Expect, ScenarioSpec, Step, quoted_or};
+use crate::scenario::reply::{call_request, coerced, is_valid_json, lossy, reply_error, reply_id, reply_text};
+use crate::scenario::{
+    BurstStep, CallStep, EventName, Expect, FaultStep, InitializeStep, ListStep, ListenStep, PlayStep, PressStep,
+    ReadbackStep, ScenarioSpec, SendStep, Step,
+};
+use crate::time::Duration;
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{Event, TraceEvent};
 use crate::world::WorldSpec;
-
 /// What the runner needs from the outside world (file access lives in the binary).
 pub trait Resources {
     /// Loads a WAV file named in a `play` step as mono int16 PCM: `(rate, samples)`.
@@ -58,127 +63,23 @@ fn reference_probe() -> (Source, SimDuration) {
     )
 }
 
-/// The id a reply carries: every reply starts `{"jsonrpc":"2.0","id":<int>,`.
-pub fn reply_id(payload: &[u8]) -> Option<i64> {
-    let rest = payload.strip_prefix(br#"{"jsonrpc":"2.0","id":"#)?;
-    let end = rest.iter().position(|&b| b == b',')?;
-    std::str::from_utf8(&rest[..end]).ok()?.parse().ok()
-}
-
-/// A `tools/call` request, compact, members in this order:
-/// `{"jsonrpc":"2.0","id":…,"method":"tools/call","params":{"name":…[,"arguments":…]}}`.
-fn call_request(id: i64, tool: &str, args: Option<&serde_json::Value>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(96 + tool.len());
-    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    out.extend_from_slice(id.to_string().as_bytes());
-    out.extend_from_slice(br#","method":"tools/call","params":{"name":"#);
-    // Serializing a str or a Value into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut out, tool);
-    if let Some(args) = args {
-        out.extend_from_slice(br#","arguments":"#);
-        let _ = serde_json::to_writer(&mut out, args);
-    }
-    out.extend_from_slice(b"}}");
-    out
-}
-
-/// `result.content[0].text` of a reply, if it is valid JSON of that shape.
-pub(crate) fn reply_text(payload: &[u8]) -> Option<String> {
-    if let Some(text) = plain_reply_text(payload) {
-        return Some(text.into_owned());
-    }
-    let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
-    v["result"]["content"][0]["text"].as_str().map(str::to_string)
-}
-
-/// Whether a reply is valid JSON.
-pub(crate) fn is_valid_json(payload: &[u8]) -> bool {
-    plain_reply_text(payload).is_some() || serde_json::from_slice::<serde_json::Value>(payload).is_ok()
-}
-
-/// The text of a reply in the exact shape the device prints for a callback's text
-/// (`{"jsonrpc":"2.0","id":<int>,"result":{"content":[{"type":"text","text":<string>}],"isError":false}}`,
-/// UTF-8, `<string>` one JSON string literal): then the whole payload is valid JSON and the
-/// text is what a JSON reader decodes. `None` for anything else (which may still be JSON).
-fn plain_reply_text(payload: &[u8]) -> Option<Cow<'_, str>> {
-    let payload = std::str::from_utf8(payload).ok()?;
-    let rest = payload.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
-    let (id, rest) = rest.split_once(',')?;
-    let digits = id.strip_prefix('-').unwrap_or(id);
-    let json_int =
-        matches!(digits.as_bytes(), [b'0'] | [b'1'..=b'9', ..]) && digits.bytes().all(|b| b.is_ascii_digit());
-    if !json_int {
-        return None;
-    }
-    let literal = rest
-        .strip_prefix(r#""result":{"content":[{"type":"text","text":"#)?
-        .strip_suffix(r#"}],"isError":false}}"#)?;
-    let inner = literal.strip_prefix('"')?.strip_suffix('"')?;
-    if inner.bytes().all(|b| b != b'"' && b != b'\\' && b >= 0x20) {
-        return Some(Cow::Borrowed(inner));
-    }
-    // Escapes (a status JSON inside the text, say): the literal must be exactly one string.
-    serde_json::from_str::<String>(literal).ok().map(Cow::Owned)
-}
-
-/// The raw error message of an error reply (the firmware does not escape it).
-pub(crate) fn reply_error(payload: &[u8]) -> Option<Vec<u8>> {
-    const HEAD: &[u8] = br#","error":{"message":""#;
-    let i = payload.windows(HEAD.len()).position(|w| w == HEAD)?;
-    let rest = &payload[i + HEAD.len()..];
-    rest.strip_suffix(br#""}}"#).map(<[u8]>::to_vec)
-}
-
-/// What stood in place of a reply text: no reply at all, or a reply that is no text result.
-pub(crate) fn no_text(replied: bool) -> &'static str {
-    if replied {
-        "a reply without a result text"
-    } else {
-        "no reply"
-    }
-}
-
-/// Reply ids as a list: `[1, 2]`.
-fn ids(ids: &[i64]) -> String {
-    let shown: Vec<String> = ids.iter().map(i64::to_string).collect();
-    format!("[{}]", shown.join(", "))
-}
-
-/// What happened to the payloads on receipt, in words.
-fn describe_receipts(receipts: &[Receipt]) -> String {
-    if receipts.is_empty() {
-        return "nothing was delivered".into();
-    }
-    let shown: Vec<String> = receipts.iter().map(Receipt::to_string).collect();
-    shown.join("; ")
-}
-
-fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// The JSON-RPC `valueint` of an id as the device computes it.
-fn coerced(id: i64) -> i64 {
-    id.clamp(i64::from(i32::MIN), i64::from(i32::MAX))
-}
-
-struct StepOutcome {
-    sent: Vec<Vec<u8>>,
-    started: SimTime,
-    replies: Vec<(Vec<u8>, SimTime)>,
+pub(super) struct StepOutcome {
+    pub(super) sent: Vec<Vec<u8>>,
+    pub(super) started: SimTime,
+    pub(super) replies: Vec<(Vec<u8>, SimTime)>,
     /// The step's trace events, in the chunks they were drained in (lengths in `chunks`).
-    events: Vec<TraceEvent>,
-    chunks: Vec<usize>,
-    receipts: Vec<Receipt>,
-    measurement: Option<Measurement>,
-    previous: Option<Measurement>,
-    readback: Option<serde_json::Value>,
-    listed: Option<(Vec<String>, usize, Option<String>)>,
-    id: Option<i64>,
+    pub(super) events: Vec<TraceEvent>,
+    pub(super) chunks: Vec<usize>,
+    pub(super) receipts: Vec<Receipt>,
+    pub(super) measurement: Option<Measurement>,
+    pub(super) previous: Option<Measurement>,
+    pub(super) readback: Option<serde_json::Value>,
+    pub(super) listed: Option<(Vec<String>, usize, Option<String>)>,
+    pub(super) id: Option<i64>,
 }
 
 impl StepOutcome {
-    fn new(started: SimTime) -> Self {
+    pub(super) fn new(started: SimTime) -> Self {
         StepOutcome {
             sent: Vec::new(),
             started,
@@ -194,12 +95,12 @@ impl StepOutcome {
         }
     }
 
-    fn reply_for(&self, id: i64) -> Option<&(Vec<u8>, SimTime)> {
+    pub(super) fn reply_for(&self, id: i64) -> Option<&(Vec<u8>, SimTime)> {
         let want = coerced(id);
         self.replies.iter().find(|(p, _)| reply_id(p) == Some(want))
     }
 
-    fn has(&self, name: EventName) -> bool {
+    pub(super) fn has(&self, name: EventName) -> bool {
         self.events.iter().any(|e| match (&e.kind, name) {
             (Event::ReplyDropped { .. }, EventName::ReplyDropped) => true,
             (Event::Booted { .. }, EventName::DeviceRebooted) => true,
@@ -213,139 +114,18 @@ impl StepOutcome {
     }
 }
 
-/// The tool names of one `tools/list` result object (`{"tools":[{"name":…},…]}`), in order,
-/// exactly as `serde_json` reads them; none when the bytes do not parse. `listed` is how many
-/// tools the device put on the page, `registry` the tools it could have listed.
-fn page_names(result: &[u8], listed: usize, registry: &[McpTool]) -> Vec<String> {
-    recognize_page(result, registry)
-        .filter(|names| names.len() == listed)
-        .unwrap_or_else(|| parse_page_names(result))
-}
-
-/// The general reading: the page through `serde_json`.
-fn parse_page_names(result: &[u8]) -> Vec<String> {
-    let v: serde_json::Value = serde_json::from_slice(result).unwrap_or_default();
-    v["tools"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The fast reading of a page as the device prints it: each element of the `tools` array is
-/// recognized as the exact JSON of a registered tool (whose name is then what a JSON reader
-/// decodes from it, unless it holds a NUL, which the JSON cuts). `None` for anything else,
-/// which then goes through [`parse_page_names`].
-fn recognize_page(result: &[u8], registry: &[McpTool]) -> Option<Vec<String>> {
-    let mut rest = result.strip_prefix(br#"{"tools":["#)?;
-    let mut names = Vec::new();
-    if rest.first() == Some(&b']') {
-        return Some(names);
-    }
-    loop {
-        let tool = registry.iter().find(|t| rest.starts_with(t.json()))?;
-        if tool.name().contains('\0') {
-            return None;
-        }
-        names.push(tool.name().to_string());
-        rest = &rest[tool.json().len()..];
-        match rest.first()? {
-            b',' => rest = &rest[1..],
-            b']' => return Some(names),
-            _ => return None,
-        }
-    }
-}
-
-/// What discovery found at boot: every page of both lists.
-struct Discovery {
-    default_pages: Vec<Vec<String>>,
-    user_pages: Vec<Vec<String>>,
-    registered: Vec<(String, bool)>,
-}
-
-impl Discovery {
-    fn of(device: &Device) -> Discovery {
-        let Some(mcp) = device.mcp() else {
-            return Discovery {
-                default_pages: Vec::new(),
-                user_pages: Vec::new(),
-                registered: Vec::new(),
-            };
-        };
-        // The device's own reply bytes, read without building a `serde_json::Value` per page:
-        // the names are what a client sees.
-        let pages = |with_user: bool| -> Vec<Vec<String>> {
-            mcp.pages(with_user)
-                .map_while(|page| match page {
-                    ToolsPage::Page { result, tools, .. } => Some(page_names(&result, tools, mcp.tools())),
-                    ToolsPage::Error { .. } => None,
-                })
-                .take(64)
-                .collect()
-        };
-        Discovery {
-            default_pages: pages(false),
-            user_pages: pages(true),
-            registered: mcp
-                .tools()
-                .iter()
-                .map(|t| (t.name().to_string(), t.user_only()))
-                .collect(),
-        }
-    }
-
-    fn describe(&self, tool: &str, board: &BoardSpec) -> String {
-        let total: usize = self.default_pages.iter().map(Vec::len).sum();
-        if let Some(p) = self
-            .default_pages
-            .iter()
-            .position(|page| page.iter().any(|t| t == tool))
-        {
-            return format!(
-                "listed on page {} of {} of the default tools/list ({} tools) of {} {}",
-                p + 1,
-                self.default_pages.len(),
-                total,
-                board.name,
-                board.firmware.version
-            );
-        }
-        match self.registered.iter().find(|(n, _)| n == tool) {
-            Some((_, true)) => format!(
-                "registered user-only: hidden from the default list, listed only with withUserTools:true (page {}); callable by name all the same",
-                self.user_pages
-                    .iter()
-                    .position(|p| p.iter().any(|t| t == tool))
-                    .map_or(0, |p| p + 1)
-            ),
-            Some((_, false)) => "registered but on no default page (the list failed)".to_string(),
-            None => format!(
-                "NOT registered on {} {}: the board facts do not create it (full list: {} tools, {} with user-only)",
-                board.name,
-                board.firmware.version,
-                total,
-                self.user_pages.iter().map(Vec::len).sum::<usize>()
-            ),
-        }
-    }
-}
-
 /// The software state a readback sees, for before/after comparisons.
 #[derive(Clone, Debug, PartialEq)]
-struct Snapshot {
-    volume: Option<i32>,
-    brightness: Option<u8>,
-    theme: Option<String>,
-    gpio: Vec<(u32, bool)>,
-    boots: u32,
-    running: bool,
+pub(super) struct Snapshot {
+    pub(super) volume: Option<i32>,
+    pub(super) brightness: Option<u8>,
+    pub(super) theme: Option<String>,
+    pub(super) gpio: Vec<(u32, bool)>,
+    pub(super) boots: u32,
+    pub(super) running: bool,
 }
 
-fn snapshot(d: &Device) -> Snapshot {
+pub(super) fn snapshot(d: &Device) -> Snapshot {
     let app = d.app();
     Snapshot {
         volume: app.map(|a| a.volume),
@@ -359,37 +139,39 @@ fn snapshot(d: &Device) -> Snapshot {
     }
 }
 
-struct Runner<'a> {
-    board: Arc<BoardSpec>,
-    resources: &'a dyn Resources,
-    h: Harness,
-    discovery: Discovery,
-    next_id: i64,
-    last: Option<Measurement>,
-    faults: Vec<(SimTime, crate::fault::Fault, bool)>,
-    fault_cursor: usize,
-    records: Vec<Record>,
-    checks: Vec<Check>,
-    steps: Vec<StepReport>,
-    trace: Trace,
-    keep_signals: bool,
-    evidence: Vec<Evidence>,
+pub(super) struct Runner<'a> {
+    pub(super) board: Arc<BoardSpec>,
+    pub(super) resources: &'a dyn Resources,
+    pub(super) h: Harness,
+    pub(super) discovery: Discovery,
+    pub(super) next_id: i64,
+    pub(super) last: Option<Measurement>,
+    pub(super) faults: Vec<(SimTime, crate::fault::Fault, bool)>,
+    pub(super) fault_cursor: usize,
+    pub(super) records: Vec<Record>,
+    pub(super) checks: Vec<Check>,
+    pub(super) steps: Vec<StepReport>,
+    pub(super) trace: Trace,
+    pub(super) keep_signals: bool,
+    pub(super) evidence: Vec<Evidence>,
 }
 
 /// Runs `spec` on `board`.
 pub fn run(
     spec: &ScenarioSpec,
-    board: Arc<BoardSpec>,
+    board: impl Into<Board>,
     origin: &str,
     opts: &RunOptions,
     resources: &dyn Resources,
 ) -> (ScenarioReport, Vec<Evidence>) {
+    let shared: Board = board.into();
+    let board = shared.spec().clone();
     let seed = opts.seed.or(spec.seed).unwrap_or(1);
     let mut world = spec.world.clone().unwrap_or_else(WorldSpec::conformance);
     if spec.world.is_none() {
         world.board_tasks_run = true;
     }
-    let mut device = Device::new(board.clone(), world, seed);
+    let mut device = Device::new(&shared, world, seed);
     device.set_trace(true);
     let mut faults: Vec<(SimTime, crate::fault::Fault, bool)> = spec
         .faults
@@ -535,275 +317,24 @@ impl Runner<'_> {
         self.advance_to(now);
         let started = self.now();
         let mut out = StepOutcome::new(started);
-        let mut summary;
-        let expect: Option<&Expect>;
-        match step {
-            Step::Initialize(s) => {
-                let id = self.alloc_id(s.id);
-                out.id = Some(id);
-                let caps = match &s.vision_url {
-                    Some(url) => {
-                        let mut vision = serde_json::Map::new();
-                        vision.insert("url".into(), url.clone().into());
-                        if let Some(t) = &s.vision_token {
-                            vision.insert("token".into(), t.clone().into());
-                        }
-                        serde_json::json!({ "vision": vision })
-                    }
-                    None => serde_json::json!({}),
-                };
-                let payload = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":caps}});
-                self.deliver(&mut out, payload.to_string().into_bytes());
-                self.settle();
-                summary = format!("initialize id {id}");
-                expect = Some(&s.expect);
-            }
-            Step::ListTools(s) => {
-                let mut names = Vec::new();
-                let mut pages = 0;
-                let mut cursor = s.cursor.clone();
-                let mut last_cursor = None;
-                loop {
-                    let id = self.alloc_id(None);
-                    let mut params = serde_json::Map::new();
-                    if let Some(c) = &cursor {
-                        params.insert("cursor".into(), c.clone().into());
-                    }
-                    if s.with_user_tools {
-                        params.insert("withUserTools".into(), true.into());
-                    }
-                    let payload = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/list","params":params});
-                    self.deliver(&mut out, payload.to_string().into_bytes());
-                    self.settle();
-                    let replies = self.take_replies();
-                    let page = replies
-                        .iter()
-                        .find(|(p, _)| reply_id(p) == Some(id))
-                        .map(|(p, _)| p.clone());
-                    out.replies.extend(replies);
-                    let Some(page) = page else { break };
-                    let v: serde_json::Value = serde_json::from_slice(&page).unwrap_or_default();
-                    let Some(tools) = v["result"]["tools"].as_array() else {
-                        break;
-                    };
-                    pages += 1;
-                    names.extend(tools.iter().filter_map(|t| t["name"].as_str().map(str::to_string)));
-                    last_cursor = v["result"]["nextCursor"].as_str().map(str::to_string);
-                    match (&last_cursor, s.follow) {
-                        (Some(c), true) if pages < 64 => cursor = Some(c.clone()),
-                        _ => break,
-                    }
-                }
-                summary = format!(
-                    "tools/list{}: {} tools on {pages} page(s){}",
-                    if s.with_user_tools { " withUserTools" } else { "" },
-                    names.len(),
-                    last_cursor
-                        .as_ref()
-                        .map(|c| format!(", nextCursor {c} not followed"))
-                        .filter(|_| !s.follow)
-                        .unwrap_or_default()
-                );
-                out.listed = Some((names, pages, last_cursor));
-                expect = Some(&s.expect);
-            }
-            Step::Call(c) => {
-                let id = self.alloc_id(c.id);
-                out.id = Some(id);
-                let tool = c.tool.value.clone();
-                let before = snapshot(&self.h.device);
-                if c.acoustic {
-                    out.previous = self.measure_probe(&format!("step{n}-before"));
-                    let now = self.now();
-                    self.advance_to(now + SimDuration::from_millis(200));
-                }
-                let at = self.now();
-                self.deliver(&mut out, call_request(id, &tool, c.args.as_ref()));
-                self.settle();
-                out.replies.extend(self.take_replies());
-                if c.acoustic && self.h.device.is_running() {
-                    let now = self.now();
-                    self.advance_to(now + SimDuration::from_millis(200));
-                    out.measurement = self.measure_probe(&format!("step{n}-after"));
-                }
-                let after = snapshot(&self.h.device);
-                self.collect_trace(&mut out);
-                let record = self.record(n, &tool, id, at, c.decision.as_deref(), &before, &after, &out);
-                summary = format!("tools/call {tool} id {id}");
-                self.records.push(record);
-                expect = Some(&c.expect);
-            }
-            Step::Send(s) => {
-                let payload = s.payload.clone().into_bytes();
-                out.id = serde_json::from_slice::<serde_json::Value>(&payload)
-                    .ok()
-                    .and_then(|v| v["id"].as_f64())
-                    .map(|f| crate::cjson::valueint(f) as i64);
-                self.deliver(&mut out, payload);
-                self.settle();
-                summary = format!("sent {} bytes", s.payload.len());
-                expect = Some(&s.expect);
-            }
-            Step::Burst(b) => {
-                for p in &b.payloads {
-                    self.deliver(&mut out, p.clone().into_bytes());
-                }
-                self.settle();
-                summary = format!("burst of {} payloads parsed before the main task ran", b.payloads.len());
-                expect = Some(&b.expect);
-            }
-            Step::Wait(d) => {
-                let t = self.now() + d.0;
-                self.advance_to(t);
-                summary = format!("waited {}", d.0);
-                expect = None;
-            }
-            Step::Readback(r) => {
-                let id = self.alloc_id(None);
-                out.id = Some(id);
-                self.deliver(&mut out, call_request(id, "self.get_device_status", None));
-                self.settle();
-                out.replies.extend(self.take_replies());
-                let status = out
-                    .reply_for(id)
-                    .and_then(|(p, _)| reply_text(p))
-                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
-                let value = status.as_ref().map(|s| r.path.split('.').fold(s, |v, k| &v[k]).clone());
-                summary = format!(
-                    "readback {} = {}",
-                    r.path,
-                    value
-                        .as_ref()
-                        .map_or_else(|| "(no status reply)".to_string(), |v| v.to_string())
-                );
-                out.readback = value;
-                expect = Some(&r.expect);
-            }
-            Step::Play(p) => {
-                let (source, natural) = if let Some(wav) = &p.wav {
-                    match self.resources.load_wav(wav) {
-                        Ok((rate, samples)) => {
-                            let s = Source::Pcm {
-                                rate,
-                                samples: samples.into(),
-                            };
-                            let d = s.natural_duration().unwrap_or(SimDuration::from_secs(1));
-                            (Some(s), d)
-                        }
-                        Err(e) => {
-                            self.checks.push(Check {
-                                step: n,
-                                line,
-                                what: "play wav".into(),
-                                passed: false,
-                                detail: e,
-                            });
-                            (None, SimDuration::ZERO)
-                        }
-                    }
-                } else {
-                    let t = p
-                        .tone
-                        .clone()
-                        .unwrap_or(crate::scenario::Tone { hz: 1000.0, dbfs: -6.0 });
-                    (Some(Source::probe(t.hz, t.dbfs)), SimDuration::from_millis(1000))
-                };
-                summary = "play: nothing".to_string();
-                if let Some(source) = source {
-                    let d = p.duration.map_or(natural, |d| d.0) + PROBE_GUARD;
-                    summary = format!("played {} for {d}", source.describe());
-                    out.previous = self.last.clone();
-                    match self.h.play_and_measure(source, d, self.keep_signals) {
-                        Some(l) => {
-                            self.keep(&format!("step{n}-play"), l.signals);
-                            out.measurement = Some(l.measurement);
-                        }
-                        None => summary.push_str(" (the device is not running: nothing played)"),
-                    }
-                }
-                expect = Some(&p.expect);
-            }
-            Step::Listen(l) => {
-                out.previous = self.last.clone();
-                let listening = self.h.listen(l.duration.0, self.keep_signals);
-                self.keep(&format!("step{n}-listen"), listening.signals);
-                out.measurement = Some(listening.measurement);
-                summary = format!("listened for {}", l.duration.0);
-                expect = Some(&l.expect);
-            }
-            Step::Press(p) => {
-                let action = self.board.buttons.iter().find(|b| b.name == p.button).map(|b| {
-                    if p.long {
-                        b.long_press.unwrap_or(b.click)
-                    } else {
-                        b.click
-                    }
-                });
-                let now = self.now();
-                summary = format!("pressed {}{}", p.button, if p.long { " (long)" } else { "" });
-                match action {
-                    Some(ButtonAction::VolumeUp) => self.h.device.press_volume(now, 10, false),
-                    Some(ButtonAction::VolumeDown) => self.h.device.press_volume(now, -10, false),
-                    Some(ButtonAction::VolumeMax) => self.h.device.press_volume(now, 1, true),
-                    Some(ButtonAction::VolumeMin) => self.h.device.press_volume(now, -1, true),
-                    Some(ButtonAction::ToggleChat | ButtonAction::StartListening) => {
-                        summary.push_str(": asks to open the audio channel (no server in an offline run)")
-                    }
-                    None => summary.push_str(": no such button"),
-                }
-                self.settle();
-                expect = Some(&p.expect);
-            }
-            Step::Reboot => {
-                let now = self.now();
-                self.h.device.reset(now);
-                self.settle();
-                summary = "hardware reset".to_string();
-                expect = None;
-            }
-            Step::CutPower => {
-                let now = self.now();
-                self.h.device.cut_power(now);
-                summary = "power cut".to_string();
-                expect = None;
-            }
-            Step::PowerOn => {
-                self.h.power_on();
-                self.settle();
-                summary = "power on".to_string();
-                expect = None;
-            }
-            Step::Fault(f) => {
-                let now = self.now();
-                let (fault, on) = match (f.set, f.clear) {
-                    (Some(x), _) => (x, true),
-                    (None, Some(x)) => (x, false),
-                    (None, None) => unreachable!("validated at load"),
-                };
-                fault.apply(&mut self.h.device, now, on);
-                summary = format!(
-                    "{} fault {}{}",
-                    if on { "set" } else { "cleared" },
-                    fault.name(),
-                    if fault.needs_boot() {
-                        " (takes effect at the next boot)"
-                    } else {
-                        ""
-                    }
-                );
-                expect = None;
-            }
-            Step::Busy(d) => {
-                let now = self.now();
-                self.h.device.busy(now, d.0);
-                summary = format!("main task busy for {}", d.0);
-                expect = None;
-            }
-            Step::Note(text) => {
-                summary = text.clone();
-                expect = None;
-            }
-        }
+        let (summary, expect) = match step {
+            Step::Initialize(s) => self.step_initialize(s, &mut out),
+            Step::ListTools(s) => self.step_list_tools(s, &mut out),
+            Step::Call(c) => self.step_call(c, n, &mut out),
+            Step::Send(s) => self.step_send(s, &mut out),
+            Step::Burst(b) => self.step_burst(b, &mut out),
+            Step::Wait(d) => self.step_wait(d),
+            Step::Readback(r) => self.step_readback(r, &mut out),
+            Step::Play(p) => self.step_play(p, n, line, &mut out),
+            Step::Listen(l) => self.step_listen(l, n, &mut out),
+            Step::Press(p) => self.step_press(p),
+            Step::Reboot => self.step_reboot(),
+            Step::CutPower => self.step_cut_power(),
+            Step::PowerOn => self.step_power_on(),
+            Step::Fault(f) => self.step_fault(f),
+            Step::Busy(d) => self.step_busy(d),
+            Step::Note(text) => self.step_note(text),
+        };
         if !matches!(step, Step::Call(_) | Step::ListTools(_) | Step::Readback(_)) {
             out.replies.extend(self.take_replies());
         }
@@ -828,6 +359,325 @@ impl Runner<'_> {
         for len in out.chunks {
             self.trace.push_chunk(events.by_ref().take(len));
         }
+    }
+
+    /// `initialize`, with the vision capability when the step gives one. Returns the step's summary and expectations.
+    fn step_initialize<'s>(&mut self, s: &'s InitializeStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
+        let id = self.alloc_id(s.id);
+        out.id = Some(id);
+        let caps = match &s.vision_url {
+            Some(url) => {
+                let mut vision = serde_json::Map::new();
+                vision.insert("url".into(), url.clone().into());
+                if let Some(t) = &s.vision_token {
+                    vision.insert("token".into(), t.clone().into());
+                }
+                serde_json::json!({ "vision": vision })
+            }
+            None => serde_json::json!({}),
+        };
+        let payload = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":caps}});
+        self.deliver(out, payload.to_string().into_bytes());
+        self.settle();
+        let summary = format!("initialize id {id}");
+        let expect: Option<&'s Expect> = Some(&s.expect);
+        (summary, expect)
+    }
+
+    /// `tools/list`, following `nextCursor` unless told not to; records what was discoverable. Returns the step's summary and expectations.
+    fn step_list_tools<'s>(&mut self, s: &'s ListStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
+        let mut names = Vec::new();
+        let mut pages = 0;
+        let mut cursor = s.cursor.clone();
+        let mut last_cursor = None;
+        loop {
+            let id = self.alloc_id(None);
+            let mut params = serde_json::Map::new();
+            if let Some(c) = &cursor {
+                params.insert("cursor".into(), c.clone().into());
+            }
+            if s.with_user_tools {
+                params.insert("withUserTools".into(), true.into());
+            }
+            let payload = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/list","params":params});
+            self.deliver(out, payload.to_string().into_bytes());
+            self.settle();
+            let replies = self.take_replies();
+            let page = replies
+                .iter()
+                .find(|(p, _)| reply_id(p) == Some(id))
+                .map(|(p, _)| p.clone());
+            out.replies.extend(replies);
+            let Some(page) = page else { break };
+            let v: serde_json::Value = serde_json::from_slice(&page).unwrap_or_default();
+            let Some(tools) = v["result"]["tools"].as_array() else {
+                break;
+            };
+            pages += 1;
+            names.extend(tools.iter().filter_map(|t| t["name"].as_str().map(str::to_string)));
+            last_cursor = v["result"]["nextCursor"].as_str().map(str::to_string);
+            match (&last_cursor, s.follow) {
+                (Some(c), true) if pages < 64 => cursor = Some(c.clone()),
+                _ => break,
+            }
+        }
+        let summary = format!(
+            "tools/list{}: {} tools on {pages} page(s){}",
+            if s.with_user_tools { " withUserTools" } else { "" },
+            names.len(),
+            last_cursor
+                .as_ref()
+                .map(|c| format!(", nextCursor {c} not followed"))
+                .filter(|_| !s.follow)
+                .unwrap_or_default()
+        );
+        out.listed = Some((names, pages, last_cursor));
+        let expect: Option<&'s Expect> = Some(&s.expect);
+        (summary, expect)
+    }
+
+    /// `tools/call`: the request, its replies, the acceptance record and the software readback around it. Returns the step's summary and expectations.
+    fn step_call<'s>(&mut self, c: &'s CallStep, n: usize, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
+        let id = self.alloc_id(c.id);
+        out.id = Some(id);
+        let tool = c.tool.value.clone();
+        let before = snapshot(&self.h.device);
+        if c.acoustic {
+            out.previous = self.measure_probe(&format!("step{n}-before"));
+            let now = self.now();
+            self.advance_to(now + SimDuration::from_millis(200));
+        }
+        let at = self.now();
+        self.deliver(out, call_request(id, &tool, c.args.as_ref()));
+        self.settle();
+        out.replies.extend(self.take_replies());
+        if c.acoustic && self.h.device.is_running() {
+            let now = self.now();
+            self.advance_to(now + SimDuration::from_millis(200));
+            out.measurement = self.measure_probe(&format!("step{n}-after"));
+        }
+        let after = snapshot(&self.h.device);
+        self.collect_trace(out);
+        let record = self.record(n, &tool, id, at, c.decision.as_deref(), &before, &after, out);
+        let summary = format!("tools/call {tool} id {id}");
+        self.records.push(record);
+        let expect: Option<&'s Expect> = Some(&c.expect);
+        (summary, expect)
+    }
+
+    /// A raw payload, exactly as written. Returns the step's summary and expectations.
+    fn step_send<'s>(&mut self, s: &'s SendStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
+        let payload = s.payload.clone().into_bytes();
+        out.id = serde_json::from_slice::<serde_json::Value>(&payload)
+            .ok()
+            .and_then(|v| v["id"].as_f64())
+            .map(|f| crate::cjson::valueint(f) as i64);
+        self.deliver(out, payload);
+        self.settle();
+        let summary = format!("sent {} bytes", s.payload.len());
+        let expect: Option<&'s Expect> = Some(&s.expect);
+        (summary, expect)
+    }
+
+    /// Several payloads parsed by the receive task before the main task runs. Returns the step's summary and expectations.
+    fn step_burst<'s>(&mut self, b: &'s BurstStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
+        for p in &b.payloads {
+            self.deliver(out, p.clone().into_bytes());
+        }
+        self.settle();
+        let summary = format!("burst of {} payloads parsed before the main task ran", b.payloads.len());
+        let expect: Option<&'s Expect> = Some(&b.expect);
+        (summary, expect)
+    }
+
+    /// Lets virtual time pass. Returns the step's summary and expectations.
+    fn step_wait<'s>(&mut self, d: &'s Duration) -> (String, Option<&'s Expect>) {
+        let t = self.now() + d.0;
+        self.advance_to(t);
+        let summary = format!("waited {}", d.0);
+        let expect: Option<&'s Expect> = None;
+        (summary, expect)
+    }
+
+    /// Reads a status value through `self.get_device_status`, as a backend would. Returns the step's summary and expectations.
+    fn step_readback<'s>(&mut self, r: &'s ReadbackStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
+        let id = self.alloc_id(None);
+        out.id = Some(id);
+        self.deliver(out, call_request(id, "self.get_device_status", None));
+        self.settle();
+        out.replies.extend(self.take_replies());
+        let status = out
+            .reply_for(id)
+            .and_then(|(p, _)| reply_text(p))
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        let value = status.as_ref().map(|s| r.path.split('.').fold(s, |v, k| &v[k]).clone());
+        let summary = format!(
+            "readback {} = {}",
+            r.path,
+            value
+                .as_ref()
+                .map_or_else(|| "(no status reply)".to_string(), |v| v.to_string())
+        );
+        out.readback = value;
+        let expect: Option<&'s Expect> = Some(&r.expect);
+        (summary, expect)
+    }
+
+    /// Plays a probe (tone, WAV or prompt) and measures what the listener hears. Returns the step's summary and expectations.
+    fn step_play<'s>(
+        &mut self,
+        p: &'s PlayStep,
+        n: usize,
+        line: u64,
+        out: &mut StepOutcome,
+    ) -> (String, Option<&'s Expect>) {
+        let mut summary;
+        let (source, natural) = if let Some(wav) = &p.wav {
+            match self.resources.load_wav(wav) {
+                Ok((rate, samples)) => {
+                    let s = Source::Pcm {
+                        rate,
+                        samples: samples.into(),
+                    };
+                    let d = s.natural_duration().unwrap_or(SimDuration::from_secs(1));
+                    (Some(s), d)
+                }
+                Err(e) => {
+                    self.checks.push(Check {
+                        step: n,
+                        line,
+                        what: "play wav".into(),
+                        passed: false,
+                        detail: e,
+                    });
+                    (None, SimDuration::ZERO)
+                }
+            }
+        } else {
+            let t = p
+                .tone
+                .clone()
+                .unwrap_or(crate::scenario::Tone { hz: 1000.0, dbfs: -6.0 });
+            (Some(Source::probe(t.hz, t.dbfs)), SimDuration::from_millis(1000))
+        };
+        summary = "play: nothing".to_string();
+        if let Some(source) = source {
+            let d = p.duration.map_or(natural, |d| d.0) + PROBE_GUARD;
+            summary = format!("played {} for {d}", source.describe());
+            out.previous = self.last.clone();
+            match self.h.play_and_measure(source, d, self.keep_signals) {
+                Some(l) => {
+                    self.keep(&format!("step{n}-play"), l.signals);
+                    out.measurement = Some(l.measurement);
+                }
+                None => summary.push_str(" (the device is not running: nothing played)"),
+            }
+        }
+        let expect: Option<&'s Expect> = Some(&p.expect);
+        (summary, expect)
+    }
+
+    /// Measures what the listener hears for a while. Returns the step's summary and expectations.
+    fn step_listen<'s>(&mut self, l: &'s ListenStep, n: usize, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
+        out.previous = self.last.clone();
+        let listening = self.h.listen(l.duration.0, self.keep_signals);
+        self.keep(&format!("step{n}-listen"), listening.signals);
+        out.measurement = Some(listening.measurement);
+        let summary = format!("listened for {}", l.duration.0);
+        let expect: Option<&'s Expect> = Some(&l.expect);
+        (summary, expect)
+    }
+
+    /// Presses a board button (click or long press). Returns the step's summary and expectations.
+    fn step_press<'s>(&mut self, p: &'s PressStep) -> (String, Option<&'s Expect>) {
+        let mut summary;
+        let action = self.board.buttons.iter().find(|b| b.name == p.button).map(|b| {
+            if p.long {
+                b.long_press.unwrap_or(b.click)
+            } else {
+                b.click
+            }
+        });
+        let now = self.now();
+        summary = format!("pressed {}{}", p.button, if p.long { " (long)" } else { "" });
+        match action {
+            Some(ButtonAction::VolumeUp) => self.h.device.press_volume(now, 10, false),
+            Some(ButtonAction::VolumeDown) => self.h.device.press_volume(now, -10, false),
+            Some(ButtonAction::VolumeMax) => self.h.device.press_volume(now, 1, true),
+            Some(ButtonAction::VolumeMin) => self.h.device.press_volume(now, -1, true),
+            Some(ButtonAction::ToggleChat | ButtonAction::StartListening) => {
+                summary.push_str(": asks to open the audio channel (no server in an offline run)")
+            }
+            None => summary.push_str(": no such button"),
+        }
+        self.settle();
+        let expect: Option<&'s Expect> = Some(&p.expect);
+        (summary, expect)
+    }
+
+    /// Hardware reset (EN pin). Returns the step's summary and expectations.
+    fn step_reboot<'s>(&mut self) -> (String, Option<&'s Expect>) {
+        let now = self.now();
+        self.h.device.reset(now);
+        self.settle();
+        let summary = "hardware reset".to_string();
+        let expect: Option<&'s Expect> = None;
+        (summary, expect)
+    }
+
+    /// Pulls the plug. Returns the step's summary and expectations.
+    fn step_cut_power<'s>(&mut self) -> (String, Option<&'s Expect>) {
+        let now = self.now();
+        self.h.device.cut_power(now);
+        let summary = "power cut".to_string();
+        let expect: Option<&'s Expect> = None;
+        (summary, expect)
+    }
+
+    /// Plugs it back in. Returns the step's summary and expectations.
+    fn step_power_on<'s>(&mut self) -> (String, Option<&'s Expect>) {
+        self.h.power_on();
+        self.settle();
+        let summary = "power on".to_string();
+        let expect: Option<&'s Expect> = None;
+        (summary, expect)
+    }
+
+    /// Sets or clears a fault now. Returns the step's summary and expectations.
+    fn step_fault<'s>(&mut self, f: &'s FaultStep) -> (String, Option<&'s Expect>) {
+        let now = self.now();
+        let (fault, on) = match (f.set, f.clear) {
+            (Some(x), _) => (x, true),
+            (None, Some(x)) => (x, false),
+            (None, None) => unreachable!("validated at load"),
+        };
+        fault.apply(&mut self.h.device, now, on);
+        let summary = format!(
+            "{} fault {}{}",
+            if on { "set" } else { "cleared" },
+            fault.name(),
+            if fault.needs_boot() {
+                " (takes effect at the next boot)"
+            } else {
+                ""
+            }
+        );
+        let expect: Option<&'s Expect> = None;
+        (summary, expect)
+    }
+
+    /// Keeps the main task busy. Returns the step's summary and expectations.
+    fn step_busy<'s>(&mut self, d: &'s Duration) -> (String, Option<&'s Expect>) {
+        let now = self.now();
+        self.h.device.busy(now, d.0);
+        let summary = format!("main task busy for {}", d.0);
+        let expect: Option<&'s Expect> = None;
+        (summary, expect)
+    }
+
+    /// A note in the report; nothing happens. Returns the step's summary and expectations.
+    fn step_note<'s>(&mut self, text: &str) -> (String, Option<&'s Expect>) {
+        (text.to_string(), None)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1024,257 +874,6 @@ impl Runner<'_> {
         }
         (parts.join("; "), missing)
     }
-
-    fn evaluate(&mut self, n: usize, line: u64, e: &Expect, out: &StepOutcome) {
-        let mut checks = Vec::new();
-        let mut check = |what: String, passed: bool, detail: String| {
-            checks.push(Check {
-                step: n,
-                line,
-                what,
-                passed,
-                detail,
-            });
-        };
-        let primary = out.id.and_then(|id| out.reply_for(id)).or(out.replies.first());
-        let shown = |p: Option<&(Vec<u8>, SimTime)>| p.map_or_else(|| "no reply".to_string(), |(b, _)| lossy(b));
-        if let Some(want) = &e.reply {
-            let got = primary.map(|(p, _)| lossy(p));
-            check(
-                format!("reply is {want}"),
-                got.as_deref() == Some(want.as_str()),
-                shown(primary),
-            );
-        }
-        if let Some(want) = &e.text {
-            let got = primary.and_then(|(p, _)| reply_text(p));
-            check(
-                format!("text is {}", quoted_or(Some(want), "")),
-                got.as_deref() == Some(want.as_str()),
-                format!("got {}", quoted_or(got.as_deref(), no_text(primary.is_some()))),
-            );
-        }
-        if let Some(want) = &e.text_contains {
-            let got = primary.and_then(|(p, _)| reply_text(p));
-            check(
-                format!("text contains {}", quoted_or(Some(want), "")),
-                got.as_deref().unwrap_or_default().contains(want.as_str()),
-                format!("got {}", quoted_or(got.as_deref(), no_text(primary.is_some()))),
-            );
-        }
-        if let Some(want) = &e.error {
-            let got = primary.and_then(|(p, _)| reply_error(p)).map(|m| lossy(&m));
-            check(
-                format!("error is {}", quoted_or(Some(want), "")),
-                got.as_deref() == Some(want.as_str()),
-                format!("got {}", shown(primary)),
-            );
-        }
-        if let Some(want) = e.valid_json {
-            let got = primary.map(|(p, _)| is_valid_json(p));
-            check(
-                format!("reply is {}valid JSON", if want { "" } else { "not " }),
-                got == Some(want),
-                shown(primary),
-            );
-        }
-        if let Some(want) = e.reply_id {
-            let got = primary.and_then(|(p, _)| reply_id(p));
-            check(
-                format!("reply id is {want}"),
-                got == Some(want),
-                match (got, primary) {
-                    (Some(id), _) => format!("got {id}"),
-                    (None, Some(_)) => "got a reply without an integer id".into(),
-                    (None, None) => "got no reply".into(),
-                },
-            );
-        }
-        if let Some(d) = e.no_reply_within {
-            let limit = out.started + d.0;
-            let found = out.id.and_then(|id| out.reply_for(id)).filter(|(_, t)| *t <= limit);
-            check(format!("no reply within {}", d.0), found.is_none(), shown(found));
-        }
-        if let Some(d) = e.reply_within {
-            let limit = out.started + d.0;
-            let found = primary.filter(|(_, t)| *t <= limit);
-            check(
-                format!("reply within {}", d.0),
-                found.is_some(),
-                primary.map_or("no reply".into(), |(_, t)| {
-                    format!("reply after {}", t.saturating_since(out.started))
-                }),
-            );
-        }
-        if let Some(want) = e.dropped {
-            let got = out.receipts.iter().any(|r| matches!(r, Receipt::Dropped { .. }));
-            check(
-                format!("dropped on receipt: {want}"),
-                got == want,
-                describe_receipts(&out.receipts),
-            );
-        }
-        if let Some(order) = &e.reply_order {
-            let got: Vec<i64> = out.replies.iter().filter_map(|(p, _)| reply_id(p)).collect();
-            check(
-                format!("replies leave in the order {}", ids(order)),
-                &got == order,
-                format!("got {}", if got.is_empty() { "no reply".into() } else { ids(&got) }),
-            );
-        }
-        if let Some(want) = &e.value {
-            let got = out.readback.clone().unwrap_or(serde_json::Value::Null);
-            check(format!("readback is {want}"), &got == want, format!("got {got}"));
-        }
-        if let Some((names, pages, _)) = &out.listed {
-            for t in &e.contains {
-                check(
-                    format!("list contains {t}"),
-                    names.contains(t),
-                    format!("{} tools listed", names.len()),
-                );
-            }
-            for t in &e.absent {
-                check(
-                    format!("list lacks {t}"),
-                    !names.contains(t),
-                    format!("{} tools listed", names.len()),
-                );
-            }
-            if let Some(p) = e.pages {
-                check(format!("{p} page(s)"), *pages == p, format!("got {pages}"));
-            }
-        }
-        let m = out.measurement.as_ref();
-        if let Some(want) = e.audible {
-            let got = m.map(|m| m.verdict.is_audible());
-            check(format!("audible: {want}"), got == Some(want), describe_measurement(m));
-        }
-        if let Some(want) = &e.verdict {
-            let got = m.map(|m| m.verdict.name());
-            check(
-                format!("verdict {want}"),
-                got == Some(want.as_str()),
-                describe_measurement(m),
-            );
-        }
-        if let Some(a) = e.spl_db {
-            check(
-                format!("level {} ± {} dB SPL", a.value, a.tolerance),
-                approx(m.and_then(|m| m.spl_db), a),
-                describe_measurement(m),
-            );
-        }
-        if let Some(a) = e.i2s_dbfs {
-            check(
-                format!("I2S {} ± {} dBFS", a.value, a.tolerance),
-                approx(m.and_then(|m| m.i2s_dbfs), a),
-                describe_measurement(m),
-            );
-        }
-        if let Some(a) = e.change_db {
-            let change = match (out.previous.as_ref().and_then(|p| p.spl_db), m.and_then(|m| m.spl_db)) {
-                (Some(x), Some(y)) => Some(y - x),
-                _ => None,
-            };
-            check(
-                format!("level change {:+} ± {} dB", a.value, a.tolerance),
-                approx(change, a),
-                change.map_or("no level to compare".into(), |c| format!("changed {c:+.2} dB")),
-            );
-        }
-        if let Some(want) = e.perceived_change {
-            let got = match (&out.previous, m) {
-                (Some(a), Some(b)) => Some(perceived_change(a, b)),
-                _ => None,
-            };
-            check(
-                format!("perceived change: {want}"),
-                got == Some(want),
-                got.map_or("no measurement to compare".into(), |g| format!("got {g}")),
-            );
-        }
-        if let Some(want) = e.record_complete {
-            let record = self.records.iter().rev().find(|r| r.step == n);
-            let got = record.map(Record::is_complete);
-            let detail = record.map_or("no record for this step".to_string(), |r| {
-                if r.missing.is_empty() {
-                    "every row has evidence".to_string()
-                } else {
-                    format!("missing {}", r.missing.join(", "))
-                }
-            });
-            self.checks.push(Check {
-                step: n,
-                line,
-                what: format!("record complete: {want}"),
-                passed: got == Some(want),
-                detail,
-            });
-        }
-        for name in &e.events {
-            check(
-                format!("event {name}"),
-                out.has(*name),
-                format!("{} events in the step", out.events.len()),
-            );
-        }
-        for name in &e.no_events {
-            check(
-                format!("no event {name}"),
-                !out.has(*name),
-                format!("{} events in the step", out.events.len()),
-            );
-        }
-        self.checks.extend(checks);
-    }
-}
-
-fn approx(v: Option<f64>, a: Approx) -> bool {
-    v.is_some_and(|x| (x - a.value).abs() <= a.tolerance)
-}
-
-fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map_or_else(|| "-".to_string(), |x| x.to_string())
-}
-
-fn level(m: &Measurement) -> String {
-    match m.spl_db {
-        Some(l) => format!("{l:.1} dB SPL"),
-        None => "silence".to_string(),
-    }
-}
-
-fn describe_measurement(m: Option<&Measurement>) -> String {
-    match m {
-        None => "nothing measured".to_string(),
-        Some(m) => format!(
-            "{} ({}; I2S {}; playing {:.2}, i2s_running {:.2}, amp_enabled {:.2})",
-            m.verdict.name(),
-            level(m),
-            m.i2s_dbfs.map_or("null".into(), |x| format!("{x:.2} dBFS")),
-            m.playing,
-            m.i2s_running,
-            m.amp_enabled
-        ),
-    }
-}
-
-fn describe_snapshot(s: &Snapshot) -> String {
-    if !s.running {
-        return "device not running".to_string();
-    }
-    let mut parts = vec![format!("volume {}", opt(s.volume))];
-    if let Some(b) = s.brightness {
-        parts.push(format!("brightness {b}"));
-    }
-    if let Some(t) = &s.theme {
-        parts.push(format!("theme {t}"));
-    }
-    for (g, on) in &s.gpio {
-        parts.push(format!("GPIO {g} {}", if *on { "on" } else { "off" }));
-    }
-    parts.join(", ")
 }
 
 /// A step's name as written in the scenario file.
@@ -1296,147 +895,5 @@ pub(crate) fn step_kind(step: &Step) -> &'static str {
         Step::Fault(_) => "fault",
         Step::Busy(_) => "busy",
         Step::Note(_) => "note",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reply_fields_are_read_without_trusting_the_json() {
-        let p = br#"{"jsonrpc":"2.0","id":144,"error":{"message":"Unknown tool: self.x"y"}}"#;
-        assert_eq!(reply_id(p), Some(144));
-        assert_eq!(reply_error(p), Some(br#"Unknown tool: self.x"y"#.to_vec()));
-        assert_eq!(reply_text(p), None);
-        let p = br#"{"jsonrpc":"2.0","id":-7,"result":{"content":[{"type":"text","text":"true"}],"isError":false}}"#;
-        assert_eq!(reply_id(p), Some(-7));
-        assert_eq!(reply_text(p).as_deref(), Some("true"));
-    }
-
-    #[test]
-    fn call_requests_print_as_serde_json_does() {
-        let tools = ["self.reboot", "a\"b\\c\u{1}é", ""];
-        let args = [
-            None,
-            Some(serde_json::json!({"volume": 35})),
-            Some(serde_json::json!({"z": [1, 2.5, null], "a": {"b": "x\ny"}})),
-            Some(serde_json::json!("not an object")),
-        ];
-        for id in [0, 7, -7, i64::MAX, i64::MIN] {
-            for tool in tools {
-                for a in &args {
-                    let mut params = serde_json::Map::new();
-                    params.insert("name".into(), tool.into());
-                    if let Some(a) = a {
-                        params.insert("arguments".into(), a.clone());
-                    }
-                    let want = serde_json::json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":params});
-                    assert_eq!(
-                        String::from_utf8(call_request(id, tool, a.as_ref())).unwrap(),
-                        want.to_string()
-                    );
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn plain_reply_texts_read_as_serde_json_does() {
-        let serde_text = |p: &[u8]| {
-            let v: serde_json::Value = serde_json::from_slice(p).ok()?;
-            v["result"]["content"][0]["text"].as_str().map(str::to_string)
-        };
-        let wrap = |id: &str, text: &str| {
-            format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{text}"}}],"isError":false}}}}"#
-            )
-        };
-        for id in ["0", "7", "-7", "2147483647", "007", "+7", "-", "", "1.5", "1e3", "-0"] {
-            for text in [
-                "true",
-                "",
-                "a b",
-                r#"\"q\""#,
-                r#"\u00e9"#,
-                "\u{e9}",
-                "\u{1}",
-                "a\\",
-                r#"x"}],"isError":false}}"#,
-                r#"{\"audio_speaker\":{\"volume\":10}}"#,
-                r#"a\\b\/c\n\t\ud83d\ude00"#,
-                r#"\ud800"#,
-                r#"\x"#,
-                r#"x","type":"text"#,
-                r#"x","text":"y"#,
-                r#"x\"#,
-            ] {
-                let p = wrap(id, text);
-                assert_eq!(reply_text(p.as_bytes()), serde_text(p.as_bytes()), "{p}");
-                let valid = serde_json::from_slice::<serde_json::Value>(p.as_bytes()).is_ok();
-                assert_eq!(is_valid_json(p.as_bytes()), valid, "{p}");
-            }
-        }
-        let p = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"\xff\"}],\"isError\":false}}";
-        assert_eq!(reply_text(p), None);
-        assert!(!is_valid_json(p));
-    }
-
-    #[test]
-    fn page_names_read_every_page_as_serde_json_does() {
-        let check = |result: &[u8], listed: usize, registry: &[McpTool]| {
-            assert_eq!(page_names(result, listed, registry), parse_page_names(result));
-        };
-        for file in [
-            "bread-compact-wifi.yaml",
-            "bread-compact-wifi-lcd.yaml",
-            "bread-compact-wifi-s3cam.yaml",
-            "otto-robot.yaml",
-            "lckfb/szpi-esp32c3.yaml",
-            "waveshare/esp32-s3-audio-board.yaml",
-        ] {
-            let path = format!("{}/../boards/{file}", env!("CARGO_MANIFEST_DIR"));
-            let text = std::fs::read_to_string(&path).expect("shipped board");
-            let board = Arc::new(BoardSpec::from_yaml(&path, &text).expect("board"));
-            let mut h = Harness::new(Device::new(board, WorldSpec::conformance(), 1));
-            h.power_on();
-            let _ = h.run_until_idle();
-            let mcp = h.device.mcp().expect("booted");
-            for with_user in [false, true] {
-                for page in mcp.pages(with_user) {
-                    let ToolsPage::Page { result, tools, .. } = page else {
-                        break;
-                    };
-                    let recognized = recognize_page(&result, mcp.tools());
-                    assert_eq!(recognized.map(|n| n.len()), Some(tools), "{file}");
-                    check(&result, tools, mcp.tools());
-                }
-            }
-        }
-        // Hand-made registries and pages: escapes, a NUL, duplicates, pages out of shape.
-        let tool = |name: &str| McpTool::new(name, "d \"q\"", Vec::new(), false, ToolAction::Reboot);
-        let registry = [tool("a\"b"), tool("c\\"), tool("x\u{0}y"), tool("\u{e9}\n")];
-        let json = |i: usize| String::from_utf8(registry[i].json().to_vec()).expect("UTF-8");
-        let pages = [
-            format!(r#"{{"tools":[{},{},{}]}}"#, json(0), json(1), json(3)),
-            format!(r#"{{"tools":[{}],"nextCursor":"z"}}"#, json(2)),
-            format!(r#"{{"tools":[{},{}]}}"#, json(0), json(0)),
-            format!(r#"{{"tools":[{}x]}}"#, json(1)),
-            r#"{"tools":[{"name":"a","name":"b"}]}"#.to_string(),
-            r#"{"tools":[{"name":1},{"name":"q"}]}"#.to_string(),
-            r#"{"tools":[]}"#.to_string(),
-            String::new(),
-        ];
-        for page in &pages {
-            for listed in 0..4 {
-                check(page.as_bytes(), listed, &registry);
-            }
-        }
-        check(b"{\"tools\":[{\"name\":\"\xff\"}]}", 1, &registry);
-        assert_eq!(
-            page_names(pages[0].as_bytes(), 3, &registry),
-            ["a\"b", "c\\", "\u{e9}\n"]
-        );
-        assert_eq!(page_names(pages[1].as_bytes(), 1, &registry), ["x"]);
     }
 }

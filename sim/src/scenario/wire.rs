@@ -17,8 +17,10 @@ use serde_json::Value;
 
 use crate::backend::script::{Line, Script, Step as ScriptStep};
 use crate::backend::{BackendSpec, Exchange, Outcome, SessionReport};
+use crate::scenario::expect::no_text;
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
-use crate::scenario::runner::{is_valid_json, no_text, reply_error, reply_id, reply_text, step_kind};
+use crate::scenario::reply::{is_valid_json, reply_error, reply_id, reply_text};
+use crate::scenario::runner::step_kind;
 use crate::scenario::{EventName, Expect, ScenarioSpec, Step, located, quoted_or};
 use crate::spec::SpecError;
 use crate::time::SimDuration;

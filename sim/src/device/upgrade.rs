@@ -1,0 +1,84 @@
+//! `Application::UpgradeFirmware` (FIRMWARE.md §11.2): the alert, the audio channel closed,
+//! the download attempt and what follows its failure or success, split where the main task blocks.
+
+use crate::audio::source::Prompt;
+use crate::device::Core;
+use crate::device::app::{RebootStage, Running, Step, Task};
+use crate::device::state::DeviceState;
+use crate::trace::Event;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpgradeStage {
+    Start,
+    AfterAlert,
+    Download,
+    Failed,
+    FailedDone,
+    Succeeded,
+}
+
+impl Running {
+    /// `Application::UpgradeFirmware` (FIRMWARE.md §11.2).
+    pub(super) fn upgrade(&mut self, core: &mut Core, url: Vec<u8>, stage: UpgradeStage) -> Step {
+        let next = |stage| Task::Upgrade {
+            url: url.clone(),
+            stage,
+        };
+        match stage {
+            UpgradeStage::Start => {
+                if self.channel_open(core.now) {
+                    core.log('I', "Application", || {
+                        "Closing audio channel before firmware upgrade".to_string()
+                    });
+                    self.drop_socket(core, "firmware upgrade");
+                    self.main.schedule(Task::SetState(DeviceState::Idle));
+                }
+                core.log('I', "Application", || {
+                    format!("Starting firmware upgrade from URL: {}", String::from_utf8_lossy(&url))
+                });
+                self.play_prompt(core, Prompt::Upgrade);
+                Step::Block(core.delay(3000), next(UpgradeStage::AfterAlert))
+            }
+            UpgradeStage::AfterAlert => {
+                self.set_state(core, DeviceState::Upgrading);
+                let now = core.now;
+                self.audio.stop_playback(&mut core.audio, now);
+                Step::Block(core.delay(1000), next(UpgradeStage::Download))
+            }
+            UpgradeStage::Download => {
+                core.emit(|| Event::OtaStarted { url: url.clone() });
+                let ota = core.world.ota.clone();
+                let then = if ota.succeeds {
+                    UpgradeStage::Succeeded
+                } else {
+                    UpgradeStage::Failed
+                };
+                Step::Block(ota.download_time, next(then))
+            }
+            UpgradeStage::Failed => {
+                core.emit(|| Event::OtaFinished { ok: false });
+                core.log('E', "Application", || {
+                    "Firmware upgrade failed, restarting audio service and continuing operation...".to_string()
+                });
+                self.play_prompt(core, Prompt::Exclamation);
+                Step::Block(core.delay(3000), next(UpgradeStage::FailedDone))
+            }
+            UpgradeStage::FailedDone => {
+                core.log('E', "MCP", || "Firmware upgrade failed");
+                Step::Done
+            }
+            UpgradeStage::Succeeded => {
+                core.emit(|| Event::OtaFinished { ok: true });
+                core.log('I', "Application", || {
+                    "Firmware upgrade successful, rebooting...".to_string()
+                });
+                Step::Block(
+                    core.delay(1000),
+                    Task::Reboot {
+                        stage: RebootStage::Enter,
+                    },
+                )
+            }
+        }
+    }
+}
