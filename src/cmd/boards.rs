@@ -5,7 +5,11 @@ use anyhow::Result;
 
 use crate::boards;
 
-pub fn run() -> Result<()> {
+/// List the shipped boards.
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_: &Args) -> Result<bool> {
     let rows = boards::shipped_ids()
         .into_iter()
         .map(|id| Ok((id, boards::load(id)?)))
@@ -26,5 +30,5 @@ pub fn run() -> Result<()> {
     for (id, spec) in rows {
         println!("{id:<id_width$}  {:<name_width$}  {}", spec.name, spec.summary);
     }
-    Ok(())
+    Ok(true)
 }

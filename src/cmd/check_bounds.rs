@@ -12,12 +12,31 @@ use xiaozhi_sim::bounds::{self, Settings};
 
 use crate::boards;
 
-/// Runs every promise on every callable parameter of `board` with `cases` generated cases each.
-/// `Ok(false)` when a promise does not hold; `Err` when the board cannot be loaded.
-pub fn run(board: &str, cases: u32) -> Result<bool> {
+/// Check the parameter-bound promises on every callable tool of a board (property tests).
+///
+/// Integer parameters must accept exactly the JSON numbers whose cJSON `valueint` is in
+/// range and store them; rejected calls must answer the firmware's exact message and change
+/// nothing; wrong JSON types must give `Missing valid argument: <name>` or the default;
+/// argument keys match case-insensitively, first match wins. Works on user board files too.
+/// Exit status 0 all promises hold, 1 one is broken (the shrunk input is printed), 2 the board
+/// cannot be used. Deterministic: same board and --cases, same report.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Board id or path to a board YAML file.
+    #[arg(long)]
+    pub board: String,
+    /// Generated cases per property.
+    #[arg(long, default_value_t = 256)]
+    pub cases: u32,
+}
+
+/// Runs every promise on every callable parameter of the board with `--cases` generated cases
+/// each. `Ok(false)` when a promise does not hold; `Err` when the board cannot be loaded.
+pub fn run(opts: &Args) -> Result<bool> {
+    let board = &opts.board;
     let spec = boards::load(board)?;
     let settings = Settings {
-        cases: cases.max(1),
+        cases: opts.cases.max(1),
         ..Settings::default()
     };
     let report = bounds::check_board(spec, &settings);

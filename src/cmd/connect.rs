@@ -11,27 +11,60 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
 use xiaozhi_sim::world::WsConfig;
 
+use crate::args::parse_std_duration;
 use crate::boards;
 use crate::live::{LiveOptions, Wake, run_device};
 use crate::state;
 
-pub struct Options {
+/// Dial a real xiaozhi backend over WebSocket as the firmware does.
+///
+/// The board boots, and when the simulated user acts (--wake) it dials URL with the
+/// firmware's handshake headers, sends its hello, waits 10 s for the server hello, and then
+/// answers MCP inside the {"session_id","type":"mcp","payload"} envelope. A reboot closes
+/// TCP without a close frame; there is no automatic reconnection. Device events go to stderr.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Board id or path to a board YAML file.
+    #[arg(long)]
     pub board: String,
+    /// Backend WebSocket URL, e.g. ws://127.0.0.1:8000/xiaozhi/v1/.
+    #[arg(long, required_unless_present = "ota")]
     pub url: Option<String>,
+    /// OTA/activation URL (e.g. http://127.0.0.1:8002/xiaozhi/ota/): POST the system info as
+    /// the firmware does and take the WebSocket URL and token from the answer.
+    #[arg(long, value_name = "URL")]
     pub ota: Option<String>,
+    /// Access token (sent as `Authorization: Bearer <token>`; empty = no header).
+    #[arg(long, default_value = "")]
     pub token: String,
+    /// Protocol-Version header and hello version.
+    #[arg(long, default_value_t = 1)]
     pub protocol_version: i32,
+    /// Device-Id (the MAC, aa:bb:cc:dd:ee:ff); default derived from --seed.
+    #[arg(long, value_name = "MAC")]
     pub device_id: Option<String>,
+    /// Client-Id (the UUID kept in NVS); default derived from --seed or the saved state.
+    #[arg(long, value_name = "UUID")]
     pub client_id: Option<String>,
+    /// When the simulated user opens the channel: on-boot, manual or every:<duration>.
+    #[arg(long, default_value = "on-boot")]
     pub wake: Wake,
-    pub state_dir: Option<PathBuf>,
+    /// Keep NVS (volume, UUID, settings) in DIR between runs, like flash.
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
+    /// Stop after this long (e.g. 30s); default: until Ctrl-C.
+    #[arg(long, value_parser = parse_std_duration)]
     pub duration: Option<Duration>,
+    /// Seed of the device identity.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Do not print device events and frames.
+    #[arg(long)]
     pub quiet: bool,
 }
 
 /// The WebSocket configuration: from --url/--token, or from the OTA answer with --ota.
-fn websocket_config(opts: &Options) -> Result<WsConfig> {
+fn websocket_config(opts: &Args) -> Result<WsConfig> {
     let mut config = WsConfig {
         url: opts.url.clone().unwrap_or_default(),
         token: opts.token.clone(),
@@ -66,7 +99,7 @@ fn websocket_config(opts: &Options) -> Result<WsConfig> {
     Ok(config)
 }
 
-pub fn build_device(opts: &Options) -> Result<Device> {
+pub fn build_device(opts: &Args) -> Result<Device> {
     let mut world = WorldSpec::conformance();
     world.board_tasks_run = true;
     world.websocket = Some(websocket_config(opts)?);
@@ -74,13 +107,13 @@ pub fn build_device(opts: &Options) -> Result<Device> {
 }
 
 /// A device with this run's identity (MAC, UUID, saved NVS).
-fn identity(opts: &Options, world: WorldSpec) -> Result<Device> {
+fn identity(opts: &Args, world: WorldSpec) -> Result<Device> {
     let spec = boards::load(&opts.board)?;
     let mut device = Device::new(spec, world, opts.seed);
     if let Some(mac) = &opts.device_id {
         device.set_mac(mac).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
     }
-    if let Some(dir) = &opts.state_dir {
+    if let Some(dir) = &opts.state {
         let nvs = state::load(dir).with_context(|| format!("{}: cannot read the saved state", dir.display()))?;
         if let Some(nvs) = nvs {
             *device.nvs_mut() = nvs;
@@ -96,7 +129,7 @@ fn identity(opts: &Options, world: WorldSpec) -> Result<Device> {
     Ok(device)
 }
 
-pub fn run(opts: &Options) -> Result<bool> {
+pub fn run(opts: &Args) -> Result<bool> {
     let mut device = build_device(opts)?;
     device.set_trace(!opts.quiet);
     device.power_on(SimTime::ZERO);
@@ -116,7 +149,7 @@ pub fn run(opts: &Options) -> Result<bool> {
             _ = tokio::signal::ctrl_c() => bail!("interrupted"),
         }
     })?;
-    if let Some(dir) = &opts.state_dir {
+    if let Some(dir) = &opts.state {
         state::save(dir, device.nvs())?;
     }
     eprintln!(

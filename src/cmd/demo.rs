@@ -7,10 +7,19 @@ use anyhow::Result;
 use xiaozhi_sim::scenario::ScenarioSpec;
 
 use crate::boards;
-use crate::cmd::run::{Loaded, run_one, write_evidence};
+use crate::scenarios::{Loaded, run_one, write_evidence};
 
-pub struct Options {
+/// Narrated tour: `true`, readback and what a listener hears, on simulated boards.
+///
+/// Runs a few curated scenarios in virtual time (seconds of wall time), prints their
+/// acceptance records and writes WAV evidence (I2S stream and listener pressure) per scene.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Where to write the WAV evidence.
+    #[arg(long, value_name = "DIR", default_value = "xiaozhi-twin-demo")]
     pub out: PathBuf,
+    /// Play the before/after listener audio of the first scenes (needs the `playback` feature).
+    #[arg(long)]
     pub play: bool,
 }
 
@@ -54,7 +63,7 @@ const SCENES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-pub fn run(opts: &Options) -> Result<bool> {
+pub fn run(opts: &Args) -> Result<bool> {
     println!("xiaozhi-twin demo: the gap between `true`, readback and what is heard");
     println!("(firmware 78/xiaozhi-esp32 2.4.2 @ 48142026, simulated in virtual time)\n");
     let mut all_passed = true;

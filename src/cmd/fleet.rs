@@ -1,10 +1,11 @@
 //! `xiaozhi-twin fleet`: many simulated devices, each with its own MAC, UUID and NVS, against
 //! one backend from one process; a progress bar while they come up and a summary at the end.
 //!
-//! Without `--url` the fleet brings its own `xiaozhi-twin backend` on a loopback port and runs
-//! a script on every device (default: 10 tool calls), so the round trips are measured where a
-//! backend sees them. With `--url` the backend is someone else's and latency is measured on
-//! the device side (request frame in → reply frame out).
+//! Without `--url` the fleet brings its own backend server (`crate::server`, as `xiaozhi-twin
+//! backend` runs it) on a loopback port and runs a script on every device (default: 10 tool
+//! calls), so the round trips are measured where a backend sees them. With `--url` the backend
+//! is someone else's and latency is measured on the device side (request frame in → reply frame
+//! out).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,9 +25,10 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
 use xiaozhi_sim::world::WsConfig;
 
+use crate::args::parse_std_duration;
 use crate::boards;
-use crate::cmd::backend::{Ending, Server, load_personality};
 use crate::live::{Counters, LiveOptions, Wake, run_device};
+use crate::server::{Ending, Server, load_personality, serve};
 
 /// The script every device runs against the built-in backend: 10 calls.
 pub const DEFAULT_SCRIPT: &str = "\
@@ -42,15 +44,41 @@ call self.get_device_status
 call self.audio_speaker.set_volume {\"volume\": 45}
 ";
 
-pub struct Options {
+/// Many simulated devices against one backend, with a progress bar and a summary.
+///
+/// Each device has its own MAC, UUID and NVS and starts --stagger after the previous one.
+/// Without --url the fleet runs its own backend on a loopback port and every device runs
+/// --script (default: 10 tool calls) after hello + initialize + tools/list and the fleet
+/// ends when all are done; with --url it runs for --duration. Exit status 0
+/// when every device finished without a drop, 1 otherwise.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Number of devices.
+    #[arg(long, default_value_t = 100)]
     pub devices: u32,
+    /// Backend URL (default: a built-in backend on a loopback port).
+    #[arg(long)]
     pub url: Option<String>,
+    /// Board id or path to a board YAML file.
+    #[arg(long, default_value = "bread-compact-wifi")]
     pub board: String,
+    /// Stop after this long at most.
+    #[arg(long, default_value = "60s", value_parser = parse_std_duration)]
     pub duration: Duration,
+    /// Gap between device starts.
+    #[arg(long, default_value = "2ms", value_parser = parse_std_duration)]
     pub stagger: Duration,
+    /// Personality of the built-in backend.
+    #[arg(long, default_value = "xinnan-py")]
     pub personality: String,
+    /// Script of the built-in backend (default: 10 calls).
+    #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// First device seed (device i gets seed + i).
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Write the summary as JSON.
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
 
@@ -129,7 +157,7 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
-pub fn run(opts: &Options) -> Result<bool> {
+pub fn run(opts: &Args) -> Result<bool> {
     if opts.devices == 0 {
         bail!("--devices must be at least 1");
     }
@@ -171,7 +199,7 @@ pub fn run(opts: &Options) -> Result<bool> {
                 let listener = TcpListener::bind("127.0.0.1:0").await?;
                 let addr = listener.local_addr()?;
                 let server = Server::new(personality.clone(), script, false, false);
-                let serving = tokio::spawn(crate::cmd::backend::serve(listener, server.clone(), backend_stop_rx));
+                let serving = tokio::spawn(serve(listener, server.clone(), backend_stop_rx));
                 (format!("ws://{addr}/xiaozhi/v1/"), Some(server), Some(serving))
             }
         };

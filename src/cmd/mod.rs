@@ -1,4 +1,6 @@
-//! One module per subcommand; each turns parsed arguments into output and an exit code.
+//! One module per subcommand; each owns its arguments (`Args`, with the help text) and turns
+//! them into output and an exit code (`run`). Commands do not use each other: what several of
+//! them share lives in the binary's other modules (`server`, `scenarios`, `wire`, `live`, …).
 
 pub mod backend;
 pub mod boards;
@@ -11,4 +13,3 @@ pub mod replay;
 pub mod run;
 pub mod stdio;
 pub mod tools;
-pub mod wire;

@@ -15,17 +15,45 @@ use xiaozhi_sim::world::WorldSpec;
 
 use crate::{boards, wav};
 
-pub struct Options {
+/// Set the volume through the MCP path, play a probe, and measure what is heard.
+///
+/// Boots the board in a quiet room (35 dBA, listener at 0.5 m), calls
+/// self.audio_speaker.set_volume as a backend would, plays the probe through the board's own
+/// audio path and prints the four factors (playing, i2s_running, codec_gain, amp_enabled),
+/// the I2S level, the sound pressure at the listener and the verdict.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Board id or path to a board YAML file.
+    #[arg(long)]
     pub board: String,
+    /// Volume to set through `tools/call` first (0..100).
+    #[arg(long)]
     pub volume: Option<i32>,
+    /// Probe tone: tone:<Hz>:<dBFS>:<ms> (default tone:1000:-6:1000).
+    #[arg(long, value_name = "tone:HZ:DBFS:MS")]
     pub probe: Option<String>,
+    /// Play a WAV file instead of a tone.
+    #[arg(long, value_name = "FILE")]
     pub wav: Option<PathBuf>,
+    /// Inject a fault (repeatable): amp_shutdown, speaker_disconnected, speaker_gated,
+    /// i2s_stopped, codec_dummy, oled_init_failure, camera_init_failure, nvs_write_failure.
+    #[arg(long = "fault", value_name = "NAME")]
     pub faults: Vec<Fault>,
+    /// Write render.i2s.wav (32-bit PCM) and render.listener.wav (float, Pa) here.
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
     pub json: bool,
+    /// Play the listener signal on the sound card (needs the `playback` feature).
+    #[arg(long)]
     pub play: bool,
-    pub distance_m: Option<f64>,
-    pub ambient_dba: Option<f64>,
+    /// Listener distance in metres (default 0.5).
+    #[arg(long, value_name = "M")]
+    pub distance: Option<f64>,
+    /// Ambient level in dBA (default 35).
+    #[arg(long, value_name = "DBA")]
+    pub ambient: Option<f64>,
 }
 
 /// A parsed `tone:<Hz>:<dBFS>:<ms>` probe.
@@ -56,7 +84,7 @@ struct Report<'a> {
     files: Vec<String>,
 }
 
-pub fn run(opts: &Options) -> Result<()> {
+pub fn run(opts: &Args) -> Result<bool> {
     let spec = boards::load(&opts.board)?;
     if let Some(v) = opts.volume
         && !(0..=100).contains(&v)
@@ -86,10 +114,10 @@ pub fn run(opts: &Options) -> Result<()> {
         }
     };
     let mut world = WorldSpec::conformance();
-    if let Some(d) = opts.distance_m {
+    if let Some(d) = opts.distance {
         world.room.listener_distance_m = d;
     }
-    if let Some(a) = opts.ambient_dba {
+    if let Some(a) = opts.ambient {
         world.room.ambient_dba = a;
     }
     let mut h = Harness::new(Device::new(spec.clone(), world, 0));
@@ -164,7 +192,7 @@ pub fn run(opts: &Options) -> Result<()> {
     {
         wav::play(spec.audio.output_sample_rate, signals)?;
     }
-    Ok(())
+    Ok(true)
 }
 
 fn db(v: Option<f64>, unit: &str) -> String {

@@ -7,23 +7,37 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use xiaozhi_sim::harness::{ReplayLine, Replayer};
 
 use crate::boards;
 
-pub struct Options<'a> {
-    pub board: &'a str,
-    pub file: &'a Path,
+/// Replay a conformance request file on a freshly flashed board and print what it sends.
+///
+/// Each line of FILE is one inner MCP payload (raw bytes, JSON or not), `#burst [<payload
+/// strings>]` (all parsed before the main task runs) or `#sleep <ms>`. Prints one JSON object
+/// per line: {"n", "request", "replies", "events"}. Exit status 2 on a missing file, an
+/// unknown board or a malformed directive (nothing is printed then).
+#[derive(clap::Args)]
+pub struct Args {
+    /// Board id (see `xiaozhi-twin boards`) or path to a board YAML file.
+    #[arg(long)]
+    pub board: String,
+    /// Request file, one payload or directive per line.
+    pub file: PathBuf,
+    /// Print only the reply payloads, one per line (for piping and throughput runs).
+    #[arg(long)]
     pub replies_only: bool,
+    /// Seed of the device identity (MAC, UUID); replies do not depend on it.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
 
-pub fn run(opts: &Options<'_>) -> Result<()> {
-    let spec = boards::load(opts.board)?;
-    let file = opts.file;
+pub fn run(opts: &Args) -> Result<bool> {
+    let spec = boards::load(&opts.board)?;
+    let file = opts.file.as_path();
     let parse = |n: usize, raw: &[u8]| {
         ReplayLine::parse(n, raw).map_err(|e| anyhow::anyhow!("{}:{}: {}", file.display(), e.line, e.message))
     };
@@ -69,7 +83,7 @@ pub fn run(opts: &Options<'_>) -> Result<()> {
         Ok(())
     })?;
     out.flush()?;
-    Ok(())
+    Ok(true)
 }
 
 /// Only lines starting with `#` can be directives (`#burst`, `#sleep`); every other line is a

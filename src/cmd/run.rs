@@ -1,167 +1,71 @@
-//! `xiaozhi-twin run`: runs scenario files in virtual time, prints their acceptance records and
-//! checks, writes a JSON report and WAV evidence, and exits 1 when an expectation fails.
+//! `xiaozhi-twin run`: runs scenario files in virtual time (`crate::scenarios`) or over real
+//! sockets (`--wire`, `crate::wire`), prints their acceptance records and checks, writes a JSON
+//! report and WAV evidence, and exits 1 when an expectation fails.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::Device;
-use xiaozhi_sim::scenario::ScenarioSpec;
-use xiaozhi_sim::scenario::record::ScenarioReport;
-use xiaozhi_sim::scenario::runner::{self, Evidence, Resources, RunOptions};
-use xiaozhi_sim::spec::{SpecError, SpecErrors, read_text};
-use xiaozhi_sim::time::SimTime;
-use xiaozhi_sim::world::WorldSpec;
+use anyhow::{Context, Result};
 
-use crate::{boards, wav};
+use crate::args::parse_std_duration;
+use crate::scenarios::{self, Loaded};
 
-pub struct Options {
+/// Run scenario files and print their acceptance records and checks.
+///
+/// Each scenario boots its board in virtual time, runs its steps, and prints one 5-row
+/// acceptance record per tool call (discovery, decision, parameters, response, effect) and
+/// a pass/fail line per expectation. Exit status: 0 all passed, 1 an expectation failed
+/// (the seed and the command to reproduce are printed), 2 a file could not be used.
+///
+/// With --wire, each scenario runs over real sockets instead: a backend of --personality
+/// listens on a loopback port, the twin dials it as `connect` does, and the backend performs
+/// the scenario's call, readback and wait steps (discovery its own way, ids its own). The
+/// record is what the backend can know; expectations about the device's insides are listed
+/// as not judged. Steps that act on the device itself (play, press, faults, …) are refused.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scenario files or directories of them.
+    #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+    /// Seed of the device identity (overrides the scenarios' own).
+    #[arg(long)]
     pub seed: Option<u64>,
+    /// Write the full report (records, checks, traces) as JSON.
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write WAV evidence of every measurement under DIR/<scenario>/.
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Print only failures and the summary.
+    #[arg(long)]
     pub quiet: bool,
-    /// Run over real sockets instead of the virtual-time runner.
-    pub wire: Option<WireOptions>,
-}
-
-pub struct WireOptions {
+    /// Run over real loopback sockets, through `xiaozhi-twin backend` in this process.
+    #[arg(long, conflicts_with = "out")]
+    pub wire: bool,
+    /// With --wire: the backend personality (name or YAML file).
+    #[arg(long, default_value = "xinnan-py", requires = "wire")]
     pub personality: String,
-    pub limit: std::time::Duration,
+    /// With --wire: give up on a scenario after this long (real time).
+    #[arg(long, value_parser = parse_std_duration, default_value = "60s", requires = "wire")]
+    pub limit: Duration,
 }
 
-/// Scenario files named on the command line: files as given, directories' `*.yaml` sorted.
-pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for p in paths {
-        if p.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .with_context(|| format!("{}: cannot read the directory", p.display()))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| f.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-                .collect();
-            found.sort();
-            if found.is_empty() {
-                bail!("{}: no .yaml scenarios in this directory", p.display());
-            }
-            files.extend(found);
-        } else if p.exists() {
-            files.push(p.clone());
-        } else {
-            bail!("{}: no such file or directory", p.display());
-        }
-    }
-    Ok(files)
+/// `--wire` and its settings.
+struct Wire<'a> {
+    personality: &'a str,
+    limit: Duration,
 }
 
-/// A scenario ready to run: parsed, its board resolved, checked against the board's tools.
-pub struct Loaded {
-    pub path: PathBuf,
-    pub origin: String,
-    pub spec: ScenarioSpec,
-    pub board: Arc<BoardSpec>,
-    /// The file's text (for positions in later checks).
-    pub text: String,
-}
-
-pub fn load(path: &Path) -> Result<Loaded> {
-    let origin = path.display().to_string();
-    let text = read_text(path)?;
-    // Every problem of the file in one run: shape errors, the board, unknown tools and buttons.
-    let (spec, mut errors) = ScenarioSpec::parse_all(&origin, &text);
-    let board = spec.as_ref().and_then(|spec| match resolve_board(path, &spec.board) {
-        Ok(b) => Some(b),
-        Err(e) => {
-            let (line, column) = xiaozhi_sim::spec::find_field(&text, "board");
-            errors.push(SpecError::Invalid {
-                origin: origin.clone(),
-                line,
-                column,
-                field: "board".into(),
-                message: format!("{e:#}"),
-            });
-            None
-        }
+pub fn run(opts: &Args) -> Result<bool> {
+    let wire = opts.wire.then_some(Wire {
+        personality: &opts.personality,
+        limit: opts.limit,
     });
-    if let (Some(spec), Some(board)) = (&spec, &board) {
-        let mut probe = Device::new(board.clone(), WorldSpec::conformance(), 0);
-        probe.set_trace(false);
-        probe.power_on(SimTime::ZERO);
-        let tools: Vec<String> = probe
-            .mcp()
-            .map(|m| m.tools().iter().map(|t| t.name().to_string()).collect())
-            .unwrap_or_default();
-        if let Err(more) = spec.check_against(&origin, board, &tools) {
-            errors.extend(more.0);
-        }
-    }
-    let (Some(spec), Some(board), true) = (spec, board, errors.is_empty()) else {
-        return Err(SpecErrors::tidy(errors).into());
-    };
-    Ok(Loaded {
-        path: path.to_path_buf(),
-        origin,
-        spec,
-        board,
-        text,
-    })
-}
-
-fn resolve_board(scenario: &Path, board: &str) -> Result<Arc<BoardSpec>> {
-    if board.ends_with(".yaml") || board.ends_with(".yml") {
-        let p = scenario.parent().unwrap_or(Path::new(".")).join(board);
-        if p.exists() {
-            return boards::load(&p.display().to_string());
-        }
-    }
-    boards::load(board)
-}
-
-/// WAV files named in scenarios, relative to the scenario file.
-struct ScenarioFiles<'a> {
-    dir: &'a Path,
-}
-
-impl Resources for ScenarioFiles<'_> {
-    fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String> {
-        wav::read_pcm(&self.dir.join(path)).map_err(|e| format!("{e:#}"))
-    }
-}
-
-/// Runs one loaded scenario.
-pub fn run_one(l: &Loaded, seed: Option<u64>, keep_signals: bool) -> (ScenarioReport, Vec<Evidence>) {
-    let dir = l.path.parent().unwrap_or(Path::new("."));
-    runner::run(
-        &l.spec,
-        l.board.clone(),
-        &l.origin,
-        &RunOptions { seed, keep_signals },
-        &ScenarioFiles { dir },
-    )
-}
-
-/// Writes a report's evidence under `out/<scenario stem>/`.
-pub fn write_evidence(out: &Path, l: &Loaded, report: &mut ScenarioReport, evidence: &[Evidence]) -> Result<()> {
-    let stem = l
-        .path
-        .file_stem()
-        .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
-    let dir = out.join(stem);
-    for e in evidence {
-        let (a, b) = wav::write_signals(&dir, &e.label, e.rate, &e.signals)?;
-        report.files.push(a.display().to_string());
-        report.files.push(b.display().to_string());
-    }
-    Ok(())
-}
-
-pub fn run(opts: &Options) -> Result<bool> {
-    let files = collect(&opts.paths)?;
+    let files = scenarios::collect(&opts.paths)?;
     // Load everything first: a broken file stops the run before anything is reported.
-    let mut loaded: Vec<Loaded> = files.iter().map(|f| load(f)).collect::<Result<_>>()?;
+    let mut loaded: Vec<Loaded> = files.iter().map(|f| scenarios::load(f)).collect::<Result<_>>()?;
     let mut skipped = 0;
-    let personality = match &opts.wire {
+    let personality = match &wire {
         Some(w) => {
             // Scenarios that act on the device itself cannot run over the wire: alone, that is
             // an error; among others, they are skipped with their reason.
@@ -182,23 +86,23 @@ pub fn run(opts: &Options) -> Result<bool> {
             for e in &refusals {
                 eprintln!("skipped: {e}");
             }
-            Some(crate::cmd::backend::load_personality(&w.personality)?)
+            Some(crate::server::load_personality(w.personality)?)
         }
         None => None,
     };
     let mut reports = Vec::new();
     let mut all_passed = true;
     for l in &loaded {
-        let report = match (&opts.wire, &personality) {
+        let report = match (&wire, &personality) {
             (Some(w), Some(p)) => {
-                let mut result = crate::cmd::wire::run_one(l, p.clone(), opts.seed, w.limit, false)?;
-                crate::cmd::wire::require_completion(&mut result, w.limit);
+                let mut result = crate::wire::run_one(l, p.clone(), opts.seed, w.limit, false)?;
+                crate::wire::require_completion(&mut result, w.limit);
                 result.report
             }
             _ => {
-                let (mut report, evidence) = run_one(l, opts.seed, opts.out.is_some());
+                let (mut report, evidence) = scenarios::run_one(l, opts.seed, opts.out.is_some());
                 if let Some(out) = &opts.out {
-                    write_evidence(out, l, &mut report, &evidence)?;
+                    scenarios::write_evidence(out, l, &mut report, &evidence)?;
                 }
                 report
             }
@@ -215,8 +119,7 @@ pub fn run(opts: &Options) -> Result<bool> {
                 report.failed_checks().count(),
                 report.checks.len(),
                 l.origin,
-                opts.wire
-                    .as_ref()
+                wire.as_ref()
                     .map_or(String::new(), |w| format!(" --wire --personality {}", w.personality)),
                 report.seed
             );

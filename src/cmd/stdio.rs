@@ -20,10 +20,27 @@ use xiaozhi_sim::world::WorldSpec;
 use crate::boards;
 use crate::live::Clock;
 
-pub struct Options {
+/// The board as a standard MCP server on stdin/stdout (newline-delimited JSON-RPC).
+///
+/// Faithful mode by default: the firmware's replies exactly (protocol version 2024-11-05,
+/// errors without `code`, messages inserted unescaped, no `ping`). Compat mode (--compat)
+/// adds a JSON-RPC error code, escapes messages and answers ping, and changes nothing else.
+/// Clients that first probe with `server/discover` (fastmcp, the MCP Python SDK's `Client`
+/// in auto mode) wait out their 10 s discovery timeout in faithful mode: use --compat or the
+/// client's legacy mode. Logs go to stderr.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Board id or path to a board YAML file.
+    #[arg(long)]
     pub board: String,
+    /// Repair what standard MCP clients cannot accept (see above).
+    #[arg(long)]
     pub compat: bool,
+    /// Seed of the device identity.
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Print device events on stderr.
+    #[arg(long)]
     pub verbose: bool,
 }
 
@@ -130,7 +147,7 @@ impl Stdio {
     }
 }
 
-pub fn run(opts: &Options) -> Result<bool> {
+pub fn run(opts: &Args) -> Result<bool> {
     let spec = boards::load(&opts.board)?;
     let mut device = Device::new(spec, WorldSpec::conformance(), opts.seed);
     device.set_trace(opts.verbose);

@@ -10,8 +10,19 @@ use xiaozhi_sim::world::WorldSpec;
 
 use crate::boards;
 
-pub fn run(board: &str, with_user_tools: bool) -> Result<()> {
-    let spec = boards::load(board)?;
+/// Print the exact `tools/list` result object(s) a board sends, one page per line.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Board id or path to a board YAML file.
+    #[arg(long)]
+    pub board: String,
+    /// List user-only tools too (`withUserTools: true`).
+    #[arg(long)]
+    pub with_user_tools: bool,
+}
+
+pub fn run(opts: &Args) -> Result<bool> {
+    let spec = boards::load(&opts.board)?;
     let mut device = Device::new(spec, WorldSpec::conformance(), 0);
     device.set_trace(false);
     device.power_on(SimTime::ZERO);
@@ -19,7 +30,7 @@ pub fn run(board: &str, with_user_tools: bool) -> Result<()> {
         bail!("the board did not boot")
     };
     let mut out = std::io::stdout().lock();
-    for page in mcp.pages(with_user_tools) {
+    for page in mcp.pages(opts.with_user_tools) {
         match page {
             ToolsPage::Page { result, .. } => {
                 out.write_all(&result)?;
@@ -30,5 +41,5 @@ pub fn run(board: &str, with_user_tools: bool) -> Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(true)
 }

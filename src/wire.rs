@@ -1,6 +1,6 @@
-//! Scenarios over real sockets: the scenario's MCP steps run by the backend of
-//! `xiaozhi-twin backend` (a personality) against a device on a WebSocket connection, judged from
-//! the backend's side (`xiaozhi_sim::scenario::wire`).
+//! Scenarios over real sockets: the scenario's MCP steps run by the backend server
+//! (`crate::server`, a personality) against a device on a WebSocket connection, judged from the
+//! backend's side (`xiaozhi_sim::scenario::wire`).
 //!
 //! Two ways in: `xiaozhi-twin run --wire` starts both ends in this process on a loopback port;
 //! `xiaozhi-twin backend --scenario FILE` serves the scenario to whatever device connects (a
@@ -19,9 +19,9 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
 use xiaozhi_sim::world::WsConfig;
 
-use crate::cmd::backend::{ConnReport, Server, serve};
-use crate::cmd::run::Loaded;
 use crate::live::{LiveOptions, Wake, run_device};
+use crate::scenarios::Loaded;
+use crate::server::{ConnReport, Server, serve};
 
 /// What one scenario run over the wire produced.
 pub struct WireResult {
