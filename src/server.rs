@@ -263,7 +263,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
     };
     let clock = server.clock;
     let opened = clock.now();
-    let (mut session, first) = Session::accept(server.spec.clone(), opened, &headers, n);
+    let mut session = Session::accept(server.spec.clone(), opened, &headers, n);
     let device_connection = {
         let mut m = server.per_device.lock().unwrap_or_else(|e| e.into_inner());
         let c = m.entry(session.device_id().to_string()).or_insert(0);
@@ -282,11 +282,10 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
     let mut next_step = 0usize;
     let mut resume_at: Option<Instant> = None;
     let mut waiting_reply = false;
-    let mut queue: Vec<Action> = first;
     let mut script_done = false;
     let ending = 'conn: loop {
         // Send what the session decided.
-        for action in std::mem::take(&mut queue) {
+        while let Some(action) = session.poll_action() {
             match action {
                 Action::Send(text) => {
                     if server.verbose {
@@ -311,13 +310,13 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
                 resume_at = None;
                 let step = steps[next_step].clone();
                 next_step += 1;
-                match run_step(&mut session, &mut ws, clock.now(), step, &mut queue).await {
+                match run_step(&mut session, &mut ws, clock.now(), step).await {
                     StepResult::Continue => {}
                     StepResult::WaitReply => waiting_reply = true,
                     StepResult::Sleep(d) => resume_at = Some(Instant::now() + d),
                     StepResult::End(e) => break 'conn e,
                 }
-                if !queue.is_empty() {
+                if session.has_actions() {
                     continue 'conn;
                 }
             }
@@ -342,7 +341,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
                         if server.verbose {
                             eprintln!("backend[{n}] ← {}", t.as_str());
                         }
-                        queue = session.on_text(now, t.as_str());
+                        session.handle_text(now, t.as_str());
                     }
                     Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                     Some(Ok(Message::Close(_))) => break 'conn Ending::DeviceCloseFrame,
@@ -350,12 +349,12 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
                 }
             }
             _ = tokio::time::sleep_until(sleep) => {
-                queue = session.on_timeout(clock.now());
+                session.handle_timeout(clock.now());
             }
             cmd = commands.recv() => {
                 if let Ok(step) = cmd
                     && session.is_ready() {
-                        match run_step(&mut session, &mut ws, clock.now(), step, &mut queue).await {
+                        match run_step(&mut session, &mut ws, clock.now(), step).await {
                             StepResult::End(e) => break 'conn e,
                             StepResult::Continue | StepResult::WaitReply | StepResult::Sleep(_) => {}
                         }
@@ -368,7 +367,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
         }
     };
     let closed = clock.now();
-    session.on_closed(closed);
+    session.handle_closed(closed);
     let report = session.report();
     server.finish(ConnReport {
         connection: n,
@@ -393,17 +392,11 @@ enum StepResult {
 
 type ServerWs = tokio_tungstenite::WebSocketStream<TcpStream>;
 
-async fn run_step(
-    session: &mut Session,
-    ws: &mut ServerWs,
-    now: SimTime,
-    step: Step,
-    queue: &mut Vec<Action>,
-) -> StepResult {
+async fn run_step(session: &mut Session, ws: &mut ServerWs, now: SimTime, step: Step) -> StepResult {
     match step {
         Step::Call { tool, args, wait } => {
             let before = session.pending_len();
-            session.call(now, &tool, args, queue);
+            session.call(now, &tool, args);
             if wait && session.pending_len() > before {
                 StepResult::WaitReply
             } else {
@@ -412,11 +405,11 @@ async fn run_step(
         }
         Step::Wait(d) => StepResult::Sleep(Duration::from_micros(d.as_micros())),
         Step::Raw(text) => {
-            session.raw(&text, queue);
+            session.raw(&text);
             StepResult::Continue
         }
         Step::Frame(text) => {
-            queue.push(Action::Send(text));
+            session.frame(text);
             StepResult::Continue
         }
         Step::Garbage => {
@@ -432,7 +425,7 @@ async fn run_step(
         }
         Step::Vanish => StepResult::End(Ending::BackendVanished),
         Step::Close => {
-            queue.push(Action::Close);
+            session.close();
             StepResult::Continue
         }
     }

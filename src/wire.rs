@@ -16,7 +16,6 @@ use xiaozhi_sim::device::Device;
 use xiaozhi_sim::scenario::record::{Check, ScenarioReport};
 use xiaozhi_sim::scenario::wire::{WireConnection, WirePlan, WireRun, judge};
 use xiaozhi_sim::time::SimTime;
-use xiaozhi_sim::world::WorldSpec;
 use xiaozhi_sim::world::WsConfig;
 
 use crate::live::{LiveOptions, Wake, run_device};
@@ -82,16 +81,13 @@ pub async fn serve_plan(
 /// The device a `run --wire` dials in with: the scenario's board, world and seed, its
 /// WebSocket settings pointing at `url`.
 pub fn twin_device(l: &Loaded, url: &str, seed: Option<u64>) -> Device {
-    let mut world = l.spec.world.clone().unwrap_or_else(WorldSpec::conformance);
-    if l.spec.world.is_none() {
-        world.board_tasks_run = true;
-    }
+    let mut world = l.spec.world();
     world.websocket = Some(WsConfig {
         url: url.to_string(),
         token: "test-token".into(),
         version: 1,
     });
-    let seed = seed.or(l.spec.seed).unwrap_or(1);
+    let seed = l.spec.seed(seed);
     let mut device = Device::new(l.board.clone(), world, seed);
     device.set_trace(false);
     device.power_on(SimTime::ZERO);
@@ -166,7 +162,7 @@ pub fn run_one(
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("ws://{}/xiaozhi/v1/", listener.local_addr()?);
         let device = twin_device(l, &url, seed);
-        let seed = seed.or(l.spec.seed).unwrap_or(1);
+        let seed = l.spec.seed(seed);
         let served = serve_plan(listener, &plan, personality.clone(), limit, verbose, Some(device)).await?;
         anyhow::Ok(judge_reports(
             l,

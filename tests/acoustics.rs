@@ -128,7 +128,7 @@ fn es8311_board_register_and_worked_examples() {
 fn with_the_amplifier_shut_down_true_and_readback_hide_the_silence() {
     let mut h = boot("bread-compact-wifi");
     let now = h.now();
-    Fault::AmpShutdown.apply(&mut h.device, now, true);
+    h.device.set_fault(Fault::AmpShutdown, now, true);
     assert!(set_volume(&mut h, 40).contains(r#""text":"true""#));
     assert_eq!(readback(&h), 40);
     let m = probe(&mut h);
@@ -216,7 +216,7 @@ fn the_dummy_codec_succeeds_at_everything_and_plays_nothing() {
     let spec = Arc::new(BoardSpec::from_yaml("b.yaml", &spec_text("bread-compact-wifi")).unwrap());
     let mut h = Harness::new(Device::new(spec, WorldSpec::conformance(), 3));
     let now = h.now();
-    Fault::CodecDummy.apply(&mut h.device, now, true);
+    h.device.set_fault(Fault::CodecDummy, now, true);
     h.power_on();
     h.run_until_idle().unwrap();
     assert!(set_volume(&mut h, 80).contains(r#""text":"true""#));

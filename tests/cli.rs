@@ -1,16 +1,11 @@
 //! The command line, end to end: `replay` output that `compare.py` accepts, exit codes and
 //! one-line errors on bad input, nothing on stdout when the input is refused.
 
+mod common;
+
+use common::twin;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn twin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("binary runs")
-}
 
 fn conformance(file: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,11 +16,7 @@ fn conformance(file: &str) -> String {
 }
 
 fn scratch(name: &str, content: &[u8]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, content).unwrap();
-    path
+    common::scratch_file("cli", name, content)
 }
 
 #[test]

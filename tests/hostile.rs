@@ -11,10 +11,13 @@
 //! (almost) nothing; what it keeps per message is at most the tree the board's heap could hold.
 //! Memory is measured per thread with a counting allocator; there are no timed assertions.
 
+mod common;
+
+use common::twin;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output as ProcessOutput};
+use std::process::Output as ProcessOutput;
 use std::sync::Arc;
 
 use xiaozhi_sim::board::BoardSpec;
@@ -533,20 +536,8 @@ fn a_main_task_that_never_goes_idle_is_reported_not_waited_for() {
 // Files
 // ---------------------------------------------------------------------------------------------
 
-fn twin(args: &[&str]) -> ProcessOutput {
-    Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("binary runs")
-}
-
 fn scratch(name: &str, content: &[u8]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostile");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, content).unwrap();
-    path
+    common::scratch_file("hostile", name, content)
 }
 
 /// Exit status 2, nothing on stdout, one line on stderr starting with `<file>:<line>:<column>:`

@@ -2,27 +2,13 @@
 //! expects something false fails with a clear message and exit 1; broken scenario files are
 //! refused with file:line:column errors and exit 2.
 
+mod common;
+
+use common::{root, twin};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn twin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("binary runs")
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn scratch(name: &str, content: &[u8]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenarios");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, content).unwrap();
-    path
+    common::scratch_file("scenarios", name, content)
 }
 
 #[test]

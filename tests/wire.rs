@@ -2,6 +2,8 @@
 //! `xiaozhi-twin connect` ↔ `xiaozhi-twin backend`. Every run has a stated duration; the test
 //! checks that neither side panics, that both exit on time, and what the backend recorded.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_xiaozhi-twin");
+use common::BIN;
 
 struct Backend {
     child: Child,
@@ -19,10 +21,7 @@ struct Backend {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("wire-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch_dir(&format!("wire-{name}"))
 }
 
 /// Starts `backend --listen 127.0.0.1:0 --script <dir>/script.txt EXTRA`.

@@ -343,35 +343,7 @@ impl Default for AudioSpec {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CodecKind {
-    NoAudioCodecSimplex,
-    NoAudioCodecDuplex,
-    Es8311,
-    BoxAudioCodec,
-    Dummy,
-}
-
-impl CodecKind {
-    /// The firmware's codec class.
-    pub fn class_name(self) -> &'static str {
-        match self {
-            CodecKind::NoAudioCodecSimplex => "NoAudioCodecSimplex",
-            CodecKind::NoAudioCodecDuplex => "NoAudioCodecDuplex",
-            CodecKind::Es8311 => "Es8311AudioCodec",
-            CodecKind::BoxAudioCodec => "BoxAudioCodec",
-            CodecKind::Dummy => "NoAudioCodec (dummy)",
-        }
-    }
-
-    pub fn is_duplex(self) -> bool {
-        matches!(
-            self,
-            CodecKind::NoAudioCodecDuplex | CodecKind::Es8311 | CodecKind::BoxAudioCodec
-        )
-    }
-}
+pub use crate::audio::codec::CodecKind;
 
 /// A tool group registered by the board constructor.
 #[derive(Clone, Debug, Deserialize)]

@@ -6,8 +6,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::audio::ChainFault;
-use crate::device::Device;
-use crate::time::SimTime;
 
 /// A named fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -63,28 +61,14 @@ impl Fault {
         )
     }
 
-    fn chain(self) -> Option<ChainFault> {
+    /// The analog-chain fault this is, if it is one.
+    pub fn chain(self) -> Option<ChainFault> {
         match self {
             Fault::AmpShutdown => Some(ChainFault::AmpShutdown),
             Fault::SpeakerDisconnected => Some(ChainFault::SpeakerDisconnected),
             Fault::SpeakerGated => Some(ChainFault::SpeakerGated),
             Fault::I2sStopped => Some(ChainFault::I2sStopped),
             _ => None,
-        }
-    }
-
-    /// Sets or clears the fault on `device` at `now`.
-    pub fn apply(self, device: &mut Device, now: SimTime, on: bool) {
-        if let Some(chain) = self.chain() {
-            device.set_chain_fault(now, chain, on);
-            return;
-        }
-        match self {
-            Fault::CodecDummy => device.faults_mut().codec_dummy = on,
-            Fault::OledInitFailure => device.faults_mut().display_init_fails = on,
-            Fault::CameraInitFailure => device.faults_mut().camera_init_fails = on,
-            Fault::NvsWriteFailure => device.nvs_mut().fail_writes = on.then_some("ESP_ERR_NVS_NOT_ENOUGH_SPACE"),
-            _ => {}
         }
     }
 }

@@ -18,6 +18,7 @@
 pub mod audio;
 pub mod backend;
 pub mod board;
+#[cfg(feature = "bounds")]
 pub mod bounds;
 pub mod cjson;
 pub mod device;

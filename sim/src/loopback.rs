@@ -9,6 +9,18 @@ use crate::backend::{Action, BackendSpec, Session, SessionReport};
 use crate::device::{Device, Output};
 use crate::time::SimTime;
 
+/// The pairing never came to rest: device and backend kept answering each other (more than
+/// [`MAX_OUTPUTS`] frames without a pause, or [`MAX_STEPS`] timer steps before the target time).
+/// A modelling bug, reported like [`crate::harness::NeverIdle`] instead of stopping quietly.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the device and the backend never came to rest: {0}")]
+pub struct NeverRests(pub &'static str);
+
+/// Frames moved in one pump before the pairing counts as runaway.
+pub const MAX_OUTPUTS: usize = 10_000;
+/// Timer steps in one `run_until` before the pairing counts as runaway.
+pub const MAX_STEPS: usize = 10_000_000;
+
 /// Device ↔ backend in one clock.
 pub struct Loopback {
     pub device: Device,
@@ -60,62 +72,73 @@ impl Loopback {
     }
 
     /// Runs both sides until `t`.
-    pub fn run_until(&mut self, t: SimTime) {
+    pub fn run_until(&mut self, t: SimTime) -> Result<(), NeverRests> {
         // Every step moves a deadline forward; the cap only guards against a modelling bug.
-        for _ in 0..10_000_000 {
-            self.pump();
-            let Some(d) = self.next_deadline() else { break };
+        let mut rested = false;
+        for _ in 0..MAX_STEPS {
+            self.pump()?;
+            let Some(d) = self.next_deadline() else {
+                rested = true;
+                break;
+            };
             if d > t {
+                rested = true;
                 break;
             }
             self.device.run_until(d);
             if let Some(s) = self.session.as_mut() {
-                let actions = s.on_timeout(d.max(s.poll_timeout().unwrap_or(d)).min(d));
-                self.apply(actions);
+                s.handle_timeout(d);
             }
+            self.apply();
+        }
+        if !rested {
+            return Err(NeverRests("a deadline at or before the target time after every step"));
         }
         self.device.run_until(t);
-        self.pump();
+        self.pump()
     }
 
     /// Moves every pending device output to the backend and back until both are quiet.
-    fn pump(&mut self) {
-        for _ in 0..10_000 {
-            let Some(out) = self.device.poll_output() else { return };
+    fn pump(&mut self) -> Result<(), NeverRests> {
+        for _ in 0..MAX_OUTPUTS {
+            let Some(out) = self.device.poll_output() else {
+                return Ok(());
+            };
             let now = self.now();
             match out {
                 Output::WsOpen { request, .. } => {
                     if let Some(mut old) = self.session.take() {
-                        old.on_closed(now);
+                        old.handle_closed(now);
                         self.finished.push(old.report());
                     }
                     self.connections += 1;
                     let headers = request_headers(&request);
-                    let (s, actions) = Session::accept(self.spec.clone(), now, &headers, self.connections);
-                    self.session = Some(s);
+                    self.session = Some(Session::accept(self.spec.clone(), now, &headers, self.connections));
                     self.device.handle_ws_open_result(now, true);
-                    self.apply(actions);
+                    self.apply();
                 }
                 Output::WsText { text, .. } => {
                     if let Some(s) = self.session.as_mut() {
-                        let actions = s.on_text(now, &String::from_utf8_lossy(&text));
-                        self.apply(actions);
+                        s.handle_text(now, &String::from_utf8_lossy(&text));
                     }
+                    self.apply();
                 }
                 Output::WsClose { .. } => {
                     if let Some(mut s) = self.session.take() {
-                        s.on_closed(now);
+                        s.handle_closed(now);
                         self.finished.push(s.report());
                     }
                 }
                 Output::Mcp { .. } => {}
             }
         }
+        Err(NeverRests("the device kept producing output"))
     }
 
-    fn apply(&mut self, actions: Vec<Action>) {
+    /// Takes every action the session has decided, in order.
+    fn apply(&mut self) {
         let now = self.now();
-        for a in actions {
+        while let Some(a) = self.session.as_mut().and_then(Session::poll_action) {
             match a {
                 Action::Send(text) => {
                     self.device.handle_ws_text(now, text.as_bytes());
@@ -123,7 +146,7 @@ impl Loopback {
                 Action::Close => {
                     self.device.handle_ws_closed(now);
                     if let Some(mut s) = self.session.take() {
-                        s.on_closed(now);
+                        s.handle_closed(now);
                         self.finished.push(s.report());
                     }
                 }
@@ -134,10 +157,9 @@ impl Loopback {
     /// The backend calls a tool (as its LLM decided).
     pub fn call(&mut self, tool: &str, args: serde_json::Value) {
         let now = self.now();
-        let mut out = Vec::new();
         if let Some(s) = self.session.as_mut() {
-            s.call(now, tool, args, &mut out);
+            s.call(now, tool, args);
         }
-        self.apply(out);
+        self.apply();
     }
 }

@@ -164,6 +164,24 @@ impl WorldSpec {
         }
     }
 
+    /// The conformance world with the board's own tasks running (what a real board does; the
+    /// recorder never ran them).
+    pub fn with_board_tasks() -> Self {
+        WorldSpec {
+            board_tasks_run: true,
+            ..WorldSpec::conformance()
+        }
+    }
+
+    /// The world of a device that dials a backend (`connect`, `fleet`, `run --wire` without a
+    /// world of its own): [`WorldSpec::with_board_tasks`] with these WebSocket settings.
+    pub fn dialling(websocket: WsConfig) -> Self {
+        WorldSpec {
+            websocket: Some(websocket),
+            ..WorldSpec::with_board_tasks()
+        }
+    }
+
     /// What an HTTP open of `url` meets.
     pub fn http_open(&self, url: &[u8]) -> HttpOutcome {
         for rule in &self.http.hosts {

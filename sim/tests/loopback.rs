@@ -29,10 +29,10 @@ fn pair_with(board_yaml: &str, backend: BackendSpec) -> Loopback {
     let mut d = Device::new(Arc::new(spec), world, 9);
     d.power_on(SimTime::ZERO);
     let mut lb = Loopback::new(d, Arc::new(backend));
-    lb.run_until(SimTime::from_millis(1000));
+    lb.run_until(SimTime::from_millis(1000)).expect("comes to rest");
     let now = lb.now();
     lb.device.toggle_chat(now);
-    lb.run_until(now + SimDuration::from_secs(5));
+    lb.run_until(now + SimDuration::from_secs(5)).expect("comes to rest");
     lb
 }
 
@@ -48,7 +48,7 @@ fn xinnan_py_discovers_and_hands_true_to_the_llm_as_text() {
     assert!(r.tools.iter().any(|t| t.llm_name == "self_audio_speaker_set_volume"));
     lb.call("self.audio_speaker.set_volume", json!({"volume": 40}));
     let t = lb.now();
-    lb.run_until(t + SimDuration::from_secs(1));
+    lb.run_until(t + SimDuration::from_secs(1)).expect("comes to rest");
     let r = lb.reports().pop().unwrap();
     let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
     assert_eq!(call.id, 1, "xinnan-py's call counter starts at 1 again");
@@ -67,7 +67,7 @@ fn xinnan_py_speaks_errors_to_the_user_instead_of_asking_the_llm() {
     lb.call("self.audio_speaker.set_volume", json!({"volume": 400}));
     lb.call("self.reboot", json!({}));
     let t = lb.now();
-    lb.run_until(t + SimDuration::from_secs(1));
+    lb.run_until(t + SimDuration::from_secs(1)).expect("comes to rest");
     let r = lb.reports().pop().unwrap();
     let calls: Vec<_> = r.exchanges.iter().filter(|e| e.method == "tools/call").collect();
     assert_eq!(calls.len(), 2);
@@ -97,7 +97,7 @@ fn other_personalities_route_errors_where_their_code_does() {
         let mut lb = pair(BREAD, name);
         lb.call("self.audio_speaker.set_volume", json!({"volume": 400}));
         let t = lb.now();
-        lb.run_until(t + SimDuration::from_secs(1));
+        lb.run_until(t + SimDuration::from_secs(1)).expect("comes to rest");
         let r = lb.reports().pop().unwrap();
         let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
         assert_eq!(call.outcome, Outcome::Error, "{name}");
@@ -138,7 +138,7 @@ fn cloud_gateway_lists_user_tools_and_reaches_reboot_whose_reply_never_comes() {
     assert!(lb.reports()[0].tools.iter().any(|t| t.name == "self.reboot"));
     lb.call("self.reboot", json!({}));
     let t = lb.now();
-    lb.run_until(t + SimDuration::from_secs(10));
+    lb.run_until(t + SimDuration::from_secs(10)).expect("comes to rest");
     let closed = &lb.reports()[0];
     let call = closed
         .exchanges
@@ -158,7 +158,7 @@ fn mcp_go_strict_sends_null_arguments_and_the_firmware_refuses_them() {
     let mut lb = pair(BREAD, "mcp-go-strict");
     lb.call("self.lamp.turn_on", json!({}));
     let t = lb.now();
-    lb.run_until(t + SimDuration::from_secs(1));
+    lb.run_until(t + SimDuration::from_secs(1)).expect("comes to rest");
     let r = lb.reports().pop().unwrap();
     let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
     assert_eq!(call.outcome, Outcome::Error);

@@ -170,7 +170,7 @@ fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Resul
             limit
         );
         let served = crate::wire::serve_plan(listener, &plan, spec.clone(), limit, opts.verbose, None).await?;
-        let seed = loaded.spec.seed.unwrap_or(0);
+        let seed = loaded.spec.seed(None);
         let over = format!("{url} (backend {name})");
         anyhow::Ok(crate::wire::judge_reports(&loaded, &plan, &spec, over, seed, served))
     });

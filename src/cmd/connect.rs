@@ -100,9 +100,7 @@ fn websocket_config(opts: &Args) -> Result<WsConfig> {
 }
 
 pub fn build_device(opts: &Args) -> Result<Device> {
-    let mut world = WorldSpec::conformance();
-    world.board_tasks_run = true;
-    world.websocket = Some(websocket_config(opts)?);
+    let world = WorldSpec::dialling(websocket_config(opts)?);
     identity(opts, world)
 }
 

@@ -215,9 +215,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         );
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..opts.devices {
-            let mut world = WorldSpec::conformance();
-            world.board_tasks_run = true;
-            world.websocket = Some(WsConfig {
+            let world = WorldSpec::dialling(WsConfig {
                 url: url.clone(),
                 token: "test-token".into(),
                 version: 1,

@@ -124,14 +124,14 @@ pub fn run(opts: &Args) -> Result<bool> {
     h.device.set_trace(false);
     let start = h.now();
     for f in opts.faults.iter().filter(|f| f.needs_boot()) {
-        f.apply(&mut h.device, start, true);
+        h.device.set_fault(*f, start, true);
     }
     h.power_on();
     h.sleep(SimDuration::from_millis(1000));
     h.run_until_idle()?;
     for f in opts.faults.iter().filter(|f| !f.needs_boot()) {
         let now = h.now();
-        f.apply(&mut h.device, now, true);
+        h.device.set_fault(*f, now, true);
     }
     let mut call = None;
     let mut reply = None;

@@ -56,6 +56,37 @@ pub fn es8311_register_db(reg: u8) -> f64 {
     -95.5 + 0.5 * f64::from(reg)
 }
 
+/// Which codec class the board constructs (`main/audio/codecs/*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CodecKind {
+    NoAudioCodecSimplex,
+    NoAudioCodecDuplex,
+    Es8311,
+    BoxAudioCodec,
+    Dummy,
+}
+
+impl CodecKind {
+    /// The firmware's codec class.
+    pub fn class_name(self) -> &'static str {
+        match self {
+            CodecKind::NoAudioCodecSimplex => "NoAudioCodecSimplex",
+            CodecKind::NoAudioCodecDuplex => "NoAudioCodecDuplex",
+            CodecKind::Es8311 => "Es8311AudioCodec",
+            CodecKind::BoxAudioCodec => "BoxAudioCodec",
+            CodecKind::Dummy => "NoAudioCodec (dummy)",
+        }
+    }
+
+    pub fn is_duplex(self) -> bool {
+        matches!(
+            self,
+            CodecKind::NoAudioCodecDuplex | CodecKind::Es8311 | CodecKind::BoxAudioCodec
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

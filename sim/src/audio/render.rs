@@ -7,10 +7,10 @@
 //! starts; the NS4150B follows its PA pin with a 120 ms start-up. Pure function of its inputs.
 
 use crate::audio::chain::{AmpModel, AmplifierSpec, DacSpec, P0_PA, SdMode, SpeakerSpec, max98357_full_scale_peak_v};
+use crate::audio::codec::CodecKind;
 use crate::audio::codec::{es8311_register_db, software_factor, software_word};
 use crate::audio::measure::{Measurement, dbfs_from_mean_square, verdict};
 use crate::audio::{AudioChange, AudioLog, ChainFault};
-use crate::board::CodecKind;
 use crate::time::{SimDuration, SimTime};
 
 /// The board's chain and the room, for rendering.

@@ -172,6 +172,8 @@ pub struct Session {
     heartbeat_at: Option<SimTime>,
     queued_calls: VecDeque<(String, Value)>,
     notes: Vec<String>,
+    /// Actions decided but not yet taken by the socket layer.
+    outbox: VecDeque<Action>,
 }
 
 fn ms(t: SimTime) -> f64 {
@@ -235,12 +237,7 @@ pub fn python_json(v: &Value) -> String {
 impl Session {
     /// A device connected. `headers` are the handshake headers (any case); `seed` makes the
     /// session id deterministic.
-    pub fn accept(
-        spec: Arc<BackendSpec>,
-        now: SimTime,
-        headers: &[(String, String)],
-        seed: u64,
-    ) -> (Session, Vec<Action>) {
+    pub fn accept(spec: Arc<BackendSpec>, now: SimTime, headers: &[(String, String)], seed: u64) -> Session {
         let header = |name: &str| {
             headers
                 .iter()
@@ -281,13 +278,26 @@ impl Session {
             heartbeat_at: None,
             queued_calls: VecDeque::new(),
             notes: Vec::new(),
+            outbox: VecDeque::new(),
             spec,
         };
-        let mut actions = Vec::new();
         if s.spec.init_at == InitAt::Accept {
+            let mut actions = Vec::new();
             s.send_initialize(now, &mut actions);
+            s.outbox.extend(actions);
         }
-        (s, actions)
+        s
+    }
+
+    /// The next thing the socket layer must do (send a frame, close), in order. Its answer can
+    /// change after every `accept`, `handle_*`, `call`, `raw` and `frame`.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.outbox.pop_front()
+    }
+
+    /// Whether [`Session::poll_action`] has something.
+    pub fn has_actions(&self) -> bool {
+        !self.outbox.is_empty()
     }
 
     pub fn phase(&self) -> &Phase {
@@ -383,7 +393,12 @@ impl Session {
     }
 
     /// A text frame from the device.
-    pub fn on_text(&mut self, now: SimTime, text: &str) -> Vec<Action> {
+    pub fn handle_text(&mut self, now: SimTime, text: &str) {
+        let out = self.on_text(now, text);
+        self.outbox.extend(out);
+    }
+
+    fn on_text(&mut self, now: SimTime, text: &str) -> Vec<Action> {
         let mut out = Vec::new();
         let Ok(v) = serde_json::from_str::<Value>(text) else {
             let _ = now;
@@ -553,7 +568,7 @@ impl Session {
             self.heartbeat_at = Some(now + h.0);
         }
         while let Some((tool, args)) = self.queued_calls.pop_front() {
-            self.call(now, &tool, args, out);
+            self.call_into(now, &tool, args, out);
         }
     }
 
@@ -632,7 +647,13 @@ impl Session {
     }
 
     /// Calls a tool (queued until discovery is done). `args` is the LLM's arguments object.
-    pub fn call(&mut self, now: SimTime, tool: &str, args: Value, out: &mut Vec<Action>) {
+    pub fn call(&mut self, now: SimTime, tool: &str, args: Value) {
+        let mut out = Vec::new();
+        self.call_into(now, tool, args, &mut out);
+        self.outbox.extend(out);
+    }
+
+    fn call_into(&mut self, now: SimTime, tool: &str, args: Value, out: &mut Vec<Action>) {
         if self.phase != Phase::Ready {
             self.queued_calls.push_back((tool.to_string(), args));
             return;
@@ -672,16 +693,28 @@ impl Session {
         );
     }
 
-    /// Sends a raw payload inside this backend's envelope (for scripts).
-    pub fn raw(&mut self, payload: &str, out: &mut Vec<Action>) {
-        match serde_json::from_str::<Value>(payload) {
-            Ok(v) => out.push(Action::Send(self.envelope(&v))),
-            Err(_) => out.push(Action::Send(payload.to_string())),
-        }
+    /// Sends a raw payload inside this backend's envelope (for scripts); text that is not JSON
+    /// goes out as it is.
+    pub fn raw(&mut self, payload: &str) {
+        let frame = match serde_json::from_str::<Value>(payload) {
+            Ok(v) => self.envelope(&v),
+            Err(_) => payload.to_string(),
+        };
+        self.outbox.push_back(Action::Send(frame));
+    }
+
+    /// Sends a whole text frame exactly as given (no envelope).
+    pub fn frame(&mut self, text: String) {
+        self.outbox.push_back(Action::Send(text));
+    }
+
+    /// Closes the connection (a WebSocket close frame), after what is already queued.
+    pub fn close(&mut self) {
+        self.outbox.push_back(Action::Close);
     }
 
     /// The connection is gone.
-    pub fn on_closed(&mut self, now: SimTime) {
+    pub fn handle_closed(&mut self, now: SimTime) {
         if self.phase == Phase::Closed {
             return;
         }
@@ -696,14 +729,20 @@ impl Session {
         self.notes.push(format!("connection closed at {:.0} ms", ms(now)));
     }
 
-    /// The next time this session has something to do.
+    /// The next time this session has something to do; pass it to [`Session::handle_timeout`]
+    /// when it comes. Its answer can change after every `handle_*` and `call`.
     pub fn poll_timeout(&self) -> Option<SimTime> {
         let deadlines = self.pending.values().map(|p| p.deadline);
         deadlines.chain(self.list_at).chain(self.heartbeat_at).min()
     }
 
     /// Timers due at `now`: call timeouts, delayed listing, heartbeat.
-    pub fn on_timeout(&mut self, now: SimTime) -> Vec<Action> {
+    pub fn handle_timeout(&mut self, now: SimTime) {
+        let out = self.on_timeout(now);
+        self.outbox.extend(out);
+    }
+
+    fn on_timeout(&mut self, now: SimTime) -> Vec<Action> {
         let mut out = Vec::new();
         let expired: Vec<i64> = self
             .pending

@@ -29,6 +29,7 @@ use crate::audio::source::Source;
 use crate::audio::{AudioChange, AudioLog, ChainFault, measure::Measurement};
 use crate::board::{BoardSpec, CodecKind};
 use crate::cjson::{self, Limits, Parser, Terminator};
+use crate::fault::Fault;
 use crate::hw::nvs::Nvs;
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received};
 use crate::time::{SimDuration, SimTime};
@@ -645,6 +646,23 @@ impl Device {
         let run = self.run.as_deref_mut()?;
         let volume = run.volume;
         Some(run.audio.play(&mut self.core.audio, now, source, duration, volume))
+    }
+
+    /// Sets or clears `fault` at `now`: an analog-chain fault at once, a construction fault
+    /// (codec, OLED, camera) for the next boot, NVS write failures from now on.
+    pub fn set_fault(&mut self, fault: Fault, now: SimTime, on: bool) {
+        let device = self;
+        if let Some(chain) = fault.chain() {
+            device.set_chain_fault(now, chain, on);
+            return;
+        }
+        match fault {
+            Fault::CodecDummy => device.faults_mut().codec_dummy = on,
+            Fault::OledInitFailure => device.faults_mut().display_init_fails = on,
+            Fault::CameraInitFailure => device.faults_mut().camera_init_fails = on,
+            Fault::NvsWriteFailure => device.nvs_mut().fail_writes = on.then_some("ESP_ERR_NVS_NOT_ENOUGH_SPACE"),
+            _ => {}
+        }
     }
 
     /// Sets or clears a fault of the analog chain at `now`.

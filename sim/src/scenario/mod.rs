@@ -377,6 +377,20 @@ pub struct Expect {
 }
 
 impl ScenarioSpec {
+    /// The seed when neither `--seed` nor the file gives one.
+    pub const DEFAULT_SEED: u64 = 1;
+
+    /// The device seed: `over` (`--seed`), else the file's, else [`Self::DEFAULT_SEED`].
+    pub fn seed(&self, over: Option<u64>) -> u64 {
+        over.or(self.seed).unwrap_or(Self::DEFAULT_SEED)
+    }
+
+    /// The world the scenario's device lives in: the file's, else the conformance world with
+    /// the board's own tasks running (otto's action task moves).
+    pub fn world(&self) -> WorldSpec {
+        self.world.clone().unwrap_or_else(WorldSpec::with_board_tasks)
+    }
+
     /// Parses a scenario; `origin` names the file in errors. The first problem in file order;
     /// [`ScenarioSpec::parse_all`] reports all of them.
     pub fn from_yaml(origin: &str, text: &str) -> Result<ScenarioSpec, SpecError> {

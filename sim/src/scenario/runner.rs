@@ -23,7 +23,6 @@ use crate::scenario::{
 use crate::time::Duration;
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{Event, TraceEvent};
-use crate::world::WorldSpec;
 /// What the runner needs from the outside world (file access lives in the binary).
 pub trait Resources {
     /// Loads a WAV file named in a `play` step as mono int16 PCM: `(rate, samples)`.
@@ -166,11 +165,8 @@ pub fn run(
 ) -> (ScenarioReport, Vec<Evidence>) {
     let shared: Board = board.into();
     let board = shared.spec().clone();
-    let seed = opts.seed.or(spec.seed).unwrap_or(1);
-    let mut world = spec.world.clone().unwrap_or_else(WorldSpec::conformance);
-    if spec.world.is_none() {
-        world.board_tasks_run = true;
-    }
+    let seed = spec.seed(opts.seed);
+    let world = spec.world();
     let mut device = Device::new(&shared, world, seed);
     device.set_trace(true);
     let mut faults: Vec<(SimTime, crate::fault::Fault, bool)> = spec
@@ -186,7 +182,7 @@ pub fn run(
     let mut fault_cursor = 0;
     while fault_cursor < faults.len() && faults[fault_cursor].0 == SimTime::ZERO {
         let (_, f, on) = faults[fault_cursor];
-        f.apply(&mut device, SimTime::ZERO, on);
+        device.set_fault(f, SimTime::ZERO, on);
         fault_cursor += 1;
     }
     let mut h = Harness::new(device);
@@ -255,7 +251,7 @@ impl Runner<'_> {
             let (at, f, on) = self.faults[self.fault_cursor];
             let at = at.max(self.now());
             self.h.device.run_until(at);
-            f.apply(&mut self.h.device, at, on);
+            self.h.device.set_fault(f, at, on);
             self.fault_cursor += 1;
         }
         self.h.device.run_until(t);
@@ -651,7 +647,7 @@ impl Runner<'_> {
             (None, Some(x)) => (x, false),
             (None, None) => unreachable!("validated at load"),
         };
-        fault.apply(&mut self.h.device, now, on);
+        self.h.device.set_fault(fault, now, on);
         let summary = format!(
             "{} fault {}{}",
             if on { "set" } else { "cleared" },
