@@ -15,6 +15,8 @@
 //! * [`harness`] — the owner of virtual time for offline runs (replay, scenarios).
 //! * [`trace`], [`time`], [`spec`] — events, virtual time, data-file loading.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod audio;
 pub mod backend;
 pub mod board;
