@@ -676,17 +676,18 @@ impl Run {
         if nvs != self.model.nvs_volume {
             return Err(format!("NVS volume: twin {nvs:?}, model {:?}", self.model.nvs_volume));
         }
-        match (device.app(), &self.model.app) {
+        let snap = device.snapshot();
+        match (snap.volume, &self.model.app) {
             (None, None) => {}
-            (Some(app), Some(m)) => {
-                if !(0..=100).contains(&app.volume) {
-                    return Err(format!("volume {} is outside 0..=100", app.volume));
+            (Some(volume), Some(m)) => {
+                if !(0..=100).contains(&volume) {
+                    return Err(format!("volume {volume} is outside 0..=100"));
                 }
-                let lamp = app.gpio_flags.get(&LAMP_GPIO).copied();
-                if app.volume != m.volume || lamp != Some(m.lamp) {
+                let lamp = snap.gpio.get(&LAMP_GPIO).copied();
+                if volume != m.volume || lamp != Some(m.lamp) {
                     return Err(format!(
-                        "state: twin volume {} lamp {lamp:?}, model volume {} lamp {}",
-                        app.volume, m.volume, m.lamp
+                        "state: twin volume {volume} lamp {lamp:?}, model volume {} lamp {}",
+                        m.volume, m.lamp
                     ));
                 }
             }

@@ -34,22 +34,30 @@ pub struct BoardSpec {
     /// Where the facts come from upstream (for reviewers).
     #[serde(default)]
     pub source: String,
+    /// Application descriptor and build facts (system info `application`).
     #[serde(default)]
     pub firmware: FirmwareSpec,
+    /// The SoC and its build configuration.
     #[serde(default)]
     pub target: TargetSpec,
+    /// The display class the board constructs.
     pub display: DisplaySpec,
+    /// The PWM backlight, if the board has one (LCD boards).
     #[serde(default)]
     pub backlight: Option<BacklightSpec>,
+    /// The camera, if the board constructs one (registers `self.camera.take_photo`).
     #[serde(default)]
     pub camera: Option<CameraSpec>,
+    /// The audio codec, sample rates and the analogue output chain.
     #[serde(default)]
     pub audio: AudioSpec,
     /// Tools the board constructor registers, in order (before `AddCommonTools`).
     #[serde(default)]
     pub board_tools: Vec<BoardTool>,
+    /// The physical buttons the board wires up.
     #[serde(default)]
     pub buttons: Vec<ButtonSpec>,
+    /// The battery the board reports, if any (`self.battery.get_level`, status JSON).
     #[serde(default)]
     pub battery: Option<BatterySpec>,
     /// The built-in font the device hello advertises (`text_font`); default from the display.
@@ -61,10 +69,14 @@ pub struct BoardSpec {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TextFontSpec {
+    /// Font bundle name (e.g. `font_puhui_basic_14_1`).
     pub bundle: String,
+    /// Glyph set of the bundle (`basic` unless the board says otherwise).
     #[serde(default = "basic")]
     pub charset: String,
+    /// Glyph height in pixels.
     pub size: i32,
+    /// Bits per pixel of the glyph bitmaps (1 on OLEDs, 4 on LCDs).
     pub bpp: i32,
 }
 
@@ -78,9 +90,11 @@ fn basic() -> String {
 pub struct FirmwareSpec {
     /// `PROJECT_VER` (`serverInfo.version`).
     pub version: String,
+    /// `PROJECT_NAME` (system info `application.name`).
     pub project_name: String,
     /// `__DATE__ "T" __TIME__ "Z"` as the firmware concatenates it.
     pub compile_time: String,
+    /// ESP-IDF version string (system info `application.idf_version`).
     pub idf_version: String,
     /// `Lang::CODE`.
     pub language: String,
@@ -102,9 +116,11 @@ impl Default for FirmwareSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TargetSpec {
+    /// The SoC model.
     pub chip: Chip,
     /// `CONFIG_FREERTOS_HZ` (ESP-IDF default 100).
     pub tick_hz: u32,
+    /// Flash size in bytes (system info `flash_size`).
     pub flash_size: u32,
     /// `CONFIG_LV_USE_SNAPSHOT` (on for every ESP32-S3 build via `sdkconfig.defaults.esp32s3`).
     pub lv_use_snapshot: bool,
@@ -121,10 +137,13 @@ pub struct TargetSpec {
 /// The upstream partition tables a board can use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 pub enum PartitionTable {
+    /// `partitions/v2/16m.csv`: 16 MB flash, 8 MB assets.
     #[serde(rename = "v2/16m")]
     V2_16m,
+    /// `partitions/v2/16m_c3.csv`: 16 MB flash for ESP32-C3, 4 096 000-byte assets.
     #[serde(rename = "v2/16m_c3")]
     V2_16mC3,
+    /// `partitions/v2/8m.csv`: 8 MB flash, 2 MB assets.
     #[serde(rename = "v2/8m")]
     V2_8m,
 }
@@ -164,17 +183,23 @@ impl Default for TargetSpec {
 }
 
 impl TargetSpec {
+    /// The FreeRTOS tick rate (`tick_hz`) as a `TickRate`.
     pub fn tick_rate(&self) -> TickRate {
         TickRate(self.tick_hz)
     }
 }
 
+/// An ESP32 SoC model the firmware builds for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Chip {
+    /// Original ESP32 (Xtensa, dual core, classic BT).
     Esp32,
+    /// ESP32-S3 (Xtensa, dual core).
     Esp32s3,
+    /// ESP32-C3 (RISC-V, single core).
     Esp32c3,
+    /// ESP32-C6 (RISC-V, single core).
     Esp32c6,
 }
 
@@ -197,6 +222,7 @@ impl Chip {
             Chip::Esp32c6 => 13,
         }
     }
+    /// `esp_chip_info().cores`.
     pub fn cores(self) -> u32 {
         match self {
             Chip::Esp32 | Chip::Esp32s3 => 2,
@@ -224,14 +250,19 @@ pub enum DisplayKind {
     None,
 }
 
+/// The display the board constructs: class, panel and theme registry.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DisplaySpec {
+    /// Display class.
     pub kind: DisplayKind,
+    /// Panel controller (e.g. `ssd1306`, `st7789`); informational.
     #[serde(default)]
     pub driver: String,
+    /// Panel width in pixels (0 without a display).
     #[serde(default)]
     pub width: u32,
+    /// Panel height in pixels (0 without a display).
     #[serde(default)]
     pub height: u32,
     /// Themes the display registers in the global theme registry.
@@ -249,12 +280,16 @@ pub struct DisplaySpec {
     pub boot_theme: Option<String>,
 }
 
+/// The LEDC PWM backlight (`PwmBacklight`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BacklightSpec {
+    /// `DISPLAY_BACKLIGHT_PIN`.
     pub gpio: u32,
+    /// LEDC PWM frequency in Hz (25 000 by default).
     #[serde(default = "default_backlight_hz")]
     pub frequency_hz: u32,
+    /// `DISPLAY_BACKLIGHT_OUTPUT_INVERT`: the panel lights at low duty.
     #[serde(default)]
     pub invert: bool,
     /// NVS `display/brightness` default when nothing is stored.
@@ -264,6 +299,7 @@ pub struct BacklightSpec {
     /// `SetBrightness(boot_brightness)` and NVS is never read.
     #[serde(default = "yes")]
     pub restore: bool,
+    /// Brightness in percent set at boot when `restore` is false (100 by default).
     #[serde(default = "full_brightness")]
     pub boot_brightness: u8,
 }
@@ -279,11 +315,15 @@ fn default_brightness() -> u8 {
     75
 }
 
+/// The board camera (`Esp32Camera`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CameraSpec {
+    /// Sensor model the driver detects (e.g. `OV2640`).
     pub sensor: String,
+    /// Frame width in pixels.
     pub width: u32,
+    /// Frame height in pixels.
     pub height: u32,
     /// `false` models a camera whose init failed: the tool is still registered and every call
     /// fails with `Failed to capture photo`.
@@ -299,13 +339,17 @@ fn yes() -> bool {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AudioSpec {
+    /// Which `AudioCodec` class the board constructs.
     pub codec: CodecKind,
+    /// Microphone sample rate in Hz (`AUDIO_INPUT_SAMPLE_RATE`).
     pub input_sample_rate: u32,
+    /// Speaker sample rate in Hz (`AUDIO_OUTPUT_SAMPLE_RATE`).
     pub output_sample_rate: u32,
     /// Default output volume of `AudioCodec` (70).
     pub default_volume: i32,
     /// The amplifier after the codec.
     pub amplifier: crate::audio::chain::AmplifierSpec,
+    /// The loudspeaker driven by the amplifier.
     pub speaker: crate::audio::chain::SpeakerSpec,
     /// Hardware codecs: DAC full scale and the voltages handed to `esp_codec_dev`.
     pub dac: crate::audio::chain::DacSpec,
@@ -321,7 +365,9 @@ pub struct AudioSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaPinSpec {
+    /// GPIO number of the PA enable line.
     pub gpio: u32,
+    /// The PA is enabled by driving the pin low.
     #[serde(default)]
     pub inverted: bool,
 }
@@ -350,7 +396,10 @@ pub use crate::audio::codec::CodecKind;
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum BoardTool {
     /// `LampController` on a GPIO: `self.lamp.get_state`, `turn_on`, `turn_off`.
-    Lamp { gpio: u32 },
+    Lamp {
+        /// GPIO driving the lamp.
+        gpio: u32,
+    },
     /// A tool described entirely by data.
     Tool(ToolSpec),
 }
@@ -359,14 +408,18 @@ pub enum BoardTool {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
+    /// Tool name as listed in `tools/list` (e.g. `self.otto.stop`).
     pub name: String,
+    /// Tool description text, byte for byte.
     #[serde(default)]
     pub description: String,
+    /// Input schema parameters, in registration order.
     #[serde(default)]
     pub properties: Vec<PropertySpec>,
     /// Registered with `AddUserOnlyTool` (hidden from the default list, still callable).
     #[serde(default)]
     pub user_only: bool,
+    /// What the callback does.
     pub behavior: Behavior,
 }
 
@@ -377,29 +430,43 @@ pub enum Behavior {
     /// Drive a GPIO to a fixed level (0/1) or to a boolean/integer argument, remember it in a
     /// software flag, return `true`.
     Gpio {
+        /// GPIO to drive.
         gpio: u32,
+        /// Fixed level to drive (0 or 1); exclusive with `from`.
         #[serde(default)]
         level: Option<u8>,
+        /// Boolean or integer property whose value (non-zero = high) sets the level; exclusive with `level`.
         #[serde(default)]
         from: Option<String>,
     },
     /// Return the software flag of a GPIO as `{"<key>": true|false}` (hand-built like the lamp,
     /// with a space after the colon).
     GpioState {
+        /// GPIO whose software flag is reported.
         gpio: u32,
+        /// JSON key of the reply (`power` by default).
         #[serde(default = "default_state_key")]
         key: String,
     },
     /// Store an argument in NVS (`namespace`/`key`), return `true`.
     NvsSet {
+        /// NVS namespace.
         namespace: String,
+        /// NVS key.
         key: String,
+        /// Property whose argument value is stored.
         from: String,
     },
     /// Return a fixed value: `true`/`false`, an integer, or text.
-    Returns { value: ReturnSpec },
+    Returns {
+        /// The value returned.
+        value: ReturnSpec,
+    },
     /// Built-in behaviour implemented in the twin (e.g. `otto.set_trim`).
-    Builtin { name: Builtin },
+    Builtin {
+        /// Which built-in behaviour.
+        name: Builtin,
+    },
 }
 
 /// A built-in tool behaviour a board file can name (`behavior: {builtin: {name: …}}`) where a
@@ -407,13 +474,21 @@ pub enum Behavior {
 /// schema still come from the board file; `device::builtin` implements each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Builtin {
+    /// `self.otto.action`: queue a named movement.
     OttoAction,
+    /// `self.otto.servo_sequences`: queue AI-written servo sequences.
     OttoServoSequences,
+    /// `self.otto.stop`: stop all movement and return home.
     OttoStop,
+    /// `self.otto.set_trim`: set and persist one servo's trim.
     OttoSetTrim,
+    /// `self.otto.get_trims`: report the servo trims.
     OttoGetTrims,
+    /// `self.otto.get_status`: `moving` or `idle`.
     OttoGetStatus,
+    /// `self.battery.get_level`: battery level and charging state.
     BatteryGetLevel,
+    /// `self.otto.get_ip`: the Wi-Fi IP address.
     OttoGetIp,
 }
 
@@ -477,11 +552,15 @@ fn default_state_key() -> String {
     "power".to_string()
 }
 
+/// A fixed tool return value as a board file writes it.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
 pub enum ReturnSpec {
+    /// Returned as a JSON boolean.
     Bool(bool),
+    /// Returned as a JSON integer.
     Int(i32),
+    /// Returned as text.
     Text(String),
 }
 
@@ -489,22 +568,31 @@ pub enum ReturnSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PropertySpec {
+    /// Parameter name in the input schema.
     pub name: String,
+    /// Parameter type (`boolean`, `integer`, `string`).
     #[serde(rename = "type")]
     pub ty: PropertyType,
+    /// Default value; makes the parameter optional.
     #[serde(default)]
     pub default: Option<DefaultSpec>,
+    /// Minimum of an integer range (give with `max`).
     #[serde(default)]
     pub min: Option<i32>,
+    /// Maximum of an integer range (give with `min`).
     #[serde(default)]
     pub max: Option<i32>,
 }
 
+/// A parameter default as a board file writes it (checked against the type by `to_property`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
 pub enum DefaultSpec {
+    /// Boolean default.
     Bool(bool),
+    /// Integer default (must fit in an `i32`).
     Int(i64),
+    /// String default.
     Text(String),
 }
 
@@ -541,32 +629,46 @@ impl PropertySpec {
     }
 }
 
+/// A physical button (`Button` on a GPIO) and what its gestures do.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ButtonSpec {
+    /// Name a scenario `press` step refers to (e.g. `boot`).
     pub name: String,
+    /// GPIO the button is wired to.
     pub gpio: u32,
     /// What a click does.
     pub click: ButtonAction,
+    /// What a long press does; a click's action when absent.
     #[serde(default)]
     pub long_press: Option<ButtonAction>,
 }
 
+/// What a button gesture does in the firmware.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ButtonAction {
+    /// `ToggleChatState()` (BOOT click).
     ToggleChat,
+    /// Start listening (the touch button's press).
     StartListening,
+    /// Output volume +10, clamped to 100.
     VolumeUp,
+    /// Output volume −10, clamped to 0.
     VolumeDown,
+    /// Output volume to 100.
     VolumeMax,
+    /// Output volume to 0.
     VolumeMin,
 }
 
+/// The battery as the board's power manager reports it.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatterySpec {
+    /// Charge level in percent (0..=100).
     pub level: i32,
+    /// The charger reports charging.
     #[serde(default)]
     pub charging: bool,
 }

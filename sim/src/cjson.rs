@@ -51,24 +51,40 @@ pub struct Limits {
 pub enum ParseError {
     /// The bytes are not a value cJSON accepts; `position` is where cJSON gave up.
     #[error("not JSON that cJSON accepts (stopped at byte {position})")]
-    Syntax { position: usize },
+    Syntax {
+        /// Byte offset where parsing stopped.
+        position: usize,
+    },
     /// More than [`NESTING_LIMIT`] nested arrays/objects.
     #[error("nested deeper than {NESTING_LIMIT} levels (at byte {position})")]
-    TooDeep { position: usize },
+    TooDeep {
+        /// Byte offset of the array or object that is one level too deep.
+        position: usize,
+    },
     /// The tree would not fit in the simulated heap.
     #[error("out of memory: the parsed tree needs more than {heap_bytes} bytes of heap")]
-    OutOfMemory { heap_bytes: usize },
+    OutOfMemory {
+        /// The heap budget that was exceeded ([`Limits::heap_bytes`]).
+        heap_bytes: usize,
+    },
 }
 
 /// The type of a parsed value (cJSON's `type` field).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// `cJSON_NULL`.
     Null,
+    /// `cJSON_False`.
     False,
+    /// `cJSON_True`.
     True,
+    /// `cJSON_Number`.
     Number,
+    /// `cJSON_String`.
     String,
+    /// `cJSON_Array`.
     Array,
+    /// `cJSON_Object`.
     Object,
 }
 
@@ -126,6 +142,7 @@ pub struct Doc<'a> {
 }
 
 impl Parser {
+    /// A parser with an empty arena.
     pub fn new() -> Self {
         Self::default()
     }
@@ -669,6 +686,7 @@ pub struct Item<'a> {
 }
 
 impl<'a> Doc<'a> {
+    /// The top-level value.
     pub fn root(&self) -> Item<'a> {
         Item { doc: *self, idx: 0 }
     }
@@ -715,22 +733,28 @@ impl<'a> Item<'a> {
         &self.doc.nodes[self.idx as usize]
     }
 
+    /// The value's type.
     pub fn kind(&self) -> Kind {
         self.node().kind
     }
 
+    /// `cJSON_IsObject`.
     pub fn is_object(&self) -> bool {
         self.kind() == Kind::Object
     }
+    /// `cJSON_IsArray`.
     pub fn is_array(&self) -> bool {
         self.kind() == Kind::Array
     }
+    /// `cJSON_IsString`.
     pub fn is_string(&self) -> bool {
         self.kind() == Kind::String
     }
+    /// `cJSON_IsNumber`.
     pub fn is_number(&self) -> bool {
         self.kind() == Kind::Number
     }
+    /// `cJSON_IsBool`: `true` or `false`.
     pub fn is_bool(&self) -> bool {
         matches!(self.kind(), Kind::True | Kind::False)
     }

@@ -29,6 +29,7 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Every fault, in the order error messages list them.
     pub const ALL: [Fault; 8] = [
         Fault::AmpShutdown,
         Fault::SpeakerDisconnected,
@@ -40,6 +41,7 @@ impl Fault {
         Fault::NvsWriteFailure,
     ];
 
+    /// The name scenarios and the command line use (e.g. `amp_shutdown`).
     pub fn name(self) -> &'static str {
         match self {
             Fault::AmpShutdown => "amp_shutdown",

@@ -19,6 +19,7 @@ pub const IDLE_HORIZON: SimDuration = SimDuration::from_secs(24 * 3600);
 
 /// A device plus the clock.
 pub struct Harness {
+    /// The device under test; drive it directly for anything the harness lacks.
     pub device: Device,
 }
 
@@ -28,10 +29,12 @@ pub struct Harness {
 pub struct NeverIdle(pub SimDuration);
 
 impl Harness {
+    /// Wraps `device`; the clock is the device's.
     pub fn new(device: Device) -> Self {
         Harness { device }
     }
 
+    /// The device's clock.
     pub fn now(&self) -> SimTime {
         self.device.now()
     }
@@ -98,7 +101,9 @@ pub struct Listening {
     pub played: (SimTime, SimTime),
     /// The measured window (after the guard).
     pub window: (SimTime, SimTime),
+    /// What the listener measured in `window`.
     pub measurement: crate::audio::measure::Measurement,
+    /// The rendered signals, when asked for.
     pub signals: Option<crate::audio::render::Signals>,
 }
 
@@ -154,7 +159,9 @@ pub enum ReplayLine {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {message}")]
 pub struct LineError {
+    /// The line number given to [`ReplayLine::parse`].
     pub line: usize,
+    /// What is wrong with it.
     pub message: String,
 }
 
@@ -195,9 +202,13 @@ fn directive<'a>(raw: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 /// What one replay line produced.
 #[derive(Clone, Debug)]
 pub struct ReplayRecord {
+    /// The line's number, as given to [`Replayer::run_line`].
     pub n: usize,
+    /// The line's raw bytes.
     pub request: Vec<u8>,
+    /// MCP payloads transmitted while it ran, in order.
     pub replies: Vec<Vec<u8>>,
+    /// Rendered trace lines ([`render_events`]); empty without tracing.
     pub events: Vec<String>,
 }
 
@@ -214,10 +225,12 @@ pub struct Replayer {
 pub const BOOT_SETTLE: SimDuration = SimDuration::from_millis(1000);
 
 impl Replayer {
+    /// A replayer in the conformance world, booted and settled.
     pub fn new(spec: Arc<BoardSpec>, seed: u64, trace: bool) -> Self {
         Self::with_world(spec, WorldSpec::conformance(), seed, trace)
     }
 
+    /// A replayer in `world`, booted and settled (NUL-terminated parsing, as the recorder).
     pub fn with_world(spec: Arc<BoardSpec>, world: WorldSpec, seed: u64, trace: bool) -> Self {
         let mut device = Device::new(spec, world, seed);
         device.set_trace(trace);
@@ -235,6 +248,7 @@ impl Replayer {
         r
     }
 
+    /// The harness, e.g. to inspect the device between lines.
     pub fn harness(&mut self) -> &mut Harness {
         &mut self.harness
     }

@@ -6,14 +6,27 @@
 //! and seed give the same bytes out. Time is virtual ([`time::SimTime`]) and is handed in by
 //! whoever drives a [`device::Device`].
 //!
-//! Map (each module names the firmware file it mirrors):
-//! * [`cjson`] — the cJSON 1.7.19 dialect (parse, case-insensitive lookup, print).
-//! * [`mcp`] — `McpServer`, `McpTool`, `Property`, every wire string.
-//! * [`device`] — one board: boot, receive task, main-task batches, callbacks, reboot, power.
-//! * [`hw`] — virtual hardware: NVS, backlight, display, camera.
-//! * [`board`], [`world`] — data: what a board is, what surrounds it.
-//! * [`harness`] — the owner of virtual time for offline runs (replay, scenarios).
-//! * [`trace`], [`time`], [`spec`] — events, virtual time, data-file loading.
+//! **Start here**: [`device::Device`] is one board (`handle_*` in, `poll_*` out); a
+//! [`harness::Harness`] drives one in virtual time; [`scenario::runner::run`] runs a scenario
+//! file and builds its acceptance records.
+//!
+//! Map, by layer (each module names the firmware file it mirrors; imports only point down, and
+//! `tests/tidy.rs` checks it):
+//!
+//! * **Foundations** — [`time`] (virtual time, durations with units), [`trace`] (events),
+//!   [`spec`] (data-file loading with `file:line:column` errors), [`cjson`] (the cJSON 1.7.19
+//!   dialect: parse, case-insensitive lookup, print).
+//! * **Data and protocol** (nothing here imports the device or the drivers) —
+//!   [`board`] (what a board is), [`world`] (what surrounds it), [`fault`] (faults as data),
+//!   [`mcp`] (`McpServer`, `McpTool`, `Property`, every wire string), [`audio`] (the acoustic
+//!   chain: codec laws, amplifier, speaker, room, measurements), [`hw`] (NVS, backlight,
+//!   display, camera).
+//! * **The device** — [`device`]: boot, receive task, main-task batches, tool callbacks, the
+//!   WebSocket channel, reboot, power.
+//! * **Drivers** — [`harness`] (offline runs and replay), [`loopback`] (device and backend in one
+//!   clock), [`scenario`] (scenario files, runner, acceptance records, runs over the wire),
+//!   [`backend`] (a backend as MCP client, driven by a personality), and `bounds` (the bound
+//!   properties of every integer parameter, behind the cargo feature `bounds`).
 
 #![warn(missing_docs, unreachable_pub)]
 

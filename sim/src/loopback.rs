@@ -23,6 +23,7 @@ pub const MAX_STEPS: usize = 10_000_000;
 
 /// Device ↔ backend in one clock.
 pub struct Loopback {
+    /// The device side of the pairing.
     pub device: Device,
     spec: Arc<BackendSpec>,
     session: Option<Session>,
@@ -40,6 +41,7 @@ pub fn request_headers(request: &[u8]) -> Vec<(String, String)> {
 }
 
 impl Loopback {
+    /// Pairs `device` with a backend of `spec`; no connection yet.
     pub fn new(device: Device, spec: Arc<BackendSpec>) -> Self {
         Loopback {
             device,
@@ -50,10 +52,12 @@ impl Loopback {
         }
     }
 
+    /// The device's clock (the pairing's only clock).
     pub fn now(&self) -> SimTime {
         self.device.now()
     }
 
+    /// The backend session of the live connection, if any.
     pub fn session(&mut self) -> Option<&mut Session> {
         self.session.as_mut()
     }

@@ -12,25 +12,46 @@ use serde::de::DeserializeOwned;
 pub enum SpecError {
     /// The file could not be read.
     #[error("{origin}: {message}")]
-    Io { origin: String, message: String },
+    Io {
+        /// File the problem is in (path or the name the caller gave).
+        origin: String,
+        /// What went wrong (`no such file`, `permission denied`, …).
+        message: String,
+    },
     /// The file is not valid UTF-8 (YAML must be text).
     #[error("{origin}:{line}:{column}: not UTF-8 text (invalid byte sequence)")]
-    NotUtf8 { origin: String, line: u64, column: u64 },
+    NotUtf8 {
+        /// File the problem is in (path or the name the caller gave).
+        origin: String,
+        /// 1-based line of the first invalid byte.
+        line: u64,
+        /// 1-based column of the first invalid byte, in characters.
+        column: u64,
+    },
     /// YAML syntax or shape (unknown key, wrong type, missing field…).
     #[error("{origin}:{line}:{column}: {message}")]
     Yaml {
+        /// File the problem is in (path or the name the caller gave).
         origin: String,
+        /// 1-based line.
         line: u64,
+        /// 1-based column.
         column: u64,
+        /// The parser's message, on one line.
         message: String,
     },
     /// Parsed, but a value is impossible.
     #[error("{origin}:{line}:{column}: {field}: {message}")]
     Invalid {
+        /// File the problem is in (path or the name the caller gave).
         origin: String,
+        /// 1-based line of the offending field (best effort; 1 if not found).
         line: u64,
+        /// 1-based column of the offending field.
         column: u64,
+        /// Dotted path of the offending field (e.g. `target.tick_hz`).
         field: String,
+        /// Why the value is impossible.
         message: String,
     },
 }

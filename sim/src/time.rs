@@ -15,15 +15,20 @@ pub struct SimTime(u64);
 pub struct SimDuration(u64);
 
 impl SimTime {
+    /// The moment the simulation starts.
     pub const ZERO: SimTime = SimTime(0);
+    /// The latest representable time (saturating arithmetic stops here).
     pub const MAX: SimTime = SimTime(u64::MAX);
 
+    /// The time `us` µs after the start.
     pub const fn from_micros(us: u64) -> Self {
         SimTime(us)
     }
+    /// The time `ms` ms after the start (saturating).
     pub const fn from_millis(ms: u64) -> Self {
         SimTime(ms.saturating_mul(1000))
     }
+    /// Microseconds since the start.
     pub const fn as_micros(self) -> u64 {
         self.0
     }
@@ -31,32 +36,41 @@ impl SimTime {
     pub const fn as_millis(self) -> u64 {
         self.0 / 1000
     }
+    /// Time elapsed since `earlier`, zero if `earlier` is later.
     pub fn saturating_since(self, earlier: SimTime) -> SimDuration {
         SimDuration(self.0.saturating_sub(earlier.0))
     }
 }
 
 impl SimDuration {
+    /// No time at all.
     pub const ZERO: SimDuration = SimDuration(0);
 
+    /// A span of `us` µs.
     pub const fn from_micros(us: u64) -> Self {
         SimDuration(us)
     }
+    /// A span of `ms` ms (saturating).
     pub const fn from_millis(ms: u64) -> Self {
         SimDuration(ms.saturating_mul(1000))
     }
+    /// A span of `s` seconds (saturating).
     pub const fn from_secs(s: u64) -> Self {
         SimDuration(s.saturating_mul(1_000_000))
     }
+    /// The span in µs.
     pub const fn as_micros(self) -> u64 {
         self.0
     }
+    /// Whole milliseconds (truncated).
     pub const fn as_millis(self) -> u64 {
         self.0 / 1000
     }
+    /// The span in seconds, as a float.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e6
     }
+    /// Whether the span is empty.
     pub const fn is_zero(self) -> bool {
         self.0 == 0
     }

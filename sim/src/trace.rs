@@ -14,8 +14,11 @@ use crate::time::SimTime;
 /// prints the same line (the tool registration log). Reads as a `str` in every case.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogText {
+    /// A fixed text.
     Static(&'static str),
+    /// Text formatted for this event.
     Owned(String),
+    /// Text shared between boots.
     Shared(Arc<str>),
 }
 
@@ -57,19 +60,25 @@ impl From<Arc<str>> for LogText {
 /// One thing that happened, at `at`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceEvent {
+    /// Virtual time of the event.
     pub at: SimTime,
+    /// What happened.
     pub kind: Event,
 }
 
 /// Why the device (re)started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BootReason {
+    /// First power-up (or power restored after a cut).
     PowerOn,
+    /// `esp_restart()` (reboot tool, successful upgrade).
     EspRestart,
+    /// Restart after a panic (`ESP_ERROR_CHECK` or other abort).
     Panic,
 }
 
 impl BootReason {
+    /// The name rendered in the `boot` trace line.
     pub fn as_str(self) -> &'static str {
         match self {
             BootReason::PowerOn => "poweron",
@@ -82,8 +91,11 @@ impl BootReason {
 /// A value written to NVS.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NvsValue {
+    /// `nvs_set_i32`.
     I32(i32),
+    /// `nvs_set_u8`.
     U8(u8),
+    /// `nvs_set_str` (raw bytes).
     Str(Vec<u8>),
 }
 
@@ -102,61 +114,89 @@ impl fmt::Display for NvsValue {
 pub enum Event {
     /// The device booted (`n` counts boots since the simulation started).
     Booted {
+        /// Boot number, starting at 1.
         n: u32,
+        /// Why the device started.
         reason: BootReason,
     },
     /// An ESP_LOG line: level letter, tag and text exactly as the firmware formats it.
     Logged {
+        /// The level letter (`E`, `W`, `I`, ...).
         level: char,
+        /// The ESP_LOG tag, e.g. `MCP`.
         tag: &'static str,
+        /// The message after `tag: `.
         text: LogText,
     },
     /// The main loop took a batch of `tasks` scheduled tasks.
     BatchStarted {
+        /// Number of tasks in the batch.
         tasks: usize,
     },
     /// A main-task task blocked in `vTaskDelay`.
     TaskDelayed {
+        /// The delay in milliseconds.
         ms: u64,
     },
     /// An MCP payload was dropped on the receive task without a reply.
     MessageDropped {
+        /// The [`DropReason`](crate::mcp::DropReason) text.
         reason: &'static str,
     },
     /// The device produced an MCP payload and handed it to the protocol.
     ReplySent {
+        /// The JSON-RPC payload, without the transport envelope.
         payload: Vec<u8>,
     },
     /// A queued reply never left the device.
     ReplyDropped {
+        /// The JSON-RPC payload that was not sent.
         payload: Vec<u8>,
+        /// Why, e.g. `socket closed`.
         why: &'static str,
     },
     /// A scheduled task was discarded (restart, panic, power cut).
     TaskDropped {
+        /// The kind of task: `call`, `reboot`, `upgrade`, `sound`, `busy` or `state`.
         what: &'static str,
+        /// Why it was discarded.
         why: &'static str,
     },
+    /// An NVS write succeeded.
     NvsSet {
+        /// NVS namespace, e.g. `audio`.
         namespace: String,
+        /// Key within the namespace.
         key: String,
+        /// The value written.
         value: NvsValue,
     },
+    /// An NVS key was erased (the stored assets download URL, consumed at boot).
     NvsErased {
+        /// NVS namespace.
         namespace: String,
+        /// Key within the namespace.
         key: String,
     },
     /// An NVS write failed with an `esp_err_t` name (ESP_ERROR_CHECK will panic).
     NvsFailed {
+        /// NVS namespace.
         namespace: String,
+        /// Key within the namespace.
         key: String,
+        /// The `esp_err_t` name, e.g. `ESP_ERR_NVS_NOT_ENOUGH_SPACE`.
         error: &'static str,
     },
+    /// A lamp or board-tool GPIO was configured as an output at boot.
     GpioConfigured {
+        /// The GPIO number.
         gpio: u32,
     },
+    /// A GPIO output level was set.
     GpioSet {
+        /// The GPIO number.
         gpio: u32,
+        /// 0 (low) or 1 (high).
         level: u8,
     },
     /// `Application::Reboot()` started (audio channel closed, protocol destroyed).
@@ -165,48 +205,76 @@ pub enum Event {
     Restarted,
     /// An `ESP_ERROR_CHECK` (or other abort) fired.
     Panicked {
+        /// The abort message, e.g. `ESP_ERROR_CHECK failed: <esp_err_t>`.
         reason: String,
     },
     /// Power was removed.
     PowerCut,
+    /// `SetOutputVolume` stored a new output volume.
     VolumeChanged {
+        /// The new volume (0..100).
         volume: i32,
     },
+    /// `SetTheme` applied a registered theme.
     ThemeApplied {
+        /// The theme name.
         theme: String,
     },
+    /// The backlight got a new fade target (the request differed from the current value).
     BacklightTarget {
+        /// The target brightness (0..100).
         target: u8,
     },
+    /// One backlight timer tick moved the brightness one step.
     BacklightStep {
+        /// The brightness after the step.
         brightness: u8,
+        /// The LEDC duty written: `(1023 × brightness) / 100`.
         duty: u32,
     },
+    /// An HTTP request was opened (camera explain, snapshot, preview, assets download).
     HttpOpened {
+        /// `GET` or `POST`.
         method: &'static str,
+        /// The URL, as bytes.
         url: Vec<u8>,
+        /// `fail` when unreachable, else `status <code>`.
         outcome: String,
     },
+    /// The camera captured a frame.
     CameraCaptured {
+        /// Frame width in pixels.
         width: u32,
+        /// Frame height in pixels.
         height: u32,
     },
+    /// A firmware upgrade started downloading.
     OtaStarted {
+        /// The firmware URL.
         url: Vec<u8>,
     },
+    /// A firmware upgrade ended.
     OtaFinished {
+        /// Whether it succeeded (success reboots, failure continues).
         ok: bool,
     },
+    /// The device state machine moved to a new state.
     StateChanged {
+        /// Previous state name.
         from: &'static str,
+        /// New state name.
         to: &'static str,
     },
+    /// The state machine refused a transition (the firmware logs a warning).
     StateRejected {
+        /// Current state name.
         from: &'static str,
+        /// Refused target state name.
         to: &'static str,
     },
     /// Anything board specific (e.g. an Otto servo action queued).
     Note {
+        /// Free-form text, rendered as-is before `t=`.
         text: String,
     },
 }

@@ -12,13 +12,17 @@ use crate::time::SimDuration;
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorldSpec {
+    /// The station interface the board reports.
     pub wifi: WifiSpec,
+    /// Which HTTP hosts answer and how.
     pub http: HttpSpec,
+    /// The outcome of a firmware upgrade.
     pub ota: OtaSpec,
     /// Time from power-on / `esp_restart` until the application is initialised and MCP-capable.
     /// The recorder used 0; a real board takes seconds (FIRMWARE.md §11.3).
     #[serde(with = "duration_text")]
     pub boot_time: SimDuration,
+    /// The listening room for acoustic checks.
     pub room: RoomSpec,
     /// Board-specific tasks (otto-robot's action task) run. The conformance recorder never ran
     /// them, so its otto stays `idle` whatever is queued.
@@ -32,9 +36,13 @@ pub struct WorldSpec {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct WifiSpec {
+    /// SSID of the joined access point (system info `board.ssid`).
     pub ssid: String,
+    /// Received signal strength, dBm (system info `board.rssi`).
     pub rssi: i32,
+    /// Wi-Fi channel (system info `board.channel`).
     pub channel: u32,
+    /// Station IPv4 address (system info `board.ip`).
     pub ip: String,
     /// `false` puts the board in Wi-Fi config mode (no ssid/rssi/ip in system info).
     pub connected: bool,
@@ -44,20 +52,26 @@ pub struct WifiSpec {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSpec {
+    /// Rules in match order.
     pub hosts: Vec<HttpRule>,
     /// How long a failed open takes when no rule matches (connect timeout, DNS failure…).
     #[serde(with = "duration_text")]
     pub unreachable_after: SimDuration,
 }
 
+/// One HTTP host rule: a URL prefix and the answer it gets.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct HttpRule {
+    /// The rule matches every URL that starts with these bytes.
     pub url_prefix: String,
+    /// HTTP status code of the answer (200 by default).
     #[serde(default = "ok_status")]
     pub status: i32,
+    /// Response body.
     #[serde(default)]
     pub body: String,
+    /// Time until the answer arrives (0 by default).
     #[serde(default, with = "duration_text")]
     pub latency: SimDuration,
 }
@@ -70,6 +84,7 @@ fn ok_status() -> i32 {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct OtaSpec {
+    /// The upgrade completes and the device reboots into the new image; otherwise it fails and carries on.
     pub succeeds: bool,
     /// Download + flash time (after the firmware's own delays).
     #[serde(with = "duration_text")]
@@ -129,9 +144,12 @@ impl Default for WorldSpec {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WsConfig {
+    /// Server URL (`websocket/url`), `ws://` or `wss://`.
     pub url: String,
+    /// Access token (`websocket/token`); sent as `Authorization` when non-empty.
     #[serde(default)]
     pub token: String,
+    /// `websocket/version`, sent as `Protocol-Version` (0 means 1).
     #[serde(default)]
     pub version: i32,
 }
@@ -140,11 +158,17 @@ pub struct WsConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HttpOutcome {
     /// `Open` failed (refused, DNS, timeout) after this long.
-    Unreachable { after: SimDuration },
+    Unreachable {
+        /// Time until the open fails.
+        after: SimDuration,
+    },
     /// Connected; the server answers with a status and body after `latency`.
     Answered {
+        /// HTTP status code.
         status: i32,
+        /// Response body.
         body: Vec<u8>,
+        /// Time from the open until the answer.
         latency: SimDuration,
     },
 }
@@ -205,6 +229,7 @@ pub mod duration_text {
 
     use crate::time::{SimDuration, parse_duration};
 
+    /// Parses a duration string with units (`1500ms`, `2s`) into a `SimDuration`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SimDuration, D::Error> {
         let text = String::deserialize(d)?;
         parse_duration(&text).map_err(serde::de::Error::custom)

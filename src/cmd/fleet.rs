@@ -119,6 +119,7 @@ pub fn rss_kib() -> u64 {
 }
 
 /// Raises the soft open-files limit to the hard one; returns the soft limit in force.
+#[allow(unsafe_code)] // the one FFI call of the project: getrlimit/setrlimit
 pub fn raise_open_files_limit() -> u64 {
     #[cfg(unix)]
     {

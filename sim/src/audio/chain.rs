@@ -12,6 +12,7 @@ pub const P0_PA: f64 = 20e-6;
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AmplifierSpec {
+    /// Which amplifier part.
     pub model: AmpModel,
     /// Voltage gain in dB.
     #[serde(default = "default_max98357_gain")]
@@ -28,6 +29,7 @@ pub struct AmplifierSpec {
     /// Muted start-up after enable (MAX98357A t_ON 7 ms typ / 7.5 max; NS4150B T_st 120 ms).
     #[serde(default = "default_startup_ms")]
     pub startup_ms: f64,
+    /// Where the figures come from (data sheet, section).
     #[serde(default)]
     pub source: String,
 }
@@ -90,9 +92,13 @@ impl AmpModel {
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SdMode {
+    /// SD_MODE above B2 (~1.4 V): the left I2S word.
     Left,
+    /// SD_MODE between B1 and B2: the right word (always 0 here, so silent).
     Right,
+    /// SD_MODE between B0 and B1: (left + right)/2, i.e. −6.02 dB (open SD with a breakout pull-up).
     Mix,
+    /// SD_MODE below B0: shutdown, outputs Hi-Z.
     Shutdown,
 }
 
@@ -103,11 +109,13 @@ pub struct SpeakerSpec {
     /// dB SPL at 1 W / 1 m on axis.
     #[serde(default = "default_sensitivity")]
     pub sensitivity_db: f64,
+    /// Nominal impedance, ohms.
     #[serde(default = "default_impedance")]
     pub impedance_ohm: f64,
     /// Resonance; a 12 dB/octave high-pass below it is applied to broadband sources.
     #[serde(default = "default_f0")]
     pub f0_hz: f64,
+    /// Where the figures come from (spec sheet).
     #[serde(default)]
     pub source: String,
 }
@@ -138,11 +146,13 @@ impl Default for SpeakerSpec {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DacSpec {
+    /// Codec analog supply AVDD, V (scales the DAC full scale).
     #[serde(default = "default_avdd")]
     pub avdd_v: f64,
     /// `pa_voltage` and `codec_dac_voltage` handed to `esp_codec_dev` (hardware-gain compensation).
     #[serde(default = "default_pa_voltage")]
     pub pa_voltage: f64,
+    /// `codec_dac_voltage` handed to `esp_codec_dev`, V (defaults to 3.3, like AVDD).
     #[serde(default = "default_avdd")]
     pub codec_dac_voltage: f64,
 }

@@ -60,10 +60,15 @@ pub fn es8311_register_db(reg: u8) -> f64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CodecKind {
+    /// `NoAudioCodecSimplex`: separate I2S ports for speaker and mic, software volume (bread boards).
     NoAudioCodecSimplex,
+    /// `NoAudioCodecDuplex`: one I2S port clocking TX and RX at the output rate, software volume.
     NoAudioCodecDuplex,
+    /// `Es8311AudioCodec`: ES8311 DAC, volume in REG 0x32, written only while the codec is open.
     Es8311,
+    /// `BoxAudioCodec`: ES8311 out + ES7210 in, REG 0x32 written on every volume change.
     BoxAudioCodec,
+    /// `DummyAudioCodec`: every call succeeds, the volume is only stored, `Write` discards.
     Dummy,
 }
 
@@ -75,10 +80,11 @@ impl CodecKind {
             CodecKind::NoAudioCodecDuplex => "NoAudioCodecDuplex",
             CodecKind::Es8311 => "Es8311AudioCodec",
             CodecKind::BoxAudioCodec => "BoxAudioCodec",
-            CodecKind::Dummy => "NoAudioCodec (dummy)",
+            CodecKind::Dummy => "DummyAudioCodec",
         }
     }
 
+    /// The codec's `duplex()`: input and output share it, so an enabled mic keeps the output from powering down.
     pub fn is_duplex(self) -> bool {
         matches!(
             self,

@@ -23,14 +23,18 @@ pub enum Verdict {
     Silent,
     /// Device sound below the threshold of hearing or below ambient + margin.
     Inaudible,
+    /// Device sound at or above ambient + margin and the threshold of hearing.
     Audible,
+    /// Device sound at least 15 dB above ambient (ISO 7731).
     ClearlyAudible,
 }
 
 impl Verdict {
+    /// `audible` or `clearly_audible`.
     pub fn is_audible(self) -> bool {
         matches!(self, Verdict::Audible | Verdict::ClearlyAudible)
     }
+    /// The verdict as reports write it (`clearly_audible`, …).
     pub fn name(self) -> &'static str {
         match self {
             Verdict::Silent => "silent",
@@ -65,7 +69,9 @@ pub fn perceived_change(a: &Measurement, b: &Measurement) -> bool {
 /// Everything measured over one window.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Measurement {
+    /// Window start, ms of virtual time.
     pub from_ms: f64,
+    /// Window end, ms of virtual time.
     pub to_ms: f64,
     /// Fraction of the window during which a source was playing.
     pub playing: f64,
@@ -90,7 +96,9 @@ pub struct Measurement {
     pub spl_db: Option<f64>,
     /// Listener distance the level is for, metres.
     pub distance_m: f64,
+    /// Ambient level the verdict was judged against, dBA.
     pub ambient_dba: f64,
+    /// What a listener concludes (ACOUSTICS.md §4.3).
     pub verdict: Verdict,
     /// A person at the listener position hears it (`audible` or `clearly_audible`); `false` for
     /// a shut-down amplifier, a stopped clock, or a level under ambient + margin.
@@ -98,6 +106,7 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// A window's bounds as fractional milliseconds, for `from_ms` and `to_ms`.
     pub fn window(from: SimTime, to: SimTime) -> (f64, f64) {
         (from.as_micros() as f64 / 1000.0, to.as_micros() as f64 / 1000.0)
     }

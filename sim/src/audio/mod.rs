@@ -33,6 +33,7 @@ pub enum ChainFault {
 }
 
 impl ChainFault {
+    /// The fault's name in scenarios and the command line (`codec_dummy` for `DummyCodec`).
     pub fn name(self) -> &'static str {
         match self {
             ChainFault::AmpShutdown => "amp_shutdown",
@@ -64,9 +65,13 @@ pub enum AudioChange {
 /// A sound leaving the codec during `[start, end)`.
 #[derive(Clone, Debug)]
 pub struct Playback {
+    /// When the sound starts leaving the codec.
     pub start: SimTime,
+    /// When it stops (exclusive); `stop_playback` may cut it short.
     pub end: SimTime,
+    /// What plays.
     pub source: Source,
+    /// The source's sample generator at the codec's output rate.
     pub sampler: Sampler,
 }
 
@@ -79,7 +84,9 @@ pub const LOG_HISTORY: usize = 4096;
 /// oldest change kept verbatim render exactly as with the full history.
 #[derive(Clone, Debug, Default)]
 pub struct AudioLog {
+    /// Path changes with their times, in time order (oldest folded, see [`LOG_HISTORY`]).
     pub changes: Vec<(SimTime, AudioChange)>,
+    /// Sounds played, in start order (oldest dropped beyond twice [`LOG_HISTORY`]).
     pub playbacks: Vec<Playback>,
 }
 
@@ -98,6 +105,7 @@ impl AudioChange {
 }
 
 impl AudioLog {
+    /// Appends a change at `at` (not before the last one), folding old history when the log is long.
     pub fn record(&mut self, at: SimTime, change: AudioChange) {
         debug_assert!(self.changes.last().is_none_or(|(t, _)| *t <= at));
         self.changes.push((at, change));
@@ -119,6 +127,7 @@ impl AudioLog {
         self.changes.splice(..n, folded);
     }
 
+    /// Queues `source` to play during `[start, end)` at the codec's output `rate` (Hz).
     pub fn play(&mut self, start: SimTime, end: SimTime, source: Source, rate: u32) {
         let sampler = source.sampler(rate);
         self.playbacks.push(Playback {

@@ -16,13 +16,21 @@ use crate::time::{SimDuration, SimTime};
 /// The board's chain and the room, for rendering.
 #[derive(Clone, Debug)]
 pub struct ChainSetup {
+    /// The codec class (software volume or ES8311 register).
     pub codec: CodecKind,
+    /// Output sample rate, Hz; the render runs one step per sample.
     pub rate: u32,
+    /// The amplifier after the codec.
     pub amp: AmplifierSpec,
+    /// The loudspeaker.
     pub speaker: SpeakerSpec,
+    /// DAC full scale and `esp_codec_dev` voltages (hardware codecs).
     pub dac: DacSpec,
+    /// Listener distance on axis, metres.
     pub distance_m: f64,
+    /// Room ambient level, dBA.
     pub ambient_dba: f64,
+    /// Audibility margin over ambient, dB.
     pub margin_db: f64,
     /// Audio already queued in the DMA ring when the volume changes.
     pub dma_latency: SimDuration,

@@ -11,9 +11,19 @@ use crate::time::SimDuration;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Source {
     /// `round(A·sin(2π·f·n/fs))` with `A = round(32768·10^(dBFS/20))` (clamped to int16).
-    Tone { freq_hz: f64, dbfs: f64 },
+    Tone {
+        /// Frequency, Hz.
+        freq_hz: f64,
+        /// Level, dBFS (0 dBFS = full-scale sine).
+        dbfs: f64,
+    },
     /// PCM samples (mono) at their own rate; resampled by linear interpolation.
-    Pcm { rate: u32, samples: Arc<[i16]> },
+    Pcm {
+        /// Sample rate of `samples`, Hz.
+        rate: u32,
+        /// Mono int16 samples.
+        samples: Arc<[i16]>,
+    },
     /// A device prompt (the OGG assets are not modelled sample-exact).
     Prompt(Prompt),
 }
@@ -31,6 +41,7 @@ pub enum Prompt {
 }
 
 impl Prompt {
+    /// The prompt's name in reports and traces (`success`, `upgrade`, `exclamation`).
     pub fn name(self) -> &'static str {
         match self {
             Prompt::Success => "success",
@@ -89,6 +100,7 @@ impl Source {
         matches!(self, Source::Pcm { .. })
     }
 
+    /// One line for reports (e.g. `tone 1000 Hz at -6 dBFS`).
     pub fn describe(&self) -> String {
         match self {
             Source::Tone { freq_hz, dbfs } => format!("tone {freq_hz} Hz at {dbfs} dBFS"),
@@ -103,14 +115,21 @@ impl Source {
 pub enum Sampler {
     /// One period, precomputed when the frequency divides the rate; otherwise computed per sample.
     Table {
+        /// One period of int16 samples.
         table: Arc<[i16]>,
     },
+    /// A sine computed per sample (the period is not a whole number of samples).
     Tone {
+        /// Peak amplitude, int16 units.
         amplitude: f64,
+        /// Phase step per output sample, radians.
         omega: f64,
     },
+    /// PCM read at a fractional position, linearly interpolated (0 past the end).
     Pcm {
+        /// The source samples at their own rate.
         samples: Arc<[i16]>,
+        /// Source samples per output sample (source rate / output rate).
         step: f64,
     },
 }
@@ -134,6 +153,7 @@ impl Sampler {
         }
     }
 
+    /// Sample `n` of the playback.
     #[inline]
     pub fn sample(&self, n: u64) -> i16 {
         match self {

@@ -31,9 +31,13 @@ pub enum Action {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
+    /// Sent, no reply yet.
     Pending,
+    /// A `result` reply arrived.
     Replied,
+    /// A JSON-RPC `error` reply arrived, or the call was refused without traffic (unknown tool).
     Error,
+    /// No reply within the personality's timeout.
     TimedOut,
     /// The connection closed while it waited.
     ConnectionClosed,
@@ -42,13 +46,19 @@ pub enum Outcome {
 /// One request and its reply, paired by id.
 #[derive(Clone, Debug, Serialize)]
 pub struct Exchange {
+    /// The JSON-RPC id (`-1` for a call refused without traffic).
     pub id: i64,
+    /// The JSON-RPC method (`initialize`, `tools/list`, `tools/call`).
     pub method: String,
+    /// The device tool's original name (`tools/call` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// When the request was sent, in ms on the clock the socket layer passes as `now`.
     pub sent_ms: f64,
+    /// When the reply (or the close) arrived, in ms on the same clock.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_ms: Option<f64>,
+    /// How the request ended.
     pub outcome: Outcome,
     /// The raw reply payload.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -116,33 +126,48 @@ impl Exchange {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Connected; waiting for the device hello.
     AwaitingHello,
+    /// `initialize` sent; waiting for its result.
     Initializing,
+    /// Walking the `tools/list` pages.
     Listing,
+    /// Discovery done: tools are registered and calls go out.
     Ready,
     /// Discovery failed (an error or garbage for `initialize`/`tools/list`): the client never
     /// becomes ready on this connection.
     Stuck,
+    /// The connection is gone.
     Closed,
 }
 
 /// A tool the backend registered for its LLM.
 #[derive(Clone, Debug, Serialize)]
 pub struct KnownTool {
+    /// The device's own tool name (as in `tools/list`).
     pub name: String,
+    /// The name this backend's LLM sees (after the personality's sanitising).
     pub llm_name: String,
 }
 
 /// The report of one connection.
 #[derive(Clone, Debug, Serialize)]
 pub struct SessionReport {
+    /// The personality's name (`BackendSpec::name`).
     pub personality: String,
+    /// The `Device-Id` from the handshake (empty when absent).
     pub device_id: String,
+    /// The session id this backend put in its hello.
     pub session_id: String,
+    /// Where discovery ended up.
     pub phase: Phase,
+    /// The tools registered for the LLM, in registration order.
     pub tools: Vec<KnownTool>,
+    /// How many `tools/list` pages were accepted (discarded pages not counted).
     pub pages: usize,
+    /// Every request sent and its reply, in sending order.
     pub exchanges: Vec<Exchange>,
+    /// Things worth knowing in words (reused ids, late replies, discarded pages, closes).
     pub notes: Vec<String>,
 }
 
@@ -300,10 +325,12 @@ impl Session {
         !self.outbox.is_empty()
     }
 
+    /// Where the session is.
     pub fn phase(&self) -> &Phase {
         &self.phase
     }
 
+    /// Whether discovery finished and calls go out at once.
     pub fn is_ready(&self) -> bool {
         self.phase == Phase::Ready
     }
@@ -779,6 +806,7 @@ impl Session {
         out
     }
 
+    /// A snapshot of this connection for the report.
     pub fn report(&self) -> SessionReport {
         SessionReport {
             personality: self.spec.name.clone(),

@@ -21,12 +21,26 @@ use crate::time::{SimDuration, parse_duration};
 /// One step of a script.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
-    Call { tool: String, args: Value, wait: bool },
+    /// `call`/`send <tool> [<json arguments>]`: call a device tool.
+    Call {
+        /// The device's tool name, e.g. `self.get_device_status`.
+        tool: String,
+        /// The arguments object (`{}` when none given).
+        args: Value,
+        /// `call` (wait for the reply or its timeout) rather than `send` (fire and go on).
+        wait: bool,
+    },
+    /// `wait <duration>`: do nothing for this long (virtual time).
     Wait(SimDuration),
+    /// `raw <text>`: a payload inside this backend's envelope (sent as-is if not JSON).
     Raw(String),
+    /// `frame <text>`: a whole text frame, no envelope.
     Frame(String),
+    /// `garbage`: bytes that are not a WebSocket frame, then nothing more.
     Garbage,
+    /// `vanish`: drop TCP without a close frame (the backend process lives on).
     Vanish,
+    /// `close`: a WebSocket close frame.
     Close,
 }
 
@@ -37,12 +51,14 @@ pub struct Line {
     pub line: usize,
     /// Only on this connection of the device (1-based), or on every connection.
     pub only_on: Option<u32>,
+    /// What to do.
     pub step: Step,
 }
 
 /// A parsed script.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Script {
+    /// The steps in file order (blank and comment lines dropped).
     pub lines: Vec<Line>,
 }
 
@@ -50,9 +66,13 @@ pub struct Script {
 #[derive(Debug, thiserror::Error)]
 #[error("{origin}:{line}:{column}: {message}")]
 pub struct ScriptError {
+    /// Where the script came from (a file path), for the message.
     pub origin: String,
+    /// 1-based line number.
     pub line: usize,
+    /// 1-based column in that line.
     pub column: usize,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -62,6 +82,7 @@ impl Script {
         self.lines.iter().filter(move |l| l.only_on.is_none_or(|k| k == n))
     }
 
+    /// Parses a whole script; `origin` names it in errors. Fails at the first bad line.
     pub fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
         let mut lines = Vec::new();
         for (i, raw) in text.lines().enumerate() {

@@ -20,6 +20,7 @@ pub enum InitAt {
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionIdScheme {
+    /// A uuid4-shaped id, derived from the connection's seed (deterministic).
     Uuid,
     /// `device-` + MAC with `:` → `_` (stable across reconnects).
     DeviceMac,
@@ -95,7 +96,9 @@ pub enum CallOnClose {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendSpec {
+    /// The personality's name, as `--backend` takes it (`xinnan-py`, `rust-first-page`, …).
     pub name: String,
+    /// One paragraph on what this backend does, for `--help` and reports.
     pub description: String,
     /// The code the behaviour was read from (BACKENDS.md §0).
     pub based_on: String,
@@ -106,13 +109,17 @@ pub struct BackendSpec {
     pub close_on_mcp_before_hello: bool,
     /// The server hello; `{session_id}` and `{audio_params}` are filled in.
     pub hello: String,
+    /// How the hello's session id is made.
     pub session_id: SessionIdScheme,
     /// Echo the device's own `audio_params` in the hello (else `audio_params` below).
     #[serde(default)]
     pub echo_audio_params: bool,
+    /// The hello's `audio_params`, as JSON, when not echoing the device's.
     #[serde(default)]
     pub audio_params: String,
+    /// When `initialize` is sent (after the device hello, or at accept).
     pub init_at: InitAt,
+    /// The JSON-RPC id of `initialize` (1 for most servers, 10000 for cloud-gateway and java-joey).
     pub init_id: i64,
     /// The `initialize` params, as JSON.
     pub initialize_params: String,
@@ -123,25 +130,37 @@ pub struct BackendSpec {
     pub list_delay: Duration,
     /// `tools/list` ids: always `list_id_from` (fixed) or counting up from it.
     pub list_id_fixed: bool,
+    /// The first (or only) `tools/list` id.
     pub list_id_from: i64,
     /// Params of the first page (`null` = no params member at all).
     #[serde(default)]
     pub list_first_params: Option<String>,
+    /// Follow a non-empty `nextCursor` with another `tools/list` (rust-sanye does not: first page only).
     pub follow_cursor: bool,
     /// Stop (discarding the page) when the tools would exceed this many.
     #[serde(default)]
     pub tool_cap: Option<usize>,
+    /// Add `"withUserTools":true` to every `tools/list` (the cloud-gateway console path).
     #[serde(default)]
     pub with_user_tools: bool,
+    /// The first `tools/call` id; later calls count up from it.
     pub call_id_from: i64,
+    /// How long a `tools/call` waits for its reply (e.g. 30 s; rust-sanye 15 s).
     pub call_timeout: Duration,
+    /// How long `initialize` and each `tools/list` wait for their reply.
     pub discovery_timeout: Duration,
+    /// The envelope around MCP payloads toward the device.
     pub envelope: EnvelopeStyle,
+    /// Echo a non-JSON text frame back to the device verbatim (xinnan-py, go-anime).
     pub echo_invalid_json: bool,
+    /// What happens to pending requests when the connection closes.
     pub pending_on_close: CallOnClose,
+    /// Walk the whole `tools/list` again this long after each finished discovery (go-mcpgo: 2 min).
     #[serde(default)]
     pub heartbeat: Option<Duration>,
+    /// How tool names become LLM function names.
     pub name_mapping: NameMapping,
+    /// What the text handed on for a call's reply is made of.
     pub result_to_llm: ResultToLlm,
     /// Where a successful result's text goes.
     #[serde(default = "to_llm")]
@@ -196,6 +215,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
 ];
 
 impl BackendSpec {
+    /// Parses a personality; `origin` names the source in errors.
     pub fn from_yaml(origin: &str, text: &str) -> Result<BackendSpec, SpecError> {
         spec::from_yaml(origin, text)
     }

@@ -35,7 +35,7 @@ pub(super) fn spell_integer(n: i64, style: u8) -> String {
     signed(negative, &body)
 }
 
-/// JSON number tokens cJSON accepts (all satisfy [`is_number_token`]), weighted toward what
+/// JSON number tokens cJSON accepts (all satisfy `is_number_token`), weighted toward what
 /// breaks range checks: integers and decimals around the range's edges, zero and ±2^31, the same
 /// value in other spellings, decimals that truncate into or out of the range (`100.99`,
 /// `-0.99`), huge and tiny magnitudes (`1e300`, 600-digit integers, `1e-300`), and arbitrary

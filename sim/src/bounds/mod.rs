@@ -23,7 +23,6 @@
 //! to files, so the same board, cases and seed give the same report.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -32,7 +31,7 @@ mod generate;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 use crate::board::{Behavior, BoardSpec, BoardTool};
-use crate::device::{Device, Receipt};
+use crate::device::{Device, DeviceSnapshot, Receipt};
 use crate::harness::Harness;
 use crate::mcp::{McpServer, Property, PropertyType, PropertyValue, ToolAction};
 use crate::time::SimDuration;
@@ -84,7 +83,7 @@ pub fn is_number_token(text: &str) -> bool {
 /// cJSON's `valueint` for a number token (FIRMWARE.md §2.3): `d` is the correctly rounded
 /// double (as glibc's and newlib's `strtod` give it), then `INT_MAX` when `d ≥ 2147483647`,
 /// `INT_MIN` when `d ≤ −2147483648`, otherwise `d` truncated toward zero. `None` when `text` is
-/// not a token of [`is_number_token`] or its exponent has more than 4 digits (Rust's parser is
+/// not a token of `is_number_token` or its exponent has more than 4 digits (Rust's parser is
 /// only exact below that when a long mantissa compensates the exponent).
 pub fn expected_valueint(text: &str) -> Option<i32> {
     if !is_number_token(text) {
@@ -138,6 +137,7 @@ pub struct Parameter {
 }
 
 impl Parameter {
+    /// The property under test (`properties[index]`).
     pub fn property(&self) -> &Property {
         &self.properties[self.index]
     }
@@ -214,37 +214,25 @@ pub enum Expected {
 /// How a case that held turned out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
+    /// Accepted, and the callback stored the expected value.
     Accepted,
+    /// Rejected with the exact message, device state untouched.
     Rejected,
 }
 
-/// Everything the checker compares before and after a rejected call.
-#[derive(Debug, PartialEq)]
+/// What a case is judged against: the device's snapshot plus what a readback cannot see (the
+/// NVS contents and the main task's queue), taken just before the case.
+#[derive(Clone, Debug, PartialEq)]
 struct Snapshot {
-    boots: u32,
-    running: bool,
-    volume: Option<i32>,
-    gpio: BTreeMap<u32, bool>,
-    backlight: Option<(u8, u8)>,
-    theme: Option<String>,
-    state: Option<&'static str>,
+    device: DeviceSnapshot,
     nvs: String,
     pending: Vec<String>,
 }
 
 impl Snapshot {
     fn of(device: &Device) -> Snapshot {
-        let app = device.app();
         Snapshot {
-            boots: device.boots(),
-            running: device.is_running(),
-            volume: app.map(|a| a.volume),
-            gpio: app.map(|a| a.gpio_flags.clone()).unwrap_or_default(),
-            backlight: app
-                .and_then(|a| a.backlight.as_ref())
-                .map(|b| (b.brightness(), b.target())),
-            theme: app.and_then(|a| a.display.current_theme().map(str::to_string)),
-            state: app.map(|a| a.state.name()),
+            device: device.snapshot(),
             nvs: format!("{:?}", device.nvs()),
             pending: device.pending_tasks(),
         }
@@ -275,6 +263,7 @@ impl BoundChecker {
         self.harness.device.mcp().map(parameters).unwrap_or_default()
     }
 
+    /// The booted device the cases run on.
     pub fn device(&self) -> &Device {
         &self.harness.device
     }
@@ -434,7 +423,7 @@ impl BoundChecker {
             ToolAction::SetBrightness => {
                 let b = app.backlight.as_ref().map(|b| i32::from(b.brightness()));
                 let nvs = device.nvs().get_i32("display", "brightness", i32::MIN);
-                let unchanged = before.backlight.is_some_and(|(now, _)| i32::from(now) == v);
+                let unchanged = before.device.brightness.is_some_and(|now| i32::from(now) == v);
                 if b != Some(v) || (nvs != v && !unchanged) {
                     return Err(format!(
                         "brightness {v} accepted, but after the fade the backlight reads {b:?} and NVS {nvs}"
@@ -506,8 +495,10 @@ pub enum Check {
 }
 
 impl Check {
+    /// The three promises, in report order.
     pub const ALL: [Check; 3] = [Check::Numbers, Check::WrongTypes, Check::KeySpelling];
 
+    /// The name reports use (`numbers`, `wrong types`, `key spelling`).
     pub fn name(self) -> &'static str {
         match self {
             Check::Numbers => "numbers",
@@ -526,7 +517,9 @@ impl Check {
 pub struct Settings {
     /// Generated cases per parameter and promise.
     pub cases: u32,
+    /// Seed of the generators; each (parameter, promise) derives its own from it.
     pub seed: u64,
+    /// Which promises to run, in this order.
     pub checks: Vec<Check>,
 }
 
@@ -552,32 +545,42 @@ pub struct Failure {
 /// One promise on one parameter.
 #[derive(Clone, Debug)]
 pub struct CheckReport {
+    /// Which promise.
     pub check: Check,
     /// Cases run (including shrinking steps after a failure).
     pub cases: u32,
+    /// Cases that held with the call accepted.
     pub accepted: u32,
+    /// Cases that held with the call rejected.
     pub rejected: u32,
+    /// The broken promise's minimal input; `None` when it held.
     pub failure: Option<Failure>,
 }
 
 /// Every promise on one parameter.
 #[derive(Clone, Debug)]
 pub struct ParamReport {
+    /// The parameter, as [`Parameter::describe`] puts it.
     pub parameter: String,
+    /// One report per promise that applies to it.
     pub checks: Vec<CheckReport>,
 }
 
 /// Every promise on every parameter of one board.
 #[derive(Clone, Debug)]
 pub struct BoardReport {
+    /// The board's name.
     pub board: String,
+    /// What was run.
     pub settings: Settings,
     /// Set when the board did not boot (nothing was checked).
     pub boot_error: Option<String>,
+    /// Every callable parameter with at least one applicable promise, in registry order.
     pub params: Vec<ParamReport>,
 }
 
 impl BoardReport {
+    /// True when the board booted and every promise held.
     pub fn passed(&self) -> bool {
         self.boot_error.is_none() && self.failures().next().is_none()
     }

@@ -33,24 +33,40 @@ use crate::trace::{BootReason, Event, NvsValue};
 #[derive(Debug)]
 pub enum Task {
     /// `SendMcpMessage`'s lambda: send if a protocol object exists.
-    Send { payload: Vec<u8> },
+    Send {
+        /// The JSON-RPC message to send.
+        payload: Vec<u8>,
+    },
     /// `DoToolCall`'s lambda: run the callback, then reply (scheduled again).
     Call {
+        /// The request's JSON-RPC `id`.
         id: i32,
+        /// Index of the tool in this boot's `McpServer` registry.
         tool: usize,
+        /// One coerced value per property, in property order.
         args: Vec<PropertyValue>,
     },
     /// A callback that blocked (HTTP, camera upload) finishing.
     FinishCall {
+        /// The request's JSON-RPC `id`.
         id: i32,
+        /// The callback's return value, or the text of the exception it threw.
         outcome: Result<ReturnValue, Vec<u8>>,
     },
     /// `self.reboot`'s lambda: log, wait 1000 ms, `Reboot()`.
     UserReboot,
     /// `Application::Reboot()` (after its first step) and its 1000 ms before `esp_restart`.
-    Reboot { stage: RebootStage },
+    Reboot {
+        /// Where `Reboot()` resumes.
+        stage: RebootStage,
+    },
     /// `self.upgrade_firmware`'s lambda: `UpgradeFirmware(url)`.
-    Upgrade { url: Vec<u8>, stage: UpgradeStage },
+    Upgrade {
+        /// The firmware URL from the tool's `url` argument.
+        url: Vec<u8>,
+        /// Where `UpgradeFirmware` resumes.
+        stage: UpgradeStage,
+    },
     /// `audio_service_.PlaySound(...)` scheduled on the main task (e.g. the success prompt).
     PlayPrompt(Prompt),
     /// Work elsewhere that keeps the main task busy (e.g. opening the audio channel).
@@ -58,14 +74,22 @@ pub enum Task {
     /// `MAIN_EVENT_TOGGLE_CHAT` (BOOT click, wake word).
     ToggleChat,
     /// `ContinueOpenAudioChannel(mode)` and its waits.
-    OpenChannel { mode: &'static str, stage: OpenStage },
+    OpenChannel {
+        /// The listening mode of the `listen` `start` message (`auto` for a toggle).
+        mode: &'static str,
+        /// Where the open resumes.
+        stage: OpenStage,
+    },
     /// A state change the firmware schedules (`on_audio_channel_closed`, `tts` start/stop).
     SetState(DeviceState),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where `Application::Reboot` is when the main task resumes it.
 pub enum RebootStage {
+    /// Log `Rebooting...`, destroy the protocol, stop audio, then wait 1000 ms.
     Enter,
+    /// `esp_restart()`.
     Restart,
 }
 
@@ -105,6 +129,7 @@ impl Task {
 
 /// What running one task did to the main loop.
 pub enum Step {
+    /// The task returned; the main loop takes the next one.
     Done,
     /// `vTaskDelay`: the main task is busy for this long, then runs the continuation.
     Block(SimDuration, Task),
@@ -114,18 +139,27 @@ pub enum Step {
 
 /// The application and board objects of one boot.
 pub struct Running {
+    /// `McpServer::GetInstance()`: this boot's registry, shared by boots of the same construction.
     pub mcp: Arc<McpServer>,
+    /// The main task's queue (`Application::Schedule`, `Run`).
     pub main: MainLoop<Task>,
+    /// `Application::device_state_` (`DeviceStateMachine`).
     pub state: DeviceState,
     /// `AudioCodec::output_volume_`.
     pub volume: i32,
+    /// The display object (`NoDisplay` when the board has none or its init failed).
     pub display: Display,
+    /// The backlight, on boards with one.
     pub backlight: Option<Backlight>,
+    /// `Esp32Camera`, on boards with one (also when its init failed).
     pub camera: Option<Camera>,
     /// Software flags of lamps and board GPIO tools (the `power_` of `LampController`).
     pub gpio_flags: BTreeMap<u32, bool>,
+    /// `Application::protocol_`: `None` after `Reboot()` destroyed it.
     pub protocol: Option<Link>,
+    /// `Board::uuid_`: NVS `board/uuid`, generated at first boot (`Client-Id`).
     pub uuid: String,
+    /// `Application::audio_service_`: output power and codec state.
     pub audio: AudioService,
     /// otto-robot's controller, on boards that use it.
     pub otto: Option<Otto>,

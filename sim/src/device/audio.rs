@@ -22,10 +22,13 @@ pub const POWER_CHECK_INTERVAL: SimDuration = SimDuration::from_millis(1000);
 #[derive(Clone, Debug)]
 pub struct AudioService {
     codec: CodecKind,
+    /// Codec input (microphone) enabled.
     pub input_enabled: bool,
+    /// Codec output enabled (`EnableOutput`).
     pub output_enabled: bool,
     /// ES8311 `dev_ != nullptr`.
     pub codec_open: bool,
+    /// The PA enable pin's level.
     pub pa_on: bool,
     /// When the last written frame ends (0 when nothing was played this boot).
     pub last_output_end: SimTime,
@@ -37,6 +40,7 @@ pub struct AudioService {
 }
 
 impl AudioService {
+    /// Output and input off, as at board construction.
     pub fn new(spec: &AudioSpec) -> Self {
         AudioService {
             codec: spec.codec,
@@ -53,6 +57,7 @@ impl AudioService {
         }
     }
 
+    /// The board's codec driver.
     pub fn codec(&self) -> CodecKind {
         self.codec
     }
@@ -182,6 +187,7 @@ impl AudioService {
         }
     }
 
+    /// When the power-check timer (1 s period) fires next; `None` while it is stopped.
     pub fn timer_deadline(&self) -> Option<SimTime> {
         self.power_tick
     }

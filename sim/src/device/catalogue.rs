@@ -19,17 +19,24 @@ use crate::mcp::{McpServer, McpTool, ToolAction, wire};
 
 /// The objects the board constructed, as far as registration cares.
 pub struct BoardObjects<'a> {
+    /// The board file (board-constructor tools, snapshot support).
     pub spec: &'a BoardSpec,
+    /// The display object, for its class and theme support.
     pub display: &'a Display,
+    /// A backlight object exists (brightness tool).
     pub has_backlight: bool,
+    /// A camera object exists (take-photo tool).
     pub has_camera: bool,
 }
 
 /// One registration attempt, for the boot log (`Add tool: …` / `Tool … already added`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Registration {
+    /// The tool's name.
     pub name: String,
+    /// Registered as user-only (`AddUserOnlyTool`).
     pub user_only: bool,
+    /// False when refused as a duplicate (`Tool … already added`).
     pub added: bool,
 }
 
@@ -179,7 +186,9 @@ static BUILTINS: LazyLock<Builtins> = LazyLock::new(Builtins::new);
 /// (`Add tool: …` / `Tool … already added`, with their log level).
 #[derive(Debug)]
 pub struct Catalogue {
+    /// The registry, tools in registration order.
     pub server: Arc<McpServer>,
+    /// Boot log lines with their level (`I` added, `W` duplicate).
     pub log: Vec<(char, Arc<str>)>,
 }
 

@@ -39,19 +39,30 @@ pub enum Socket {
 /// `WebsocketProtocol` state.
 #[derive(Clone, Debug)]
 pub struct WsLink {
+    /// `websocket/url` from the OTA answer.
     pub url: String,
+    /// `websocket/token`; empty means no `Authorization` header.
     pub token: String,
+    /// `Protocol-Version` (1 when the config says 0).
     pub version: i32,
+    /// Where the socket object is.
     pub socket: Socket,
+    /// `session_id_` from the server hello (raw bytes; empty before one).
     pub session_id: Vec<u8>,
+    /// `error_occurred_`: a failed connect or missing hello; cleared by the next open.
     pub error: bool,
+    /// The server hello arrived since the last open (the event-group bit).
     pub hello_received: bool,
+    /// `server_sample_rate_` from the hello's `audio_params` (Hz; 24000 until then).
     pub server_sample_rate: i32,
+    /// `server_frame_duration_` from the hello's `audio_params` (ms; 60 until then).
     pub server_frame_duration: i32,
+    /// `last_incoming_time_`: the last inbound frame, for the 120 s channel timeout.
     pub last_incoming: crate::time::SimTime,
 }
 
 impl WsLink {
+    /// The `WebsocketProtocol` built from `config`, with no socket yet.
     pub fn new(config: &WsConfig) -> Self {
         WsLink {
             url: config.url.clone(),
@@ -133,9 +144,13 @@ pub fn device_hello(version: i32, font: Option<&TextFontSpec>) -> Vec<u8> {
 /// A parsed `ws://` URL as esp-ml307 splits it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
+    /// `wss://` or `https://`.
     pub tls: bool,
+    /// Host name or address, without the port.
     pub host: String,
+    /// Port (explicit, else 443 for `wss`, 80 otherwise).
     pub port: u16,
+    /// Request path (`/` when the URL has none).
     pub path: String,
 }
 
@@ -193,8 +208,11 @@ pub enum Link {
 /// `ContinueOpenAudioChannel` / `OpenAudioChannel`, split where it blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenStage {
+    /// Check the state, replace the socket and start the connect.
     Begin,
+    /// Woken by the connect result (or after 10 s): send the device hello or give up.
     AwaitConnect,
+    /// Woken by the server hello (or after 10 s): start listening or give up.
     AwaitHello,
 }
 

@@ -90,6 +90,7 @@ impl<T> MainLoop<T> {
         }
     }
 
+    /// Nothing queued, batched or blocked.
     pub fn is_idle(&self) -> bool {
         self.blocked.is_none() && self.batch.is_empty() && self.queue.is_empty()
     }
@@ -102,6 +103,7 @@ impl<T> MainLoop<T> {
         all
     }
 
+    /// Everything still pending, in run order (the blocked continuation first).
     pub fn pending(&self) -> impl Iterator<Item = &T> {
         self.blocked
             .iter()

@@ -55,18 +55,34 @@ pub struct Faults {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     /// An MCP payload the direct link transmitted (the inner JSON-RPC payload, raw bytes).
-    Mcp { payload: Vec<u8>, at: SimTime },
+    Mcp {
+        /// The JSON-RPC payload bytes.
+        payload: Vec<u8>,
+        /// When the device transmitted it.
+        at: SimTime,
+    },
     /// Dial `endpoint` and write `request` (the exact handshake bytes); report with
     /// [`Device::handle_ws_open_result`].
     WsOpen {
+        /// Where to dial (split from `websocket/url`).
         endpoint: channel::Endpoint,
+        /// The handshake request to write once the TCP connection is up.
         request: Vec<u8>,
+        /// When the device started the connect.
         at: SimTime,
     },
     /// Send one text frame (masked, as a client does).
-    WsText { text: Vec<u8>, at: SimTime },
+    WsText {
+        /// The frame's payload (device hello, `listen`, or an MCP envelope), unmasked.
+        text: Vec<u8>,
+        /// When the device sent it.
+        at: SimTime,
+    },
     /// Drop the TCP connection without a WebSocket close frame.
-    WsClose { at: SimTime },
+    WsClose {
+        /// When the socket object was destroyed.
+        at: SimTime,
+    },
 }
 
 impl Output {
@@ -85,15 +101,26 @@ pub enum Receipt {
     /// The device was off or still booting: nobody received it.
     NotRunning,
     /// Dropped without any reply, ever.
-    Dropped { reason: DropReason },
+    Dropped {
+        /// Why `McpServer::ParseMessage` dropped it.
+        reason: DropReason,
+    },
     /// Parsing needed more heap than the device has: dropped (a device event, not a twin crash).
     OutOfMemory,
     /// A reply was built on the receive task and queued (1 hop).
-    Answered { id: i32, is_error: bool },
+    Answered {
+        /// The request's JSON-RPC `id`.
+        id: i32,
+        /// The reply is a JSON-RPC `error`, not a `result`.
+        is_error: bool,
+    },
     /// A valid `tools/call` was queued for the main task (2 hops), with the coerced arguments.
     Scheduled {
+        /// The request's JSON-RPC `id`.
         id: i32,
+        /// The tool's name.
         tool: String,
+        /// One value per property of the tool, in property order.
         args: Vec<PropertyValue>,
     },
 }
@@ -113,6 +140,27 @@ impl std::fmt::Display for Receipt {
     }
 }
 
+/// What [`Device::snapshot`] reads: the software state, as a readback sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSnapshot {
+    /// Boots since the simulation started.
+    pub boots: u32,
+    /// The application is up (not off, not booting).
+    pub running: bool,
+    /// `GetDeviceState()` by name, while running.
+    pub state: Option<&'static str>,
+    /// `AudioCodec::output_volume_`.
+    pub volume: Option<i32>,
+    /// The backlight's current brightness (mid-fade values included), 0–100.
+    pub brightness: Option<u8>,
+    /// Where the backlight is fading to, 0–100.
+    pub backlight_target: Option<u8>,
+    /// The display's current theme, on boards that have themes.
+    pub theme: Option<String>,
+    /// Software flags of lamps and board GPIO tools, by GPIO.
+    pub gpio: std::collections::BTreeMap<u32, bool>,
+}
+
 /// Power state of the board.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Power {
@@ -123,16 +171,25 @@ enum Power {
 
 /// State that is not part of the application: identity, flash, time, trace, outputs.
 pub struct Core {
+    /// The board file the device was built from.
     pub spec: Arc<BoardSpec>,
     /// The board's catalogue memo (shared by devices of one [`Board`]).
     pub catalogues: Arc<catalogue::CatalogueCache>,
+    /// The world the board lives in (Wi-Fi, OTA, WebSocket server, room, timings).
     pub world: WorldSpec,
+    /// Construction faults, read at the next boot.
     pub faults: Faults,
+    /// The NVS partition (survives reboots and power cuts).
     pub nvs: Nvs,
+    /// The device's clock (virtual time).
     pub now: SimTime,
+    /// Boots since the simulation started.
     pub boots: u32,
+    /// Seeded generator: MAC and build hash, then the UUID and `Sec-WebSocket-Key`s.
     pub rng: ChaCha8Rng,
+    /// Wi-Fi STA MAC, lowercase `f4:12:fa:…` (`Device-Id`, `mac_address`).
     pub mac: String,
+    /// The build's ELF SHA-256 (`application.elf_sha256` of the system info).
     pub elf_sha256: [u8; 32],
     /// Everything that happened to the audio path (evidence; survives reboots).
     pub audio: AudioLog,
@@ -167,6 +224,7 @@ impl Core {
         }
     }
 
+    /// Whether events are recorded ([`Device::set_trace`]).
     pub fn is_tracing(&self) -> bool {
         self.trace
     }
@@ -275,34 +333,42 @@ impl Device {
         self.terminator = terminator;
     }
 
+    /// Construction faults; a change takes effect at the next boot.
     pub fn faults_mut(&mut self) -> &mut Faults {
         &mut self.core.faults
     }
 
+    /// The NVS partition.
     pub fn nvs(&self) -> &Nvs {
         &self.core.nvs
     }
 
+    /// The NVS partition, e.g. to pre-seed settings or make writes fail.
     pub fn nvs_mut(&mut self) -> &mut Nvs {
         &mut self.core.nvs
     }
 
+    /// The board file.
     pub fn spec(&self) -> &BoardSpec {
         &self.core.spec
     }
 
+    /// The world the board lives in.
     pub fn world(&self) -> &WorldSpec {
         &self.core.world
     }
 
+    /// The world, mutable; a change takes effect when the firmware next reads that part.
     pub fn world_mut(&mut self) -> &mut WorldSpec {
         &mut self.core.world
     }
 
+    /// The device's clock.
     pub fn now(&self) -> SimTime {
         self.core.now
     }
 
+    /// The Wi-Fi STA MAC (`Device-Id`).
     pub fn mac(&self) -> &str {
         &self.core.mac
     }
@@ -331,11 +397,28 @@ impl Device {
         self.core.last_boot_at
     }
 
+    /// The software state a readback would see, for before/after comparisons in evidence and
+    /// property checks (the one snapshot type of the twin).
+    pub fn snapshot(&self) -> DeviceSnapshot {
+        let app = self.app();
+        DeviceSnapshot {
+            boots: self.boots(),
+            running: self.is_running(),
+            state: app.map(|a| a.state.name()),
+            volume: app.map(|a| a.volume),
+            brightness: app.and_then(|a| a.backlight.as_ref().map(|b| b.brightness())),
+            backlight_target: app.and_then(|a| a.backlight.as_ref().map(|b| b.target())),
+            theme: app.and_then(|a| a.display.current_theme().map(str::to_string)),
+            gpio: app.map(|a| a.gpio_flags.clone()).unwrap_or_default(),
+        }
+    }
+
     /// The application, while the board runs.
     pub fn app(&self) -> Option<&Running> {
         self.run.as_deref()
     }
 
+    /// The MCP server (this boot's tool registry), while the board runs.
     pub fn mcp(&self) -> Option<&McpServer> {
         self.run.as_deref().map(|r| &*r.mcp)
     }
@@ -345,10 +428,12 @@ impl Device {
         self.run.as_deref().map(|run| run.system_info(&self.core))
     }
 
+    /// Booted and running the application.
     pub fn is_running(&self) -> bool {
         self.core.power == Power::On && self.run.is_some()
     }
 
+    /// Powered: booting or running.
     pub fn is_powered(&self) -> bool {
         self.core.power != Power::Off
     }
@@ -363,12 +448,22 @@ impl Device {
         std::mem::take(&mut self.core.events)
     }
 
-    /// The next transmitted payload.
+    /// The next output, oldest first (taking it out of the queue); `None` when there is none.
+    ///
+    /// Its answer can change after every `handle_*`, `run_until`, `run_before`, `power_on`,
+    /// `cut_power`, `reset`, `toggle_chat`, `play`, `busy`, `press_volume`, `set_fault` or
+    /// `set_chain_fault` call (each runs the work due by its `now` first), and after each
+    /// `poll_output` itself.
     pub fn poll_output(&mut self) -> Option<Output> {
         self.core.outputs.pop_front()
     }
 
-    /// The earliest time at which the device has something to do.
+    /// The earliest time at which the device has something to do (a boot finishing, main-task
+    /// work, an esp_timer), never earlier than [`Device::now`]; `None` when nothing is scheduled.
+    ///
+    /// Its answer can change after every `handle_*`, `run_until`, `run_before`, `power_on`,
+    /// `cut_power`, `reset`, `toggle_chat`, `play`, `busy`, `press_volume`, `set_fault` or
+    /// `set_chain_fault` call.
     pub fn poll_timeout(&self) -> Option<SimTime> {
         let now = self.core.now;
         let mut next: Option<SimTime> = None;
@@ -699,6 +794,7 @@ impl Device {
         crate::audio::render::render(&self.core.audio, &self.chain_setup(), from, to, signals)
     }
 
+    /// Everything that happened to the audio path (evidence; survives reboots).
     pub fn audio_log(&self) -> &AudioLog {
         &self.core.audio
     }
@@ -730,195 +826,4 @@ impl Device {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::harness::Harness;
-
-    const BOARD: &str = include_str!("../../../boards/bread-compact-wifi.yaml");
-
-    fn spec() -> Arc<BoardSpec> {
-        Arc::new(BoardSpec::from_yaml("bread-compact-wifi.yaml", BOARD).unwrap())
-    }
-
-    fn booted() -> Harness {
-        let mut h = Harness::new(Device::new(spec(), WorldSpec::conformance(), 1));
-        h.power_on();
-        h
-    }
-
-    fn replies(h: &mut Harness) -> Vec<String> {
-        h.take_outputs()
-            .into_iter()
-            .filter_map(|o| o.mcp().map(|(p, _)| String::from_utf8(p.to_vec()).unwrap()))
-            .collect()
-    }
-
-    fn call(id: i32, name: &str, args: &str) -> Vec<u8> {
-        format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{args}}}}}"#
-        )
-        .into_bytes()
-    }
-
-    #[test]
-    fn one_hop_replies_overtake_two_hop_replies_in_a_burst() {
-        let mut h = booted();
-        h.deliver(&call(13, "self.lamp.get_state", "{}"));
-        h.deliver(br#"{"jsonrpc":"2.0","id":16,"method":"initialize"}"#);
-        h.deliver(br#"{"jsonrpc":"2.0","id":27,"method":"ping"}"#);
-        h.run_until_idle().unwrap();
-        let heads: Vec<String> = replies(&mut h).iter().map(|r| r[..30].to_string()).collect();
-        assert_eq!(
-            heads,
-            [
-                r#"{"jsonrpc":"2.0","id":16,"resu"#,
-                r#"{"jsonrpc":"2.0","id":27,"erro"#,
-                r#"{"jsonrpc":"2.0","id":13,"resu"#
-            ]
-        );
-    }
-
-    #[test]
-    fn the_reply_to_self_reboot_is_never_sent() {
-        let mut h = booted();
-        let t0 = h.now();
-        let receipt = h.deliver(&call(152, "self.reboot", "{}"));
-        assert!(matches!(receipt, Receipt::Scheduled { id: 152, .. }));
-        h.run_until_idle().unwrap();
-        assert!(replies(&mut h).is_empty());
-        assert_eq!(h.device.boots(), 2);
-        assert_eq!(
-            h.device.last_boot_at(),
-            Some(t0 + SimDuration::from_millis(2000)),
-            "1 s before Reboot(), 1 s inside it"
-        );
-        let events = h.device.drain_events();
-        assert!(events.iter().any(|e| matches!(&e.kind, Event::ReplyDropped { payload, .. } if payload.starts_with(br#"{"jsonrpc":"2.0","id":152,"result""#))));
-    }
-
-    #[test]
-    fn reboot_drops_everything_queued_after_it() {
-        let mut h = booted();
-        h.deliver(&call(1, "self.reboot", "{}"));
-        h.deliver(&call(2, "self.lamp.turn_on", "{}"));
-        h.run_until_idle().unwrap();
-        // Batch 2 is [R, S1, S2]: the lamp's side effect happened, its reply never left.
-        assert!(replies(&mut h).is_empty());
-        assert_eq!(h.device.boots(), 2);
-        assert_eq!(
-            h.device.app().unwrap().gpio_flags.get(&18),
-            Some(&false),
-            "lamp state is RAM only"
-        );
-    }
-
-    #[test]
-    fn volume_zero_returns_as_ten_after_reboot() {
-        let mut h = booted();
-        h.deliver(&call(1, "self.audio_speaker.set_volume", r#"{"volume":0}"#));
-        h.run_until_idle().unwrap();
-        assert_eq!(h.device.app().unwrap().volume, 0);
-        h.deliver(&call(2, "self.reboot", "{}"));
-        h.run_until_idle().unwrap();
-        assert_eq!(h.device.app().unwrap().volume, 10, "readback after reboot");
-        assert_eq!(
-            h.device.nvs().get_i32("audio", "output_volume", 70),
-            0,
-            "NVS still holds 0"
-        );
-    }
-
-    #[test]
-    fn nvs_survives_a_power_cut_and_volatile_state_does_not() {
-        let mut h = booted();
-        h.deliver(&call(1, "self.audio_speaker.set_volume", r#"{"volume":33}"#));
-        h.deliver(&call(2, "self.lamp.turn_on", "{}"));
-        h.run_until_idle().unwrap();
-        let now = h.now();
-        h.device.cut_power(now);
-        assert!(!h.device.is_running());
-        assert_eq!(h.deliver(&call(3, "self.get_device_status", "{}")), Receipt::NotRunning);
-        h.power_on();
-        let app = h.device.app().unwrap();
-        assert_eq!(app.volume, 33);
-        assert_eq!(app.gpio_flags.get(&18), Some(&false));
-    }
-
-    #[test]
-    fn a_4000_byte_download_url_panics_and_reboots() {
-        let mut h = booted();
-        let url = "u".repeat(4000);
-        h.deliver(&call(
-            1,
-            "self.assets.set_download_url",
-            &format!(r#"{{"url":"{url}"}}"#),
-        ));
-        h.run_until_idle().unwrap();
-        assert!(replies(&mut h).is_empty());
-        assert_eq!(h.device.boots(), 2);
-        assert_eq!(h.device.nvs().get_str("assets", "download_url"), None);
-        h.deliver(&call(
-            2,
-            "self.assets.set_download_url",
-            &format!(r#"{{"url":"{}"}}"#, &url[1..]),
-        ));
-        h.run_until_idle().unwrap();
-        assert_eq!(replies(&mut h).len(), 1, "3999 bytes fit");
-    }
-
-    #[test]
-    fn upgrade_answers_true_seven_seconds_later_when_the_ota_fails() {
-        let mut h = booted();
-        let t0 = h.now();
-        h.deliver(&call(9, "self.upgrade_firmware", "{}"));
-        h.run_until_idle().unwrap();
-        let out = h.take_outputs();
-        assert_eq!(out.len(), 1);
-        let (payload, at) = out[0].mcp().unwrap();
-        assert!(payload.ends_with(br#""text":"true"}],"isError":false}}"#));
-        assert_eq!(at, t0 + SimDuration::from_millis(7000));
-        assert_eq!(
-            h.device.app().unwrap().state,
-            DeviceState::Upgrading,
-            "nothing brings it back to idle"
-        );
-    }
-
-    #[test]
-    fn boots_sharing_a_board_get_the_catalogue_of_their_own_construction() {
-        // Every user-only tool too, page by page, as bytes.
-        let listing = |d: &Device| d.mcp().unwrap().pages(true).collect::<Vec<_>>();
-        let boot = |board: &Board, oled_fails: bool| {
-            let mut h = Harness::new(Device::new(board, WorldSpec::conformance(), 1));
-            h.device.faults_mut().display_init_fails = oled_fails;
-            h.power_on();
-            h
-        };
-        let shared = Board::new(spec());
-        let healthy = boot(&shared, false);
-        let broken = boot(&shared, true);
-        let mut again = boot(&shared, false);
-        for (h, oled_fails) in [(&healthy, false), (&broken, true), (&again, false)] {
-            let alone = boot(&Board::new(spec()), oled_fails);
-            assert_eq!(listing(&h.device), listing(&alone.device), "oled fails: {oled_fails}");
-        }
-        assert_ne!(listing(&healthy.device), listing(&broken.device));
-        assert!(std::ptr::eq(healthy.device.mcp().unwrap(), again.device.mcp().unwrap()));
-        // A reboot registers again, into the same shared catalogue.
-        again.deliver(&call(1, "self.reboot", "{}"));
-        again.run_until_idle().unwrap();
-        assert_eq!(again.device.boots(), 2);
-        assert!(std::ptr::eq(healthy.device.mcp().unwrap(), again.device.mcp().unwrap()));
-    }
-
-    #[test]
-    fn a_failed_oled_init_removes_the_display_tools() {
-        let mut h = Harness::new(Device::new(spec(), WorldSpec::conformance(), 1));
-        h.device.faults_mut().display_init_fails = true;
-        h.power_on();
-        let names: Vec<&str> = h.device.mcp().unwrap().tools().iter().map(|t| t.name()).collect();
-        assert!(!names.contains(&"self.screen.set_theme"));
-        assert!(!names.contains(&"self.screen.get_info"));
-        assert!(names.contains(&"self.lamp.turn_on"));
-    }
-}
+mod tests;

@@ -22,10 +22,13 @@ pub fn trim_saved(servo: &[u8], trim: i32) -> Vec<u8> {
     out.extend_from_slice(format!(" 微调设置为 {trim} 度，已永久保存").as_bytes());
     out
 }
+/// `get_status`'s answer while the task executes an item.
 pub const STATUS_MOVING: &str = "moving";
+/// `get_status`'s answer otherwise.
 pub const STATUS_IDLE: &str = "idle";
-/// NVS namespace of the trims and their keys, in servo order.
+/// NVS namespace of the trims.
 pub const TRIM_NAMESPACE: &str = "otto_trims";
+/// The trims' NVS keys in servo order (also `set_trim`'s servo names).
 pub const TRIM_KEYS: [&str; 6] = [
     "left_leg",
     "right_leg",
@@ -41,43 +44,73 @@ pub const QUEUE_SLOTS: usize = 10;
 
 /// Action type ids of the firmware's enum.
 pub mod kind {
+    /// `walk`.
     pub const WALK: i32 = 1;
+    /// `turn`.
     pub const TURN: i32 = 2;
+    /// `jump`.
     pub const JUMP: i32 = 3;
+    /// `swing`.
     pub const SWING: i32 = 4;
+    /// `moonwalk`.
     pub const MOONWALK: i32 = 5;
+    /// `bend`.
     pub const BEND: i32 = 6;
+    /// `shake_leg`.
     pub const SHAKE_LEG: i32 = 7;
+    /// `updown`.
     pub const UPDOWN: i32 = 8;
+    /// `hands_up`.
     pub const HANDS_UP: i32 = 14;
+    /// `hands_down`.
     pub const HANDS_DOWN: i32 = 15;
+    /// `hand_wave`.
     pub const HAND_WAVE: i32 = 16;
+    /// `home` (also queued by the constructor and by `stop`).
     pub const HOME: i32 = 17;
+    /// A servo sequence (`self.otto.servo_sequences`).
     pub const SERVO_SEQUENCE: i32 = 18;
+    /// `whirlwind_leg`.
     pub const WHIRLWIND_LEG: i32 = 19;
+    /// `windmill`.
     pub const WINDMILL: i32 = 20;
+    /// `takeoff`.
     pub const TAKEOFF: i32 = 21;
+    /// `fitness`.
     pub const FITNESS: i32 = 22;
+    /// `greeting`.
     pub const GREETING: i32 = 23;
+    /// `shy`.
     pub const SHY: i32 = 24;
+    /// `sit`.
     pub const SIT: i32 = 25;
+    /// `radio_calisthenics`.
     pub const RADIO_CALISTHENICS: i32 = 26;
+    /// `magic_circle`.
     pub const MAGIC_CIRCLE: i32 = 27;
+    /// `showcase`.
     pub const SHOWCASE: i32 = 28;
 }
 
 /// One queued `OttoActionParams`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Item {
+    /// Action type id ([`kind`]).
     pub kind: i32,
+    /// Repetitions.
     pub steps: i32,
+    /// Time of one step (ms, 100–3000; lower is faster).
     pub speed: i32,
+    /// `1` forward / turn left, `-1` backward / turn right (`0`: both hands).
     pub direction: i32,
+    /// Amplitude (0–170), the arm swing for `walk`/`turn`, or `hand_wave`'s direction.
     pub amount: i32,
+    /// The JSON of a `SERVO_SEQUENCE` item.
     pub sequence: Option<Vec<u8>>,
 }
 
 impl Item {
+    /// An item without a sequence.
     pub fn new(kind: i32, steps: i32, speed: i32, direction: i32, amount: i32) -> Self {
         Item {
             kind,
@@ -188,6 +221,7 @@ pub struct Otto {
     /// When the task next takes an item (20 ms after the previous one).
     next_take: Option<SimTime>,
     runs: bool,
+    /// Servo trims in [`TRIM_KEYS`] order (degrees; NVS `otto_trims`).
     pub trims: [i32; 6],
 }
 
@@ -205,10 +239,12 @@ impl Otto {
         otto
     }
 
+    /// Whether the task executes an item (`get_status` says `moving`).
     pub fn is_moving(&self) -> bool {
         self.current.is_some()
     }
 
+    /// Items waiting in the queue.
     pub fn queued(&self) -> usize {
         self.queue.len()
     }
@@ -223,6 +259,7 @@ impl Otto {
         self.current.as_ref().map(|(_, end)| *end).or(self.next_take)
     }
 
+    /// `QueueAction`: appends `item`; a running, idle task takes it at once.
     pub fn enqueue(&mut self, item: Item, now: SimTime) {
         self.queue.push_back(item);
         if self.runs && self.current.is_none() && self.next_take.is_none() {
@@ -238,6 +275,7 @@ impl Otto {
         self.enqueue(Item::new(kind::HOME, 1, 1000, 1, 0), now);
     }
 
+    /// When the action task next does something (`None` when it never runs or has nothing).
     pub fn deadline(&self) -> Option<SimTime> {
         if !self.runs {
             return None;

@@ -14,7 +14,9 @@ pub struct StatusFacts<'a> {
     pub brightness: Option<u8>,
     /// Display height and current theme (theme reported only when height > 64).
     pub display: Option<(u32, Option<&'a str>)>,
+    /// `(level, charging)`, on boards with a battery.
     pub battery: Option<(i32, bool)>,
+    /// The Wi-Fi link: `network.ssid` and `signal` (empty and `strong` when not connected).
     pub wifi: &'a WifiSpec,
 }
 
@@ -76,12 +78,17 @@ pub fn device_status_json(f: &StatusFacts<'_>, out: &mut Vec<u8>) {
 
 /// Everything `GetSystemInfoJson` reads.
 pub struct SystemFacts<'a> {
+    /// The board file: chip, flash, partitions, firmware and board identity.
     pub spec: &'a BoardSpec,
+    /// `mac_address` and `board.mac`.
     pub mac: &'a str,
+    /// `uuid` (`Board::uuid_`).
     pub uuid: &'a str,
+    /// `application.elf_sha256`.
     pub elf_sha256: &'a [u8; 32],
     /// `(monochrome, width, height)` of the display object (`NoDisplay`: false, 0, 0).
     pub display: (bool, u32, u32),
+    /// The Wi-Fi link: `board.ssid`, `rssi`, `channel`, `ip` (only when connected).
     pub wifi: &'a WifiSpec,
 }
 

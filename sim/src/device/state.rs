@@ -6,20 +6,32 @@
 /// `enum DeviceState`, named as `STATE_STRINGS` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceState {
+    /// `kDeviceStateUnknown`: before the state machine starts.
     Unknown,
+    /// `kDeviceStateStarting`: board and application being constructed.
     Starting,
+    /// `kDeviceStateWifiConfiguring`: provisioning access point.
     WifiConfiguring,
+    /// `kDeviceStateIdle`: ready, no audio channel in use.
     Idle,
+    /// `kDeviceStateConnecting`: opening the audio channel.
     Connecting,
+    /// `kDeviceStateListening`: the channel is open and the microphone streams.
     Listening,
+    /// `kDeviceStateSpeaking`: playing server TTS.
     Speaking,
+    /// `kDeviceStateUpgrading`: downloading firmware.
     Upgrading,
+    /// `kDeviceStateActivating`: OTA check and activation at boot.
     Activating,
+    /// `kDeviceStateAudioTesting`: the provisioning-mode audio test.
     AudioTesting,
+    /// `kDeviceStateFatalError`: the table allows no way out.
     FatalError,
 }
 
 impl DeviceState {
+    /// The state's name in `STATE_STRINGS` (trace and log text).
     pub fn name(self) -> &'static str {
         match self {
             DeviceState::Unknown => "unknown",

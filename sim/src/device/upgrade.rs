@@ -8,12 +8,19 @@ use crate::device::state::DeviceState;
 use crate::trace::Event;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where `UpgradeFirmware` resumes after each block of the main task.
 pub enum UpgradeStage {
+    /// Close the audio channel if open, play the upgrade alert, wait 3000 ms.
     Start,
+    /// Request `upgrading`, stop playback, wait 1000 ms.
     AfterAlert,
+    /// The OTA download (`world.ota.download_time`).
     Download,
+    /// Log the failure, play the exclamation sound, wait 3000 ms.
     Failed,
+    /// Logs `Firmware upgrade failed` and carries on (the state stays `upgrading`).
     FailedDone,
+    /// `Firmware upgrade successful, rebooting...`, wait 1000 ms, then `Reboot()`.
     Succeeded,
 }
 

@@ -26,14 +26,22 @@ pub enum SetOutcome {
     /// Equal to the current value: nothing happened (no NVS write, old fade continues).
     Ignored,
     /// New target; `timer_started` is false when the timer was already running.
-    Fading { target: u8, timer_started: bool },
+    Fading {
+        /// The requested brightness, clamped to 100.
+        target: u8,
+        /// Whether this call started the 5 ms timer (false: it keeps the running timer's phase).
+        timer_started: bool,
+    },
 }
 
 /// One timer tick's effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
+    /// The brightness after this step.
     pub brightness: u8,
+    /// The LEDC duty written for it ([`Backlight::duty`]).
     pub duty: u32,
+    /// The target was reached and the timer stopped.
     pub stopped: bool,
 }
 
@@ -59,6 +67,7 @@ impl Backlight {
         self.brightness
     }
 
+    /// The brightness the fade is heading for.
     pub fn target(&self) -> u8 {
         self.target
     }
@@ -86,6 +95,7 @@ impl Backlight {
         }
     }
 
+    /// When the transition timer fires next; `None` while it is stopped.
     pub fn next_deadline(&self) -> Option<SimTime> {
         self.next_tick
     }

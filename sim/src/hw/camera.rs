@@ -5,20 +5,27 @@
 
 use crate::board::CameraSpec;
 
+/// The board camera's state: sensor, frame size, streaming flag and the explain URL/token.
 #[derive(Clone, Debug)]
 pub struct Camera {
+    /// Sensor model (e.g. `OV2640`), from the board spec.
     pub sensor: String,
+    /// Frame width in pixels.
     pub width: u32,
+    /// Frame height in pixels.
     pub height: u32,
     /// `streaming_on_`: false when `esp_camera_init` failed (the tool is still registered).
     pub streaming: bool,
+    /// Where `Explain` POSTs the photo; empty until an `initialize` carries `vision.url`.
     pub explain_url: Vec<u8>,
+    /// Token sent with the explain request; empty when the last `initialize` gave none.
     pub explain_token: Vec<u8>,
     /// A frame is held after the first successful capture.
     pub has_frame: bool,
 }
 
 impl Camera {
+    /// A camera from the board spec; `init_failed` (or `init_ok: false`) leaves it not streaming.
     pub fn new(spec: &CameraSpec, init_failed: bool) -> Self {
         Camera {
             sensor: spec.sensor.clone(),

@@ -50,6 +50,7 @@ impl Display {
         }
     }
 
+    /// The display class (OLED, LCD, or `None` for the `NoDisplay` fallback).
     pub fn kind(&self) -> DisplayKind {
         self.kind
     }
@@ -61,9 +62,11 @@ impl Display {
     pub fn is_monochrome(&self) -> bool {
         self.kind == DisplayKind::Oled
     }
+    /// Width in pixels (0 for the fallback).
     pub fn width(&self) -> u32 {
         self.width
     }
+    /// Height in pixels (0 for the fallback).
     pub fn height(&self) -> u32 {
         self.height
     }
@@ -71,6 +74,7 @@ impl Display {
     pub fn current_theme(&self) -> Option<&str> {
         self.current.as_deref()
     }
+    /// Whether a successful `set_theme` is persisted to NVS `display/theme` (LCD boards).
     pub fn persists_theme(&self) -> bool {
         self.persist_theme
     }

@@ -91,6 +91,7 @@ impl Nvs {
         Ok(())
     }
 
+    /// The raw stored value of `namespace`/`key`, if present.
     pub fn get(&self, namespace: &str, key: &str) -> Option<&NvsValue> {
         self.namespaces.get(namespace)?.get(key)
     }

@@ -11,20 +11,27 @@ use crate::mcp::wire;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PropertyType {
+    /// `kPropertyTypeBoolean`: accepts JSON `true`/`false` only.
     Boolean,
+    /// `kPropertyTypeInteger`: accepts any JSON number, coerced by `valueint`.
     Integer,
+    /// `kPropertyTypeString`: accepts JSON strings only (NUL-truncated).
     String,
 }
 
 /// A coerced argument (or default) value. Strings are bytes: the firmware accepts invalid UTF-8.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PropertyValue {
+    /// A boolean value.
     Bool(bool),
+    /// An integer value (after `valueint` truncation/saturation).
     Int(i32),
+    /// A string value, as raw bytes.
     Str(Vec<u8>),
 }
 
 impl PropertyValue {
+    /// The integer value; `true`/`false` give 1/0, a string gives 0.
     pub fn as_int(&self) -> i32 {
         match self {
             PropertyValue::Int(v) => *v,
@@ -32,9 +39,11 @@ impl PropertyValue {
             PropertyValue::Str(_) => 0,
         }
     }
+    /// True only for `Bool(true)`.
     pub fn as_bool(&self) -> bool {
         matches!(self, PropertyValue::Bool(true))
     }
+    /// The string bytes; empty for non-string values.
     pub fn as_bytes(&self) -> &[u8] {
         match self {
             PropertyValue::Str(s) => s,
@@ -136,18 +145,23 @@ impl Property {
         })
     }
 
+    /// The declared name (also the key looked up in `arguments`).
     pub fn name(&self) -> &str {
         &self.name
     }
+    /// The declared type.
     pub fn ty(&self) -> PropertyType {
         self.ty
     }
+    /// The default value, if the property is optional.
     pub fn default(&self) -> Option<&PropertyValue> {
         self.default.as_ref()
     }
+    /// The inclusive `(min, max)` integer range, if any.
     pub fn range(&self) -> Option<(i32, i32)> {
         self.range
     }
+    /// True iff there is no default: the name goes into the schema's `required` list.
     pub fn is_required(&self) -> bool {
         self.default.is_none()
     }

@@ -30,6 +30,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
+    /// The short reason text used in the `MessageDropped` trace event.
     pub fn as_str(&self) -> &'static str {
         match self {
             DropReason::Unparseable => "unparseable",
@@ -45,28 +46,43 @@ impl DropReason {
 /// The camera settings an `initialize` carries (`capabilities.vision`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Vision {
+    /// `vision.url`: where `self.camera.take_photo` POSTs the photo.
     pub url: Vec<u8>,
+    /// `vision.token`, or empty when absent or not a string (a repeated `initialize` clears it).
     pub token: Vec<u8>,
 }
 
 /// The outcome of the receive-task part of `ParseMessage`.
 #[derive(Debug)]
 pub enum Received {
-    /// Nothing will ever be sent back. `log` is the firmware's log line, if it logs one.
-    Dropped { reason: DropReason, log: Option<String> },
+    /// Nothing will ever be sent back.
+    Dropped {
+        /// Which validation step dropped it.
+        reason: DropReason,
+        /// The firmware's log line, if it logs one.
+        log: Option<String>,
+    },
     /// A reply built on the receive task (1 hop). `vision` is set by an `initialize` that
     /// configures the camera.
     Reply {
+        /// The request id after `valueint` (may differ from the one sent).
         id: i32,
+        /// The complete JSON-RPC reply to send.
         payload: Vec<u8>,
+        /// Whether `payload` is an `error` reply.
         is_error: bool,
+        /// The firmware's log line, if it logs one.
         log: Option<String>,
+        /// The camera explain URL/token to set (camera boards only).
         vision: Option<Vision>,
     },
     /// A valid `tools/call`: run `tool` with `args` on the main task (2 hops).
     Call {
+        /// The request id after `valueint`.
         id: i32,
+        /// Index of the tool in the registry ([`McpServer::tool`]).
         tool: usize,
+        /// The coerced arguments, one per property in declaration order (defaults filled in).
         args: Vec<PropertyValue>,
     },
 }
@@ -86,12 +102,18 @@ pub struct McpServer {
 pub enum ToolsPage {
     /// The `result` object, maybe with `nextCursor`.
     Page {
+        /// The `result` object bytes: `{"tools":[…]}`, maybe with `nextCursor`.
         result: Vec<u8>,
+        /// The name of the first tool that did not fit, if any (the next page starts with it).
         next_cursor: Option<String>,
+        /// How many tools this page lists.
         tools: usize,
     },
     /// Nothing fit (or nothing matched): the error message.
-    Error { message: Vec<u8> },
+    Error {
+        /// `Failed to add tool <next_cursor> because of payload size limit`, unescaped.
+        message: Vec<u8>,
+    },
 }
 
 fn lossy(bytes: &[u8]) -> String {
@@ -99,6 +121,8 @@ fn lossy(bytes: &[u8]) -> String {
 }
 
 impl McpServer {
+    /// An empty registry for `BOARD_NAME` `board_name` at app version `version`; `has_camera`
+    /// decides whether `initialize` may set the camera's explain URL.
     pub fn new(board_name: &str, version: &str, has_camera: bool) -> Self {
         McpServer {
             tools: Vec::new(),
@@ -138,10 +162,12 @@ impl McpServer {
         }
     }
 
+    /// The registry in `tools/list` order.
     pub fn tools(&self) -> &[McpTool] {
         &self.tools
     }
 
+    /// The tool at `index` (panics if out of range).
     pub fn tool(&self, index: usize) -> &McpTool {
         &self.tools[index]
     }
@@ -153,10 +179,12 @@ impl McpServer {
             .and_then(|n| self.first_by_name.get(n).copied())
     }
 
+    /// `BOARD_NAME`, sent as `serverInfo.name`.
     pub fn board_name(&self) -> &str {
         &self.board_name
     }
 
+    /// The app version, sent as `serverInfo.version`.
     pub fn version(&self) -> &str {
         &self.version
     }

@@ -13,26 +13,44 @@ use crate::mcp::property::Property;
 /// Which callback a tool runs. The device model maps each key to behaviour.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToolAction {
+    /// `self.get_device_status`.
     GetDeviceStatus,
+    /// `self.audio_speaker.set_volume`.
     SetVolume,
+    /// `self.screen.set_brightness`.
     SetBrightness,
+    /// `self.screen.set_theme`.
     SetTheme,
+    /// `self.camera.take_photo`.
     TakePhoto,
+    /// `self.lamp.get_state` of the lamp on `gpio`.
     LampGetState {
+        /// The lamp's GPIO number.
         gpio: u32,
     },
+    /// `self.lamp.turn_on`: drives `gpio` high.
     LampTurnOn {
+        /// The lamp's GPIO number.
         gpio: u32,
     },
+    /// `self.lamp.turn_off`: drives `gpio` low.
     LampTurnOff {
+        /// The lamp's GPIO number.
         gpio: u32,
     },
+    /// `self.get_system_info`.
     GetSystemInfo,
+    /// `self.reboot`.
     Reboot,
+    /// `self.upgrade_firmware`.
     UpgradeFirmware,
+    /// `self.screen.get_info`.
     ScreenGetInfo,
+    /// `self.screen.snapshot`.
     ScreenSnapshot,
+    /// `self.screen.preview_image`.
     ScreenPreviewImage,
+    /// `self.assets.set_download_url`.
     AssetsSetDownloadUrl,
     /// A tool declared in a board file; the index points into the board's tool specs.
     Board(usize),
@@ -41,7 +59,9 @@ pub enum ToolAction {
 /// What a callback returned (`ReturnValue = variant<bool, int, string, cJSON*, ImageContent*>`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ReturnValue {
+    /// A `bool`, sent as the text `"true"` / `"false"`.
     Bool(bool),
+    /// An `int`, sent as decimal text.
     Int(i32),
     /// A `std::string` (bytes; a NUL cuts it when cJSON copies it).
     Text(Vec<u8>),
@@ -49,7 +69,9 @@ pub enum ReturnValue {
     Json(Vec<u8>),
     /// An `ImageContent`: mime type and raw bytes (base64-encoded on output).
     Image {
+        /// The MIME type, e.g. `image/jpeg`.
         mime: String,
+        /// The raw image bytes.
         data: Vec<u8>,
     },
 }
@@ -73,6 +95,7 @@ struct Definition {
 }
 
 impl McpTool {
+    /// A tool with its JSON rendered now, as `McpTool::to_json()` prints it.
     pub fn new(name: &str, description: &str, properties: Vec<Property>, user_only: bool, action: ToolAction) -> Self {
         let json = render_json(name, description, &properties, user_only);
         McpTool {
@@ -95,18 +118,23 @@ impl McpTool {
         }
     }
 
+    /// The tool name (`tools/call` matches it exactly, `tools/list` cursors too).
     pub fn name(&self) -> &str {
         &self.definition.name
     }
+    /// The description shown in `tools/list`.
     pub fn description(&self) -> &str {
         &self.definition.description
     }
+    /// The properties in declaration order.
     pub fn properties(&self) -> &[Property] {
         &self.definition.properties
     }
+    /// Whether the tool is user-only (listed only with `withUserTools`; still callable).
     pub fn user_only(&self) -> bool {
         self.definition.user_only
     }
+    /// The callback key the device model runs.
     pub fn action(&self) -> &ToolAction {
         &self.action
     }

@@ -2,10 +2,11 @@
 //! with what was wanted and what was got, in words a user reads (`got "true"`, `got no reply`).
 
 use crate::audio::measure::{Measurement, perceived_change};
+use crate::device::DeviceSnapshot;
 use crate::device::Receipt;
 use crate::scenario::record::{Check, Record};
 use crate::scenario::reply::{is_valid_json, lossy, reply_error, reply_id, reply_text};
-use crate::scenario::runner::{Runner, Snapshot, StepOutcome};
+use crate::scenario::runner::{Runner, StepOutcome};
 use crate::scenario::{Approx, Expect, quoted_or};
 use crate::time::SimTime;
 
@@ -269,7 +270,7 @@ pub(super) fn describe_measurement(m: Option<&Measurement>) -> String {
     }
 }
 
-pub(super) fn describe_snapshot(s: &Snapshot) -> String {
+pub(super) fn describe_snapshot(s: &DeviceSnapshot) -> String {
     if !s.running {
         return "device not running".to_string();
     }

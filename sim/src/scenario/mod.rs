@@ -41,6 +41,7 @@ use crate::world::WorldSpec;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioSpec {
+    /// A short title, shown on the record and in summaries.
     pub name: String,
     /// What the scenario shows, in one or two sentences.
     #[serde(default)]
@@ -59,6 +60,7 @@ pub struct ScenarioSpec {
     /// Faults set or cleared at points in virtual time.
     #[serde(default)]
     pub faults: Vec<FaultEvent>,
+    /// The steps, run in order.
     pub steps: Vec<Spanned<Step>>,
 }
 
@@ -68,8 +70,10 @@ pub struct ScenarioSpec {
 pub struct FaultEvent {
     /// Virtual time from power-on.
     pub at: Duration,
+    /// The fault to set (e.g. `amp_shutdown`).
     #[serde(default)]
     pub set: Option<Fault>,
+    /// The fault to clear.
     #[serde(default)]
     pub clear: Option<Fault>,
 }
@@ -102,6 +106,7 @@ pub enum Step {
     Reboot,
     /// Pull the plug (volatile state lost, NVS kept); `power_on` brings it back.
     CutPower,
+    /// Plug back in after `cut_power`: the board boots again.
     PowerOn,
     /// Set or clear a fault now.
     Fault(FaultStep),
@@ -111,30 +116,38 @@ pub enum Step {
     Note(String),
 }
 
+/// `initialize: {id?, vision_url?, vision_token?, expect?}`.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InitializeStep {
+    /// The request id (default: the runner's next id).
     #[serde(default)]
     pub id: Option<i64>,
     /// `capabilities.vision.url` / `token` (camera boards).
     #[serde(default)]
     pub vision_url: Option<String>,
+    /// `capabilities.vision.token` (sent only with `vision_url`).
     #[serde(default)]
     pub vision_token: Option<String>,
+    /// Expectations on the `initialize` reply.
     #[serde(default)]
     pub expect: Expect,
 }
 
+/// `list_tools: {with_user_tools?, follow?, cursor?, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListStep {
+    /// Send `"withUserTools": true` (lists user-only tools such as `self.reboot`).
     #[serde(default)]
     pub with_user_tools: bool,
     /// Follow `nextCursor` (default true); false stops after the first page, as some backends do.
     #[serde(default = "yes")]
     pub follow: bool,
+    /// The cursor of the first request (default: none, the first page).
     #[serde(default)]
     pub cursor: Option<String>,
+    /// Expectations on the listing (`contains`, `absent`, `pages`) and its replies.
     #[serde(default)]
     pub expect: Expect,
 }
@@ -143,13 +156,16 @@ fn yes() -> bool {
     true
 }
 
+/// `call: {tool, args?, id?, decision?, acoustic?, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallStep {
+    /// The tool name, as in `tools/list`; must be one the board has unless `expect.error` says `Unknown tool`.
     pub tool: Spanned<String>,
     /// Arguments, in order (duplicate or case-varied keys need `send`).
     #[serde(default)]
     pub args: Option<serde_json::Value>,
+    /// The request id (default: the runner's next id).
     #[serde(default)]
     pub id: Option<i64>,
     /// How the user's request became this call (the record's decision row).
@@ -158,54 +174,70 @@ pub struct CallStep {
     /// Play the reference probe before and after the call and record the change.
     #[serde(default)]
     pub acoustic: bool,
+    /// Expectations on the reply, the record and (with `acoustic`) the level change.
     #[serde(default)]
     pub expect: Expect,
 }
 
+/// `send: {payload, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SendStep {
+    /// The exact bytes delivered as one MCP payload (invalid JSON, duplicate keys, odd ids…).
     pub payload: String,
+    /// Expectations on the reply (paired by the payload's id, if it has one).
     #[serde(default)]
     pub expect: Expect,
 }
 
+/// `burst: {payloads, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BurstStep {
+    /// The payloads, delivered in this order as raw bytes.
     pub payloads: Vec<String>,
+    /// Expectations on the replies (e.g. `reply_order`) and receipts.
     #[serde(default)]
     pub expect: Expect,
 }
 
+/// `readback: {path, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReadbackStep {
     /// A dotted path in the status JSON, e.g. `audio_speaker.volume`, `screen.theme`.
     pub path: String,
+    /// Expectations on the value read (`value`).
     #[serde(default)]
     pub expect: Expect,
 }
 
+/// `play: {tone? | wav?, for?, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlayStep {
+    /// A sine probe (the default when neither `tone` nor `wav` is given: 1000 Hz, −6 dBFS).
     #[serde(default)]
     pub tone: Option<Tone>,
     /// A WAV file (relative to the scenario file).
     #[serde(default)]
     pub wav: Option<String>,
+    /// `for`: how long to play (default: the WAV's length, 1 s for a tone).
     #[serde(default, rename = "for")]
     pub duration: Option<Duration>,
+    /// Expectations on the measurement at the listener.
     #[serde(default)]
     pub expect: Expect,
 }
 
+/// A sine probe tone.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tone {
+    /// Frequency, Hz (default 1000).
     #[serde(default = "khz")]
     pub hz: f64,
+    /// Level, dBFS (default −6).
     #[serde(default = "minus_six")]
     pub dbfs: f64,
 }
@@ -217,30 +249,40 @@ fn minus_six() -> f64 {
     -6.0
 }
 
+/// `listen: {for, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListenStep {
+    /// `for`: how long to measure.
     #[serde(rename = "for")]
     pub duration: Duration,
+    /// Expectations on the measurement at the listener.
     #[serde(default)]
     pub expect: Expect,
 }
 
+/// `press: {button, long?, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PressStep {
+    /// The button's name in the board file (e.g. `volume_up`).
     pub button: String,
+    /// A long press (the button's `long_press` action; its click action when it has none).
     #[serde(default)]
     pub long: bool,
+    /// Expectations on what the press caused.
     #[serde(default)]
     pub expect: Expect,
 }
 
+/// `fault: {set | clear}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultStep {
+    /// The fault to set now (e.g. `amp_shutdown`).
     #[serde(default)]
     pub set: Option<Fault>,
+    /// The fault to clear now.
     #[serde(default)]
     pub clear: Option<Fault>,
 }
@@ -249,7 +291,9 @@ pub struct FaultStep {
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Approx {
+    /// The expected value, in the measured quantity's unit.
     pub value: f64,
+    /// Allowed deviation either way, same unit (default 0.1).
     #[serde(default = "tenth")]
     pub tolerance: f64,
 }
@@ -318,6 +362,7 @@ pub struct Expect {
     /// `result.content[0].text` equals this.
     #[serde(default)]
     pub text: Option<String>,
+    /// `result.content[0].text` contains this.
     #[serde(default)]
     pub text_contains: Option<String>,
     /// The error message (raw, as sent).
@@ -347,22 +392,28 @@ pub struct Expect {
     /// `list_tools`: these tools are (not) in the list.
     #[serde(default)]
     pub contains: Vec<String>,
+    /// `list_tools`: these tools are not in the list.
     #[serde(default)]
     pub absent: Vec<String>,
+    /// `list_tools`: the listing took this many pages.
     #[serde(default)]
     pub pages: Option<usize>,
     /// Acoustic verdicts (`play`, `listen`, acoustic calls).
     #[serde(default)]
     pub audible: Option<bool>,
+    /// The listener verdict: `silent`, `inaudible`, `audible` or `clearly_audible`.
     #[serde(default)]
     pub verdict: Option<String>,
+    /// Device-only level at the listener, dB SPL.
     #[serde(default)]
     pub spl_db: Option<Approx>,
+    /// Level of the I2S words, dBFS.
     #[serde(default)]
     pub i2s_dbfs: Option<Approx>,
     /// Level change against the previous measurement, dB.
     #[serde(default)]
     pub change_db: Option<Approx>,
+    /// Whether the level change against the previous measurement is perceptible (|ΔL| ≥ 1 dB).
     #[serde(default)]
     pub perceived_change: Option<bool>,
     /// The acceptance record of this call has (lacks) readback and effect evidence.

@@ -12,8 +12,11 @@ use crate::trace::TraceEvent;
 /// One tool call's acceptance record.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Record {
+    /// The step number (1-based) of the call.
     pub step: usize,
+    /// The tool called.
     pub tool: String,
+    /// The request id.
     pub id: i64,
     /// Is the tool registered and listed (all pages)?
     pub discovery: String,
@@ -30,6 +33,7 @@ pub struct Record {
 }
 
 impl Record {
+    /// True when no evidence is missing.
     pub fn is_complete(&self) -> bool {
         self.missing.is_empty()
     }
@@ -38,23 +42,36 @@ impl Record {
 /// One expectation's verdict.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Check {
+    /// The step number (1-based).
     pub step: usize,
+    /// The step's line in the scenario file.
     pub line: u64,
+    /// The expectation, in words (e.g. `text is "true"`).
     pub what: String,
+    /// Whether it held.
     pub passed: bool,
+    /// What was observed instead (or as well).
     pub detail: String,
 }
 
 /// What one step did.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct StepReport {
+    /// The step number (1-based).
     pub n: usize,
+    /// The step's line in the scenario file.
     pub line: u64,
+    /// The step's YAML key (`call`, `list_tools`, `wait`, …).
     pub kind: String,
+    /// When the step started, in ms of virtual time since power-on.
     pub at_ms: f64,
+    /// What the step did, in words.
     pub summary: String,
+    /// The payloads delivered to the device, as (lossy UTF-8) text.
     pub sent: Vec<String>,
+    /// The replies the device sent during the step, as text.
     pub replies: Vec<String>,
+    /// The acoustic measurement taken by the step, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measurement: Option<Measurement>,
 }
@@ -62,17 +79,28 @@ pub struct StepReport {
 /// The whole run.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct ScenarioReport {
+    /// The scenario's `name`.
     pub name: String,
+    /// Where the scenario came from (its path as given).
     pub file: String,
+    /// The board's name.
     pub board: String,
+    /// The board's firmware version.
     pub firmware: String,
+    /// The seed of the device identity: `--seed`, else the file's, else the default.
     pub seed: u64,
+    /// The error-card row the scenario reproduces.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub card: Option<u32>,
+    /// The scenario's `description`.
     pub description: String,
+    /// True when every expectation held.
     pub passed: bool,
+    /// One report per step, in order.
     pub steps: Vec<StepReport>,
+    /// One acceptance record per `call` step.
     pub records: Vec<Record>,
+    /// Every expectation's verdict, in step order.
     pub checks: Vec<Check>,
     /// Every trace event of the device; serialized as lines in the recorder's style.
     pub trace: Trace,
@@ -106,14 +134,17 @@ impl Trace {
         }
     }
 
+    /// All events, in order.
     pub fn events(&self) -> &[TraceEvent] {
         &self.events
     }
 
+    /// How many events.
     pub fn len(&self) -> usize {
         self.events.len()
     }
 
+    /// True when no event was recorded.
     pub fn is_empty(&self) -> bool {
         self.events.is_empty()
     }
@@ -137,6 +168,7 @@ impl Serialize for Trace {
 }
 
 impl ScenarioReport {
+    /// The expectations that did not hold.
     pub fn failed_checks(&self) -> impl Iterator<Item = &Check> {
         self.checks.iter().filter(|c| !c.passed)
     }

@@ -9,7 +9,7 @@ use crate::audio::measure::{Measurement, perceived_change};
 use crate::audio::render::Signals;
 use crate::audio::source::Source;
 use crate::board::{BoardSpec, ButtonAction};
-use crate::device::{Board, Device, Output, Receipt};
+use crate::device::{Board, Device, DeviceSnapshot, Output, Receipt};
 use crate::harness::{Harness, PROBE_GUARD};
 use crate::mcp::ToolAction;
 use crate::scenario::discovery::Discovery;
@@ -49,8 +49,11 @@ pub struct RunOptions {
 
 /// Signals of one measurement, labelled.
 pub struct Evidence {
+    /// What was measured, e.g. `step5-before`, `step7-play` (used in the WAV file names).
     pub label: String,
+    /// Sample rate of both streams, Hz (the board's output rate).
     pub rate: u32,
+    /// The I2S words and the sound pressure at the listener.
     pub signals: Signals,
 }
 
@@ -110,31 +113,6 @@ impl StepOutcome {
             (Event::GpioSet { .. }, EventName::GpioChanged) => true,
             _ => false,
         })
-    }
-}
-
-/// The software state a readback sees, for before/after comparisons.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Snapshot {
-    pub(super) volume: Option<i32>,
-    pub(super) brightness: Option<u8>,
-    pub(super) theme: Option<String>,
-    pub(super) gpio: Vec<(u32, bool)>,
-    pub(super) boots: u32,
-    pub(super) running: bool,
-}
-
-pub(super) fn snapshot(d: &Device) -> Snapshot {
-    let app = d.app();
-    Snapshot {
-        volume: app.map(|a| a.volume),
-        brightness: app.and_then(|a| a.backlight.as_ref().map(|b| b.brightness())),
-        theme: app.and_then(|a| a.display.current_theme().map(str::to_string)),
-        gpio: app
-            .map(|a| a.gpio_flags.iter().map(|(k, v)| (*k, *v)).collect())
-            .unwrap_or_default(),
-        boots: d.boots(),
-        running: d.is_running(),
     }
 }
 
@@ -357,7 +335,8 @@ impl Runner<'_> {
         }
     }
 
-    /// `initialize`, with the vision capability when the step gives one. Returns the step's summary and expectations.
+    /// `initialize`, with the vision capability when the step gives one. Returns the step's summary
+    /// and expectations.
     fn step_initialize<'s>(&mut self, s: &'s InitializeStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
         let id = self.alloc_id(s.id);
         out.id = Some(id);
@@ -380,7 +359,8 @@ impl Runner<'_> {
         (summary, expect)
     }
 
-    /// `tools/list`, following `nextCursor` unless told not to; records what was discoverable. Returns the step's summary and expectations.
+    /// `tools/list`, following `nextCursor` unless told not to; records what was discoverable.
+    /// Returns the step's summary and expectations.
     fn step_list_tools<'s>(&mut self, s: &'s ListStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
         let mut names = Vec::new();
         let mut pages = 0;
@@ -432,12 +412,13 @@ impl Runner<'_> {
         (summary, expect)
     }
 
-    /// `tools/call`: the request, its replies, the acceptance record and the software readback around it. Returns the step's summary and expectations.
+    /// `tools/call`: the request, its replies, the acceptance record and the software readback
+    /// around it. Returns the step's summary and expectations.
     fn step_call<'s>(&mut self, c: &'s CallStep, n: usize, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
         let id = self.alloc_id(c.id);
         out.id = Some(id);
         let tool = c.tool.value.clone();
-        let before = snapshot(&self.h.device);
+        let before = self.h.device.snapshot();
         if c.acoustic {
             out.previous = self.measure_probe(&format!("step{n}-before"));
             let now = self.now();
@@ -452,7 +433,7 @@ impl Runner<'_> {
             self.advance_to(now + SimDuration::from_millis(200));
             out.measurement = self.measure_probe(&format!("step{n}-after"));
         }
-        let after = snapshot(&self.h.device);
+        let after = self.h.device.snapshot();
         self.collect_trace(out);
         let record = self.record(n, &tool, id, at, c.decision.as_deref(), &before, &after, out);
         let summary = format!("tools/call {tool} id {id}");
@@ -475,7 +456,8 @@ impl Runner<'_> {
         (summary, expect)
     }
 
-    /// Several payloads parsed by the receive task before the main task runs. Returns the step's summary and expectations.
+    /// Several payloads parsed by the receive task before the main task runs. Returns the step's
+    /// summary and expectations.
     fn step_burst<'s>(&mut self, b: &'s BurstStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
         for p in &b.payloads {
             self.deliver(out, p.clone().into_bytes());
@@ -495,7 +477,8 @@ impl Runner<'_> {
         (summary, expect)
     }
 
-    /// Reads a status value through `self.get_device_status`, as a backend would. Returns the step's summary and expectations.
+    /// Reads a status value through `self.get_device_status`, as a backend would. Returns the
+    /// step's summary and expectations.
     fn step_readback<'s>(&mut self, r: &'s ReadbackStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
         let id = self.alloc_id(None);
         out.id = Some(id);
@@ -519,7 +502,8 @@ impl Runner<'_> {
         (summary, expect)
     }
 
-    /// Plays a probe (tone, WAV or prompt) and measures what the listener hears. Returns the step's summary and expectations.
+    /// Plays a probe (tone, WAV or prompt) and measures what the listener hears. Returns the step's
+    /// summary and expectations.
     fn step_play<'s>(
         &mut self,
         p: &'s PlayStep,
@@ -684,8 +668,8 @@ impl Runner<'_> {
         id: i64,
         at: SimTime,
         decision: Option<&str>,
-        before: &Snapshot,
-        after: &Snapshot,
+        before: &DeviceSnapshot,
+        after: &DeviceSnapshot,
         out: &StepOutcome,
     ) -> Record {
         let discovery = self.discovery.describe(tool, &self.board);
@@ -786,7 +770,13 @@ impl Runner<'_> {
     }
 
     /// The effect row: software readback after the call and the measured physical effect.
-    fn effect(&self, tool: &str, before: &Snapshot, after: &Snapshot, out: &StepOutcome) -> (String, Vec<String>) {
+    fn effect(
+        &self,
+        tool: &str,
+        before: &DeviceSnapshot,
+        after: &DeviceSnapshot,
+        out: &StepOutcome,
+    ) -> (String, Vec<String>) {
         let action = self
             .h
             .device
@@ -837,11 +827,10 @@ impl Runner<'_> {
             Some(
                 ToolAction::LampTurnOn { gpio } | ToolAction::LampTurnOff { gpio } | ToolAction::LampGetState { gpio },
             ) => {
-                let level = |s: &Snapshot| {
+                let level = |s: &DeviceSnapshot| {
                     s.gpio
-                        .iter()
-                        .find(|(g, _)| *g == gpio)
-                        .map_or("-".to_string(), |(_, on)| u8::from(*on).to_string())
+                        .get(&gpio)
+                        .map_or("-".to_string(), |on| u8::from(*on).to_string())
                 };
                 parts.push(format!(
                     "GPIO {gpio} level {} → {} (software flag = readback)",

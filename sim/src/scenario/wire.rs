@@ -31,6 +31,7 @@ const STATUS_TOOL: &str = "self.get_device_status";
 /// A scenario turned into a backend script.
 #[derive(Clone, Debug)]
 pub struct WirePlan {
+    /// The steps as the backend performs them, one script line each.
     pub script: Script,
     /// How many connections of the device the steps span (1 + the reboots they cause).
     pub connections: u32,
@@ -219,19 +220,26 @@ impl WirePlan {
 pub struct WireConnection<'a> {
     /// The device's connection count (1 = first, 2 = after a reboot, …).
     pub number: u32,
+    /// What the backend recorded on this connection (discovery, exchanges, notes).
     pub session: &'a SessionReport,
     /// How it ended, in words (`tcp_closed_without_close_frame`, `shutdown`, …).
     pub ending: &'a str,
+    /// When the connection opened, in ms on the backend's clock.
     pub opened_ms: f64,
+    /// When it closed, in ms on the same clock.
     pub closed_ms: f64,
 }
 
 /// Where the run took place, for the report's header.
 #[derive(Clone, Debug)]
 pub struct WireRun<'a> {
+    /// The scenario file's path.
     pub origin: &'a str,
+    /// The board's name.
     pub board: &'a str,
+    /// The board's firmware version.
     pub firmware: &'a str,
+    /// The seed of the device identity.
     pub seed: u64,
     /// `ws://…` and the personality, e.g. `ws://127.0.0.1:8000/xiaozhi/v1/ (backend xinnan-py)`.
     pub over: String,
