@@ -7,6 +7,7 @@
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use xiaozhi_sim::device::Device;
+use xiaozhi_sim::hw::nvs::names;
 
 /// What the OTA answer configured.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,7 +23,7 @@ pub struct Activation {
 pub fn headers(device: &Device) -> Vec<(&'static str, String)> {
     let uuid = device
         .nvs()
-        .get_str("board", "uuid")
+        .get_str(names::BOARD, names::UUID)
         .map(|b| String::from_utf8_lossy(b).into_owned())
         .unwrap_or_default();
     vec![

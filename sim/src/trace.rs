@@ -109,6 +109,83 @@ impl fmt::Display for NvsValue {
     }
 }
 
+/// The `esp_err_t` a failing NVS call returns; its name is what `ESP_ERROR_CHECK` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EspErr {
+    /// `ESP_ERR_NVS_INVALID_NAME`: an empty namespace or key.
+    NvsInvalidName,
+    /// `ESP_ERR_NVS_KEY_TOO_LONG`: a namespace or key over 15 bytes.
+    NvsKeyTooLong,
+    /// `ESP_ERR_NVS_VALUE_TOO_LONG`: a string over 4000 bytes with its NUL.
+    NvsValueTooLong,
+    /// `ESP_ERR_NVS_NOT_ENOUGH_SPACE`: the partition has no free entries left.
+    NvsNotEnoughSpace,
+}
+
+impl EspErr {
+    /// The constant's name, as ESP-IDF's `esp_err_to_name` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            EspErr::NvsInvalidName => "ESP_ERR_NVS_INVALID_NAME",
+            EspErr::NvsKeyTooLong => "ESP_ERR_NVS_KEY_TOO_LONG",
+            EspErr::NvsValueTooLong => "ESP_ERR_NVS_VALUE_TOO_LONG",
+            EspErr::NvsNotEnoughSpace => "ESP_ERR_NVS_NOT_ENOUGH_SPACE",
+        }
+    }
+}
+
+impl std::fmt::Display for EspErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An ESP_LOG level, written as its letter in log lines (`I (…) MCP: …`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    /// `ESP_LOGE`.
+    Error,
+    /// `ESP_LOGW`.
+    Warn,
+    /// `ESP_LOGI`.
+    Info,
+    /// `ESP_LOGD`.
+    Debug,
+    /// `ESP_LOGV`.
+    Verbose,
+}
+
+impl LogLevel {
+    /// The level's letter.
+    pub fn letter(self) -> char {
+        match self {
+            LogLevel::Error => 'E',
+            LogLevel::Warn => 'W',
+            LogLevel::Info => 'I',
+            LogLevel::Debug => 'D',
+            LogLevel::Verbose => 'V',
+        }
+    }
+
+    /// The level of a letter (`I` for anything unknown, as the firmware's lines start with one
+    /// of the five).
+    pub fn from_letter(c: char) -> LogLevel {
+        match c {
+            'E' => LogLevel::Error,
+            'W' => LogLevel::Warn,
+            'D' => LogLevel::Debug,
+            'V' => LogLevel::Verbose,
+            _ => LogLevel::Info,
+        }
+    }
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.letter())
+    }
+}
+
 /// Everything the twin records. Variants are past tense.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
@@ -122,7 +199,7 @@ pub enum Event {
     /// An ESP_LOG line: level letter, tag and text exactly as the firmware formats it.
     Logged {
         /// The level letter (`E`, `W`, `I`, ...).
-        level: char,
+        level: LogLevel,
         /// The ESP_LOG tag, e.g. `MCP`.
         tag: &'static str,
         /// The message after `tag: `.
@@ -185,7 +262,7 @@ pub enum Event {
         /// Key within the namespace.
         key: String,
         /// The `esp_err_t` name, e.g. `ESP_ERR_NVS_NOT_ENOUGH_SPACE`.
-        error: &'static str,
+        error: EspErr,
     },
     /// A lamp or board-tool GPIO was configured as an output at boot.
     GpioConfigured {

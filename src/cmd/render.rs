@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use serde::Serialize;
+use xiaozhi_sim::mcp::wire;
+use xiaozhi_sim::scenario::reply::call_request;
 use xiaozhi_sim::audio::measure::Measurement;
 use xiaozhi_sim::audio::source::Source;
 use xiaozhi_sim::device::Device;
@@ -136,9 +138,8 @@ pub fn run(opts: &Args) -> Result<bool> {
     let mut call = None;
     let mut reply = None;
     if let Some(v) = opts.volume {
-        let msg = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"self.audio_speaker.set_volume","arguments":{{"volume":{v}}}}}}}"#
-        );
+        let args = serde_json::json!({ "volume": v });
+        let msg = String::from_utf8_lossy(&call_request(1, wire::TOOL_SET_VOLUME, Some(&args))).into_owned();
         h.deliver(msg.as_bytes());
         h.run_until_idle()?;
         reply = h

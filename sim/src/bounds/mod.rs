@@ -22,6 +22,7 @@
 //! shrinking is bounded by a number of steps rather than by time, and failures are not persisted
 //! to files, so the same board, cases and seed give the same report.
 
+use crate::hw::nvs::names;
 use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -412,7 +413,7 @@ impl BoundChecker {
         let v = value.as_int();
         match &p.action {
             ToolAction::SetVolume => {
-                let nvs = device.nvs().get_i32("audio", "output_volume", i32::MIN);
+                let nvs = device.nvs().get_i32(names::AUDIO, names::OUTPUT_VOLUME, i32::MIN);
                 if app.volume != v || nvs != v {
                     return Err(format!(
                         "volume {v} accepted, but readback {} and NVS {nvs}",
@@ -422,7 +423,7 @@ impl BoundChecker {
             }
             ToolAction::SetBrightness => {
                 let b = app.backlight.as_ref().map(|b| i32::from(b.brightness()));
-                let nvs = device.nvs().get_i32("display", "brightness", i32::MIN);
+                let nvs = device.nvs().get_i32(names::DISPLAY, names::BRIGHTNESS, i32::MIN);
                 let unchanged = before.device.brightness.is_some_and(|now| i32::from(now) == v);
                 if b != Some(v) || (nvs != v && !unchanged) {
                     return Err(format!(

@@ -5,6 +5,7 @@
 //!
 //! Everything here is volatile: it is rebuilt at every boot from the board spec and NVS.
 
+use crate::hw::nvs::names;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ use crate::hw::display::Display;
 use crate::mcp::server::call_result_payload;
 use crate::mcp::{McpServer, PropertyValue, Received, ReturnValue, wire};
 use crate::time::SimDuration;
-use crate::trace::{BootReason, Event, NvsValue};
+use crate::trace::{BootReason, Event, LogLevel, NvsValue};
 
 /// Work on the main task's queue.
 #[derive(Debug)]
@@ -189,19 +190,19 @@ impl Running {
     pub fn boot(core: &mut Core) -> Running {
         let spec = core.spec.clone();
         // Board constructor: UUID, display, camera, board tools, backlight.
-        let uuid = match core.nvs.get_str("board", "uuid") {
+        let uuid = match core.nvs.get_str(names::BOARD, names::UUID) {
             Some(u) => String::from_utf8_lossy(u).into_owned(),
             None => {
                 let u = uuid_v4(core);
                 // A failure here would abort the boot; the partition is empty at first boot.
-                let _ = core.nvs_set("board", "uuid", NvsValue::Str(u.clone().into_bytes()));
+                let _ = core.nvs_set(names::BOARD, names::UUID, NvsValue::Str(u.clone().into_bytes()));
                 u
             }
         };
-        core.log('I', "Board", || format!("UUID={uuid} SKU={}", spec.name));
+        core.log(LogLevel::Info, "Board", || format!("UUID={uuid} SKU={}", spec.name));
         let stored_theme = core
             .nvs
-            .get_str("display", "theme")
+            .get_str(names::DISPLAY, names::THEME)
             .map(|t| String::from_utf8_lossy(t).into_owned());
         let display = Display::new(&spec.display, core.faults.display_init_fails, stored_theme.as_deref());
         let camera = spec
@@ -235,14 +236,14 @@ impl Running {
         };
         if crate::device::builtin::needs_otto(&spec) {
             let trims = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
-            core.log('I', "OttoController", || {
+            core.log(LogLevel::Info, "OttoController", || {
                 format!(
                     "从NVS加载微调设置: 左腿={}, 右腿={}, 左脚={}, 右脚={}, 左手={}, 右手={}",
                     trims[0], trims[1], trims[2], trims[3], trims[4], trims[5]
                 )
             });
             let o = Otto::new(trims, core.world.board_tasks_run, core.now);
-            core.log('I', "OttoController", || {
+            core.log(LogLevel::Info, "OttoController", || {
                 otto::Item::new(otto::kind::HOME, 1, 1000, 1, 0).log_line()
             });
             run.otto = Some(o);
@@ -251,12 +252,12 @@ impl Running {
             run.backlight = Some(Backlight::new());
             let stored = if bl.restore {
                 core.nvs
-                    .get_i32("display", "brightness", i32::from(bl.default_brightness))
+                    .get_i32(names::DISPLAY, names::BRIGHTNESS, i32::from(bl.default_brightness))
             } else {
                 i32::from(bl.boot_brightness)
             };
             let restored = if stored <= 0 {
-                core.log('W', "Backlight", || {
+                core.log(LogLevel::Warn, "Backlight", || {
                     format!("Brightness value ({stored}) is too small, setting to default (10)")
                 });
                 10
@@ -271,16 +272,16 @@ impl Running {
             let _ = run.apply_theme(core, theme.as_bytes());
         }
         // Application::Initialize: audio codec start (volume restore), then tools.
-        let stored = core.nvs.get_i32("audio", "output_volume", run.volume);
+        let stored = core.nvs.get_i32(names::AUDIO, names::OUTPUT_VOLUME, run.volume);
         run.volume = if stored <= 0 {
-            core.log('W', "AudioCodec", || {
+            core.log(LogLevel::Warn, "AudioCodec", || {
                 format!("Output volume value ({stored}) is too small, setting to default (10)")
             });
             10
         } else {
             stored
         };
-        core.log('I', "AudioCodec", || "Audio codec started");
+        core.log(LogLevel::Info, "AudioCodec", || "Audio codec started");
         let now = core.now;
         let dummy = core.faults.codec_dummy;
         core.audio
@@ -306,12 +307,20 @@ impl Running {
             // The OTA answer carried a `websocket` object: its members land in NVS and the
             // protocol is WebsocketProtocol (InitializeProtocol).
             Some(cfg) => {
-                let _ = core.nvs_set("websocket", "url", NvsValue::Str(cfg.url.clone().into_bytes()));
+                let _ = core.nvs_set(
+                    names::WEBSOCKET,
+                    names::URL,
+                    NvsValue::Str(cfg.url.clone().into_bytes()),
+                );
                 if !cfg.token.is_empty() {
-                    let _ = core.nvs_set("websocket", "token", NvsValue::Str(cfg.token.clone().into_bytes()));
+                    let _ = core.nvs_set(
+                        names::WEBSOCKET,
+                        names::TOKEN,
+                        NvsValue::Str(cfg.token.clone().into_bytes()),
+                    );
                 }
                 if cfg.version != 0 {
-                    let _ = core.nvs_set("websocket", "version", NvsValue::I32(cfg.version));
+                    let _ = core.nvs_set(names::WEBSOCKET, names::VERSION, NvsValue::I32(cfg.version));
                 }
                 Link::WebSocket(Box::new(WsLink::new(&cfg)))
             }
@@ -450,7 +459,7 @@ impl Running {
             },
             Task::FinishCall { id, outcome } => self.reply_later(core, id, outcome),
             Task::UserReboot => {
-                core.log('W', "MCP", || "User requested reboot");
+                core.log(LogLevel::Warn, "MCP", || "User requested reboot");
                 Step::Block(
                     core.delay(1000),
                     Task::Reboot {
@@ -461,7 +470,7 @@ impl Running {
             Task::Reboot {
                 stage: RebootStage::Enter,
             } => {
-                core.log('I', "Application", || "Rebooting...");
+                core.log(LogLevel::Info, "Application", || "Rebooting...");
                 core.emit(|| Event::RebootEntered);
                 // Close the channel if open; destroying the protocol destroys the socket anyway:
                 // TCP is closed without a WebSocket close frame.
@@ -503,7 +512,7 @@ impl Running {
         let payload = match outcome {
             Ok(value) => call_result_payload(id, &value),
             Err(message) => {
-                core.log('E', "MCP", || {
+                core.log(LogLevel::Error, "MCP", || {
                     format!("tools/call: {}", String::from_utf8_lossy(&message))
                 });
                 wire::reply_error(id, &message)
@@ -537,7 +546,7 @@ impl Running {
             }
         }
         if let Some(note) = self.otto.as_mut().and_then(|o| o.on_tick(now)) {
-            core.log('I', "OttoController", || note);
+            core.log(LogLevel::Info, "OttoController", || note);
         }
         if self.audio.on_power_tick(&mut core.audio, now, self.volume) {
             core.emit(|| Event::Note {
@@ -596,7 +605,7 @@ impl Running {
 /// Records a firmware log line given as `"<L> <TAG>: <text>"`.
 fn log_line(core: &mut Core, line: String) {
     let (level, rest) = line.split_at(1);
-    let level = level.chars().next().unwrap_or('I');
+    let level = LogLevel::from_letter(level.chars().next().unwrap_or('I'));
     let rest = rest.trim_start();
     let (tag, text) = rest.split_once(": ").unwrap_or(("MCP", rest));
     let tag: &'static str = match tag {

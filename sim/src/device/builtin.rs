@@ -9,7 +9,7 @@ use crate::device::app::Running;
 use crate::device::otto::{self, Otto};
 use crate::device::tools::{Callback, panic};
 use crate::mcp::{PropertyValue, ReturnValue};
-use crate::trace::NvsValue;
+use crate::trace::{LogLevel, NvsValue};
 
 /// Whether a board uses the otto controller.
 pub fn needs_otto(spec: &BoardSpec) -> bool {
@@ -56,7 +56,7 @@ impl Running {
                     .map(|(k, v)| format!("\"{k}\":{v}"))
                     .collect();
                 let json = format!("{{{}}}", body.join(","));
-                core.log('I', "OttoController", || format!("获取微调设置: {json}"));
+                core.log(LogLevel::Info, "OttoController", || format!("获取微调设置: {json}"));
                 text(&json)
             }
             _ => {
@@ -78,7 +78,7 @@ impl Running {
                     Builtin::OttoServoSequences => {
                         let seq = bytes("sequence");
                         if seq.len() >= otto::SEQUENCE_MAX {
-                            core.log('E', "OttoController", || {
+                            core.log(LogLevel::Error, "OttoController", || {
                                 format!(
                                     "JSON字符串太长！输入长度={}，最大允许={}",
                                     seq.len(),
@@ -86,7 +86,7 @@ impl Running {
                                 )
                             });
                         } else if seq.is_empty() {
-                            core.log('W', "OttoController", || "序列JSON为空字符串");
+                            core.log(LogLevel::Warn, "OttoController", || "序列JSON为空字符串");
                         } else {
                             let item = otto::Item {
                                 sequence: Some(seq),
@@ -113,7 +113,7 @@ impl Running {
                     Builtin::OttoSetTrim => {
                         let servo = bytes("servo_type");
                         let trim = int("trim_value");
-                        core.log('I', "OttoController", || {
+                        core.log(LogLevel::Info, "OttoController", || {
                             format!("设置舵机微调: {} = {}度", String::from_utf8_lossy(&servo), trim)
                         });
                         let Some(i) = otto::TRIM_KEYS.iter().position(|k| k.as_bytes() == servo.as_slice()) else {
@@ -143,7 +143,7 @@ impl Running {
         reply: Result<ReturnValue, Vec<u8>>,
     ) -> Callback {
         let line = item.log_line();
-        core.log('I', "OttoController", || line);
+        core.log(LogLevel::Info, "OttoController", || line);
         let now = core.now;
         let wait = if o.is_full() {
             o.busy_until().map(|t| t.saturating_since(now))

@@ -16,6 +16,7 @@ use crate::board::{BoardSpec, BoardTool};
 use crate::hw::display::Display;
 use crate::mcp::property::{Property, PropertyType, PropertyValue};
 use crate::mcp::{McpServer, McpTool, ToolAction, wire};
+use crate::trace::LogLevel;
 
 /// The objects the board constructed, as far as registration cares.
 pub struct BoardObjects<'a> {
@@ -189,7 +190,7 @@ pub struct Catalogue {
     /// The registry, tools in registration order.
     pub server: Arc<McpServer>,
     /// Boot log lines with their level (`I` added, `W` duplicate).
-    pub log: Vec<(char, Arc<str>)>,
+    pub log: Vec<(LogLevel, Arc<str>)>,
 }
 
 /// Registration is a pure function of the board and four construction outcomes (backlight,
@@ -256,9 +257,9 @@ pub fn catalogue(objects: &BoardObjects<'_>, cache: &CatalogueCache) -> Arc<Cata
                 .map(|r| match (r.added, r.user_only) {
                     (true, user) => {
                         let line = format!("Add tool: {}{}", r.name, if user { " [user]" } else { "" });
-                        ('I', Arc::from(line))
+                        (LogLevel::Info, Arc::from(line))
                     }
-                    (false, _) => ('W', Arc::from(format!("Tool {} already added", r.name))),
+                    (false, _) => (LogLevel::Warn, Arc::from(format!("Tool {} already added", r.name))),
                 })
                 .collect();
             Arc::new(Catalogue {

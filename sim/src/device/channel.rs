@@ -20,7 +20,7 @@ use crate::device::app::{Running, Step, Task};
 use crate::device::state::DeviceState;
 use crate::device::{Core, Output};
 use crate::mcp::Received;
-use crate::trace::Event;
+use crate::trace::{Event, LogLevel};
 use crate::world::WsConfig;
 
 /// Where the socket is.
@@ -245,7 +245,7 @@ impl Running {
             _ => {}
         }
         if self.protocol.is_none() {
-            core.log('E', "Application", || "Protocol not initialized");
+            core.log(LogLevel::Error, "Application", || "Protocol not initialized");
             return;
         }
         match self.state {
@@ -265,7 +265,7 @@ impl Running {
                 self.drop_socket(core, "user closed the channel");
                 self.main.schedule(Task::SetState(DeviceState::Idle));
             }
-            DeviceState::Speaking => core.log('I', "Application", || "Abort speaking"),
+            DeviceState::Speaking => core.log(LogLevel::Info, "Application", || "Abort speaking"),
             _ => {}
         }
     }
@@ -308,7 +308,7 @@ impl Running {
                 ws.hello_received = false;
                 let Some(endpoint) = parse_url(&ws.url).filter(|e| !e.tls) else {
                     let url = ws.url.clone();
-                    core.log('E', "WS", || {
+                    core.log(LogLevel::Error, "WS", || {
                         format!("Failed to connect to websocket server: {url} (the twin dials ws:// only)")
                     });
                     ws.error = true;
@@ -332,7 +332,7 @@ impl Running {
                 ws.socket = Socket::Connecting;
                 let url = ws.url.clone();
                 let version = ws.version;
-                core.log('I', "WS", || {
+                core.log(LogLevel::Info, "WS", || {
                     format!("Connecting to websocket server: {url} with version: {version}")
                 });
                 core.push_output(Output::WsOpen {
@@ -355,7 +355,7 @@ impl Running {
                 };
                 if ws.socket != Socket::Connected {
                     ws.error = true;
-                    core.log('E', "WS", || "Failed to connect to websocket server");
+                    core.log(LogLevel::Error, "WS", || "Failed to connect to websocket server");
                     core.emit(|| Event::Note {
                         text: "audio channel failed: server not connected".into(),
                     });
@@ -378,7 +378,7 @@ impl Running {
                 };
                 if !ws.hello_received {
                     ws.error = true;
-                    core.log('E', "WS", || "Failed to receive server hello");
+                    core.log(LogLevel::Error, "WS", || "Failed to receive server hello");
                     core.emit(|| Event::Note {
                         text: "audio channel failed: no server hello within 10 s".into(),
                     });
@@ -420,7 +420,7 @@ impl Running {
         {
             let was_connecting = ws.socket == Socket::Connecting;
             ws.socket = Socket::Disconnected;
-            core.log('I', "WS", || "Websocket disconnected");
+            core.log(LogLevel::Info, "WS", || "Websocket disconnected");
             self.main.schedule(Task::SetState(DeviceState::Idle));
             if was_connecting {
                 let now = core.now;
@@ -441,7 +441,7 @@ impl Running {
         };
         if t != b"websocket" {
             let shown = String::from_utf8_lossy(t).into_owned();
-            core.log('E', "WS", || format!("Unsupported transport: {shown}"));
+            core.log(LogLevel::Error, "WS", || format!("Unsupported transport: {shown}"));
             return Ok(());
         }
         if let Some(sid) = root.get(b"session_id").and_then(|s| s.c_string()) {
@@ -475,7 +475,7 @@ impl Running {
             }
             b"system" => {
                 if root.get(b"command").and_then(|c| c.c_string()) == Some(b"reboot") {
-                    core.log('I', "Application", || "System command: reboot");
+                    core.log(LogLevel::Info, "Application", || "System command: reboot");
                     self.main.schedule(Task::Reboot {
                         stage: RebootStage::Enter,
                     });

@@ -30,10 +30,10 @@ use crate::audio::{AudioChange, AudioLog, ChainFault, measure::Measurement};
 use crate::board::{BoardSpec, CodecKind};
 use crate::cjson::{self, Limits, Parser, Terminator};
 use crate::fault::Fault;
-use crate::hw::nvs::Nvs;
+use crate::hw::nvs::{EspErr, Nvs};
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received};
 use crate::time::{SimDuration, SimTime};
-use crate::trace::{BootReason, Event, LogText, NvsValue, TraceEvent};
+use crate::trace::{BootReason, Event, LogLevel, LogText, NvsValue, TraceEvent};
 use crate::world::WorldSpec;
 
 pub use app::Running;
@@ -210,7 +210,7 @@ impl Core {
     }
 
     /// An `ESP_LOGx` line.
-    pub fn log<T: Into<LogText>>(&mut self, level: char, tag: &'static str, text: impl FnOnce() -> T) {
+    pub fn log<T: Into<LogText>>(&mut self, level: LogLevel, tag: &'static str, text: impl FnOnce() -> T) {
         if self.trace {
             let at = self.now;
             self.events.push(TraceEvent {
@@ -235,7 +235,7 @@ impl Core {
     }
 
     /// A `Settings::Set*` write with its event; the error name when NVS refuses it.
-    pub fn nvs_set(&mut self, namespace: &str, key: &str, value: NvsValue) -> Result<(), &'static str> {
+    pub fn nvs_set(&mut self, namespace: &str, key: &str, value: NvsValue) -> Result<(), EspErr> {
         let trace = self.trace;
         let shown = trace.then(|| value.clone());
         match self.nvs.set(namespace, key, value) {
@@ -627,7 +627,7 @@ impl Device {
             Ok(doc) => run.mcp.receive(doc.root()),
             Err(cjson::ParseError::OutOfMemory { .. }) => {
                 self.core
-                    .log('E', "MCP", || "Failed to parse MCP message: out of memory");
+                    .log(LogLevel::Error, "MCP", || "Failed to parse MCP message: out of memory");
                 self.core.emit(|| Event::MessageDropped {
                     reason: "out of memory while parsing",
                 });
@@ -686,7 +686,7 @@ impl Device {
             Err(_) => {
                 let shown = String::from_utf8_lossy(frame).into_owned();
                 self.core
-                    .log('E', "WS", || format!("Missing message type, data: {shown}"));
+                    .log(LogLevel::Error, "WS", || format!("Missing message type, data: {shown}"));
                 None
             }
             Ok(doc) => {
@@ -695,7 +695,7 @@ impl Device {
                     None => {
                         let shown = String::from_utf8_lossy(frame).into_owned();
                         self.core
-                            .log('E', "WS", || format!("Missing message type, data: {shown}"));
+                            .log(LogLevel::Error, "WS", || format!("Missing message type, data: {shown}"));
                         None
                     }
                     Some(b"hello") => match run.server_hello(&mut self.core, root) {
@@ -755,7 +755,7 @@ impl Device {
             Fault::CodecDummy => device.faults_mut().codec_dummy = on,
             Fault::OledInitFailure => device.faults_mut().display_init_fails = on,
             Fault::CameraInitFailure => device.faults_mut().camera_init_fails = on,
-            Fault::NvsWriteFailure => device.nvs_mut().fail_writes = on.then_some("ESP_ERR_NVS_NOT_ENOUGH_SPACE"),
+            Fault::NvsWriteFailure => device.nvs_mut().fail_writes = on.then_some(EspErr::NvsNotEnoughSpace),
             _ => {}
         }
     }

@@ -7,9 +7,11 @@ use crate::device::Core;
 use crate::device::app::{Running, Task};
 use crate::device::upgrade::UpgradeStage;
 use crate::hw::backlight::SetOutcome;
+use crate::hw::nvs::EspErr;
+use crate::hw::nvs::names;
 use crate::mcp::{PropertyValue, ReturnValue, ToolAction, wire};
 use crate::time::SimDuration;
-use crate::trace::{Event, NvsValue};
+use crate::trace::{Event, LogLevel, NvsValue};
 use crate::world::HttpOutcome;
 
 /// What a callback did.
@@ -24,44 +26,47 @@ pub(super) enum Callback {
 
 impl Running {
     /// `Backlight::SetBrightness(b, permanent)`.
-    pub(super) fn set_brightness(&mut self, core: &mut Core, brightness: u8, permanent: bool) -> Option<&'static str> {
+    pub(super) fn set_brightness(&mut self, core: &mut Core, brightness: u8, permanent: bool) -> Option<EspErr> {
         let now = core.now;
         let backlight = self.backlight.as_mut()?;
         let clamped = brightness.min(100);
         if clamped == backlight.brightness() {
             return None;
         }
-        if permanent && let Err(e) = core.nvs_set("display", "brightness", NvsValue::I32(i32::from(clamped))) {
+        if permanent && let Err(e) = core.nvs_set(names::DISPLAY, names::BRIGHTNESS, NvsValue::I32(i32::from(clamped)))
+        {
             return Some(e);
         }
         if let SetOutcome::Fading { target, .. } = backlight.set_brightness(now, clamped) {
             core.emit(|| Event::BacklightTarget { target });
-            core.log('I', "Backlight", || format!("Set brightness to {target}"));
+            core.log(LogLevel::Info, "Backlight", || format!("Set brightness to {target}"));
         }
         None
     }
 
     /// `display->SetTheme(theme)` for a registered name; persists on LCD. Returns whether the
     /// name was found, or the NVS error that aborts.
-    pub(super) fn apply_theme(&mut self, core: &mut Core, name: &[u8]) -> Result<bool, &'static str> {
+    pub(super) fn apply_theme(&mut self, core: &mut Core, name: &[u8]) -> Result<bool, EspErr> {
         let Some(theme) = self.display.set_theme(name) else {
             return Ok(false);
         };
         core.emit(|| Event::ThemeApplied { theme: theme.clone() });
         if self.display.persists_theme() {
-            core.nvs_set("display", "theme", NvsValue::Str(theme.into_bytes()))?;
+            core.nvs_set(names::DISPLAY, names::THEME, NvsValue::Str(theme.into_bytes()))?;
         }
         Ok(true)
     }
 
     /// `AudioCodec::SetOutputVolume`: store, log, persist.
-    pub(super) fn set_volume(&mut self, core: &mut Core, volume: i32) -> Result<(), &'static str> {
+    pub(super) fn set_volume(&mut self, core: &mut Core, volume: i32) -> Result<(), EspErr> {
         self.volume = volume;
         let now = core.now;
         self.audio.set_volume(&mut core.audio, now, volume);
         core.emit(|| Event::VolumeChanged { volume });
-        core.log('I', "AudioCodec", || format!("Set output volume to {volume}"));
-        core.nvs_set("audio", "output_volume", NvsValue::I32(volume))
+        core.log(LogLevel::Info, "AudioCodec", || {
+            format!("Set output volume to {volume}")
+        });
+        core.nvs_set(names::AUDIO, names::OUTPUT_VOLUME, NvsValue::I32(volume))
     }
 
     pub(super) fn http(&self, core: &mut Core, method: &'static str, url: &[u8]) -> HttpOutcome {
@@ -81,7 +86,7 @@ impl Running {
     pub(super) fn call(&mut self, core: &mut Core, tool: usize, args: &[PropertyValue]) -> Callback {
         let action = self.mcp.tool(tool).action().clone();
         let arg = |i: usize| args.get(i).cloned().unwrap_or(PropertyValue::Int(0));
-        let panic = |e: &'static str| Callback::Panic(format!("ESP_ERROR_CHECK failed: {e}"));
+        let panic = |e: EspErr| Callback::Panic(format!("ESP_ERROR_CHECK failed: {e}"));
         match action {
             ToolAction::GetDeviceStatus => Callback::Return(ReturnValue::Text(self.device_status(core))),
             ToolAction::SetVolume => match self.set_volume(core, arg(0).as_int()) {
@@ -124,7 +129,7 @@ impl Running {
             }
             ToolAction::UpgradeFirmware => {
                 let url = arg(0).as_bytes().to_vec();
-                core.log('I', "MCP", || {
+                core.log(LogLevel::Info, "MCP", || {
                     format!(
                         "User requested firmware upgrade from URL: {}",
                         String::from_utf8_lossy(&url)
@@ -178,7 +183,7 @@ impl Running {
         }
         let (w, h, len) = (camera.width, camera.height, camera.frame_len());
         core.emit(|| Event::CameraCaptured { width: w, height: h });
-        core.log('I', "Esp32Camera", || {
+        core.log(LogLevel::Info, "Esp32Camera", || {
             format!("Captured frame: {w}x{h}, len={len}, format=0")
         });
         if camera.explain_url.is_empty() {
@@ -191,12 +196,12 @@ impl Running {
         });
         match self.http(core, "POST", &url) {
             HttpOutcome::Unreachable { after } => {
-                core.log('E', "Esp32Camera", || "Failed to connect to explain URL");
+                core.log(LogLevel::Error, "Esp32Camera", || "Failed to connect to explain URL");
                 Callback::Blocked(after, Err(wire::ERR_CONNECT_EXPLAIN_URL.into()))
             }
             HttpOutcome::Answered { status, body, latency } => {
                 if status != 200 {
-                    core.log('E', "Esp32Camera", || {
+                    core.log(LogLevel::Error, "Esp32Camera", || {
                         format!("Failed to upload photo, status code: {status}")
                     });
                     Callback::Blocked(latency, Err(wire::ERR_UPLOAD_PHOTO.into()))
@@ -213,7 +218,7 @@ impl Running {
         core.emit(|| Event::Note {
             text: format!("display_snapshot quality={quality} bytes={bytes}"),
         });
-        core.log('I', "MCP", || {
+        core.log(LogLevel::Info, "MCP", || {
             format!("Upload snapshot {bytes} bytes to {}", String::from_utf8_lossy(url))
         });
         match self.http(core, "POST", url) {
@@ -304,6 +309,6 @@ impl Running {
     }
 }
 
-pub(super) fn panic(e: &'static str) -> Callback {
+pub(super) fn panic(e: EspErr) -> Callback {
     Callback::Panic(format!("ESP_ERROR_CHECK failed: {e}"))
 }

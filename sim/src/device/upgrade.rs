@@ -5,7 +5,7 @@ use crate::audio::source::Prompt;
 use crate::device::Core;
 use crate::device::app::{RebootStage, Running, Step, Task};
 use crate::device::state::DeviceState;
-use crate::trace::Event;
+use crate::trace::{Event, LogLevel};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 /// Where `UpgradeFirmware` resumes after each block of the main task.
@@ -34,13 +34,13 @@ impl Running {
         match stage {
             UpgradeStage::Start => {
                 if self.channel_open(core.now) {
-                    core.log('I', "Application", || {
+                    core.log(LogLevel::Info, "Application", || {
                         "Closing audio channel before firmware upgrade".to_string()
                     });
                     self.drop_socket(core, "firmware upgrade");
                     self.main.schedule(Task::SetState(DeviceState::Idle));
                 }
-                core.log('I', "Application", || {
+                core.log(LogLevel::Info, "Application", || {
                     format!("Starting firmware upgrade from URL: {}", String::from_utf8_lossy(&url))
                 });
                 self.play_prompt(core, Prompt::Upgrade);
@@ -64,19 +64,19 @@ impl Running {
             }
             UpgradeStage::Failed => {
                 core.emit(|| Event::OtaFinished { ok: false });
-                core.log('E', "Application", || {
+                core.log(LogLevel::Error, "Application", || {
                     "Firmware upgrade failed, restarting audio service and continuing operation...".to_string()
                 });
                 self.play_prompt(core, Prompt::Exclamation);
                 Step::Block(core.delay(3000), next(UpgradeStage::FailedDone))
             }
             UpgradeStage::FailedDone => {
-                core.log('E', "MCP", || "Firmware upgrade failed");
+                core.log(LogLevel::Error, "MCP", || "Firmware upgrade failed");
                 Step::Done
             }
             UpgradeStage::Succeeded => {
                 core.emit(|| Event::OtaFinished { ok: true });
-                core.log('I', "Application", || {
+                core.log(LogLevel::Info, "Application", || {
                     "Firmware upgrade successful, rebooting...".to_string()
                 });
                 Step::Block(

@@ -8,7 +8,35 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::trace::EspErr;
 use crate::trace::NvsValue;
+
+/// The namespaces and keys the firmware stores under (`Settings(namespace)`, `GetInt(key)`…),
+/// typed once here.
+pub mod names {
+    /// `AudioCodec`'s namespace.
+    pub const AUDIO: &str = "audio";
+    /// The stored output volume (0–100), in [`AUDIO`].
+    pub const OUTPUT_VOLUME: &str = "output_volume";
+    /// The display's and backlight's namespace.
+    pub const DISPLAY: &str = "display";
+    /// The stored backlight brightness, in [`DISPLAY`].
+    pub const BRIGHTNESS: &str = "brightness";
+    /// The stored theme name, in [`DISPLAY`].
+    pub const THEME: &str = "theme";
+    /// The board's namespace.
+    pub const BOARD: &str = "board";
+    /// The device UUID made at first boot (`Client-Id`), in [`BOARD`].
+    pub const UUID: &str = "uuid";
+    /// The WebSocket settings the OTA server hands out.
+    pub const WEBSOCKET: &str = "websocket";
+    /// The server URL, in [`WEBSOCKET`].
+    pub const URL: &str = "url";
+    /// The access token, in [`WEBSOCKET`].
+    pub const TOKEN: &str = "token";
+    /// The binary protocol version, in [`WEBSOCKET`].
+    pub const VERSION: &str = "version";
+}
 
 /// `NVS_KEY_NAME_MAX_SIZE - 1`.
 pub const MAX_NAME_BYTES: usize = 15;
@@ -23,7 +51,7 @@ pub struct Nvs {
     namespaces: BTreeMap<String, BTreeMap<String, NvsValue>>,
     capacity_entries: usize,
     /// Fault injection: every write fails with this error.
-    pub fail_writes: Option<&'static str>,
+    pub fail_writes: Option<EspErr>,
 }
 
 impl Nvs {
@@ -37,12 +65,12 @@ impl Nvs {
         }
     }
 
-    fn check_names(namespace: &str, key: &str) -> Result<(), &'static str> {
+    fn check_names(namespace: &str, key: &str) -> Result<(), EspErr> {
         if namespace.len() > MAX_NAME_BYTES {
-            return Err("ESP_ERR_NVS_INVALID_NAME");
+            return Err(EspErr::NvsInvalidName);
         }
         if key.len() > MAX_NAME_BYTES {
-            return Err("ESP_ERR_NVS_KEY_TOO_LONG");
+            return Err(EspErr::NvsKeyTooLong);
         }
         Ok(())
     }
@@ -63,7 +91,7 @@ impl Nvs {
     }
 
     /// `nvs_set_*`: stores `value` or returns the error name.
-    pub fn set(&mut self, namespace: &str, key: &str, value: NvsValue) -> Result<(), &'static str> {
+    pub fn set(&mut self, namespace: &str, key: &str, value: NvsValue) -> Result<(), EspErr> {
         Self::check_names(namespace, key)?;
         if let Some(err) = self.fail_writes {
             return Err(err);
@@ -71,12 +99,12 @@ impl Nvs {
         if let NvsValue::Str(s) = &value
             && s.len() + 1 > MAX_STRING_BYTES
         {
-            return Err("ESP_ERR_NVS_VALUE_TOO_LONG");
+            return Err(EspErr::NvsValueTooLong);
         }
         let old = self.get(namespace, key).map(Self::entries_for);
         let delta = Self::entries_for(&value) as isize - old.unwrap_or(0) as isize;
         if delta > 0 && self.used_entries() as isize + delta > self.capacity_entries as isize {
-            return Err("ESP_ERR_NVS_NOT_ENOUGH_SPACE");
+            return Err(EspErr::NvsNotEnoughSpace);
         }
         let keys = match self.namespaces.get_mut(namespace) {
             Some(keys) => keys,
@@ -147,7 +175,7 @@ mod tests {
         );
         assert_eq!(
             nvs.set("assets", "download_url", NvsValue::Str(vec![b'a'; 4000])),
-            Err("ESP_ERR_NVS_VALUE_TOO_LONG")
+            Err(EspErr::NvsValueTooLong)
         );
         assert_eq!(
             nvs.get_str("assets", "download_url").map(<[u8]>::len),
@@ -161,7 +189,7 @@ mod tests {
         let mut nvs = Nvs::new(16 * 1024);
         assert_eq!(
             nvs.set("audio", "a_key_that_is_too_long", NvsValue::I32(1)),
-            Err("ESP_ERR_NVS_KEY_TOO_LONG")
+            Err(EspErr::NvsKeyTooLong)
         );
         assert!(nvs.set("audio", "output_volume", NvsValue::I32(1)).is_ok());
     }
@@ -184,6 +212,6 @@ mod tests {
                 break;
             }
         }
-        assert_eq!(failed.map(|f| f.1), Some("ESP_ERR_NVS_NOT_ENOUGH_SPACE"));
+        assert_eq!(failed.map(|f| f.1), Some(EspErr::NvsNotEnoughSpace));
     }
 }

@@ -14,7 +14,7 @@ pub fn reply_id(payload: &[u8]) -> Option<i64> {
 
 /// A `tools/call` request, compact, members in this order:
 /// `{"jsonrpc":"2.0","id":…,"method":"tools/call","params":{"name":…[,"arguments":…]}}`.
-pub(super) fn call_request(id: i64, tool: &str, args: Option<&serde_json::Value>) -> Vec<u8> {
+pub fn call_request(id: i64, tool: &str, args: Option<&serde_json::Value>) -> Vec<u8> {
     let mut out = Vec::with_capacity(96 + tool.len());
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.to_string().as_bytes());

@@ -11,7 +11,7 @@ use crate::audio::source::Source;
 use crate::board::{BoardSpec, ButtonAction};
 use crate::device::{Board, Device, DeviceSnapshot, Output, Receipt};
 use crate::harness::{Harness, PROBE_GUARD};
-use crate::mcp::ToolAction;
+use crate::mcp::{ToolAction, wire};
 use crate::scenario::discovery::Discovery;
 use crate::scenario::expect::{describe_snapshot, level, opt};
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
@@ -482,7 +482,7 @@ impl Runner<'_> {
     fn step_readback<'s>(&mut self, r: &'s ReadbackStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
         let id = self.alloc_id(None);
         out.id = Some(id);
-        self.deliver(out, call_request(id, "self.get_device_status", None));
+        self.deliver(out, call_request(id, wire::TOOL_GET_DEVICE_STATUS, None));
         self.settle();
         out.replies.extend(self.take_replies());
         let status = out

@@ -26,7 +26,7 @@ use crate::spec::SpecError;
 use crate::time::SimDuration;
 
 /// The status tool a `readback` step calls.
-const STATUS_TOOL: &str = "self.get_device_status";
+const STATUS_TOOL: &str = crate::mcp::wire::TOOL_GET_DEVICE_STATUS;
 
 /// A scenario turned into a backend script.
 #[derive(Clone, Debug)]
@@ -191,7 +191,7 @@ impl WirePlan {
             };
             let ends_connection = match &kind {
                 Kind::Call { tool, expect, .. } => {
-                    tool == "self.reboot" || expect.events.contains(&EventName::DeviceRebooted)
+                    tool == crate::mcp::wire::TOOL_REBOOT || expect.events.contains(&EventName::DeviceRebooted)
                 }
                 _ => false,
             };
