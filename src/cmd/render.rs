@@ -5,13 +5,13 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use serde::Serialize;
-use xiaozhi_sim::mcp::wire;
-use xiaozhi_sim::scenario::reply::call_request;
 use xiaozhi_sim::audio::measure::Measurement;
 use xiaozhi_sim::audio::source::Source;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::fault::Fault;
 use xiaozhi_sim::harness::Harness;
+use xiaozhi_sim::mcp::wire;
+use xiaozhi_sim::scenario::reply::call_request;
 use xiaozhi_sim::time::SimDuration;
 use xiaozhi_sim::world::WorldSpec;
 

@@ -14,9 +14,9 @@ use crate::board::{AudioSpec, CodecKind};
 use crate::time::{SimDuration, SimTime};
 
 /// `AUDIO_POWER_TIMEOUT_MS`.
-pub const POWER_TIMEOUT: SimDuration = SimDuration::from_millis(15_000);
+pub(crate) const POWER_TIMEOUT: SimDuration = SimDuration::from_millis(15_000);
 /// `AUDIO_POWER_CHECK_INTERVAL_MS`.
-pub const POWER_CHECK_INTERVAL: SimDuration = SimDuration::from_millis(1000);
+pub(crate) const POWER_CHECK_INTERVAL: SimDuration = SimDuration::from_millis(1000);
 
 /// Volatile audio state of one boot.
 #[derive(Clone, Debug)]

@@ -12,7 +12,7 @@ use crate::mcp::{PropertyValue, ReturnValue};
 use crate::trace::{LogLevel, NvsValue};
 
 /// Whether a board uses the otto controller.
-pub fn needs_otto(spec: &BoardSpec) -> bool {
+pub(crate) fn needs_otto(spec: &BoardSpec) -> bool {
     spec.board_tools.iter().any(|t| match t {
         BoardTool::Tool(t) => matches!(&t.behavior, Behavior::Builtin { name } if name.needs_otto()),
         BoardTool::Lamp { .. } => false,

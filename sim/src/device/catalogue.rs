@@ -19,7 +19,7 @@ use crate::mcp::{McpServer, McpTool, ToolAction, wire};
 use crate::trace::LogLevel;
 
 /// The objects the board constructed, as far as registration cares.
-pub struct BoardObjects<'a> {
+pub(crate) struct BoardObjects<'a> {
     /// The board file (board-constructor tools, snapshot support).
     pub spec: &'a BoardSpec,
     /// The display object, for its class and theme support.
@@ -32,7 +32,7 @@ pub struct BoardObjects<'a> {
 
 /// One registration attempt, for the boot log (`Add tool: …` / `Tool … already added`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Registration {
+pub(crate) struct Registration {
     /// The tool's name.
     pub name: String,
     /// Registered as user-only (`AddUserOnlyTool`).
@@ -186,7 +186,7 @@ static BUILTINS: LazyLock<Builtins> = LazyLock::new(Builtins::new);
 /// What registration produced at a boot: the registry, and the boot log lines in order
 /// (`Add tool: …` / `Tool … already added`, with their log level).
 #[derive(Debug)]
-pub struct Catalogue {
+pub(crate) struct Catalogue {
     /// The registry, tools in registration order.
     pub server: Arc<McpServer>,
     /// Boot log lines with their level (`I` added, `W` duplicate).
@@ -197,7 +197,7 @@ pub struct Catalogue {
 /// camera, a display theme, an LVGL display), so each [`Board`] keeps the result per outcome once
 /// it has been built: every later boot of every device of that board shares it.
 #[derive(Default)]
-pub struct CatalogueCache([OnceLock<Arc<Catalogue>>; 16]);
+pub(crate) struct CatalogueCache([OnceLock<Arc<Catalogue>>; 16]);
 
 impl fmt::Debug for CatalogueCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -244,7 +244,7 @@ impl From<&Board> for Board {
 
 /// The catalogue this boot registers: built by [`register`] the first time these construction
 /// outcomes occur on this board, shared afterwards.
-pub fn catalogue(objects: &BoardObjects<'_>, cache: &CatalogueCache) -> Arc<Catalogue> {
+pub(crate) fn catalogue(objects: &BoardObjects<'_>, cache: &CatalogueCache) -> Arc<Catalogue> {
     let key = usize::from(objects.has_backlight)
         | usize::from(objects.has_camera) << 1
         | usize::from(objects.display.current_theme().is_some()) << 2
@@ -271,13 +271,13 @@ pub fn catalogue(objects: &BoardObjects<'_>, cache: &CatalogueCache) -> Arc<Cata
 }
 
 /// The empty registry a boot holds until registration (shared, never consulted).
-pub fn unregistered() -> Arc<McpServer> {
+pub(crate) fn unregistered() -> Arc<McpServer> {
     static EMPTY: LazyLock<Arc<McpServer>> = LazyLock::new(|| Arc::new(McpServer::new("", "", false)));
     EMPTY.clone()
 }
 
 /// Builds the registry exactly as the firmware's boot does.
-pub fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {
+pub(crate) fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {
     let spec = objects.spec;
     let builtins = &*BUILTINS;
     let mut server = McpServer::new(&spec.name, &spec.firmware.version, objects.has_camera);

@@ -6,17 +6,17 @@
 //! events ([`Device::drain_events`]) and its next deadline ([`Device::poll_timeout`]). It never
 //! reads a clock and never sleeps; whoever drives it owns time.
 
-pub mod app;
-pub mod audio;
-pub mod builtin;
-pub mod catalogue;
+pub(crate) mod app;
+pub(crate) mod audio;
+pub(crate) mod builtin;
+pub(crate) mod catalogue;
 pub mod channel;
-pub mod main_loop;
-pub mod otto;
-pub mod report;
+pub(crate) mod main_loop;
+pub(crate) mod otto;
+pub(crate) mod report;
 pub mod state;
-pub mod tools;
-pub mod upgrade;
+pub(crate) mod tools;
+pub(crate) mod upgrade;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -172,27 +172,27 @@ enum Power {
 /// State that is not part of the application: identity, flash, time, trace, outputs.
 pub struct Core {
     /// The board file the device was built from.
-    pub spec: Arc<BoardSpec>,
+    pub(crate) spec: Arc<BoardSpec>,
     /// The board's catalogue memo (shared by devices of one [`Board`]).
-    pub catalogues: Arc<catalogue::CatalogueCache>,
+    pub(crate) catalogues: Arc<catalogue::CatalogueCache>,
     /// The world the board lives in (Wi-Fi, OTA, WebSocket server, room, timings).
-    pub world: WorldSpec,
+    pub(crate) world: WorldSpec,
     /// Construction faults, read at the next boot.
-    pub faults: Faults,
+    pub(crate) faults: Faults,
     /// The NVS partition (survives reboots and power cuts).
-    pub nvs: Nvs,
+    pub(crate) nvs: Nvs,
     /// The device's clock (virtual time).
-    pub now: SimTime,
+    pub(crate) now: SimTime,
     /// Boots since the simulation started.
-    pub boots: u32,
+    pub(crate) boots: u32,
     /// Seeded generator: MAC and build hash, then the UUID and `Sec-WebSocket-Key`s.
-    pub rng: ChaCha8Rng,
+    pub(crate) rng: ChaCha8Rng,
     /// Wi-Fi STA MAC, lowercase `f4:12:fa:…` (`Device-Id`, `mac_address`).
-    pub mac: String,
+    pub(crate) mac: String,
     /// The build's ELF SHA-256 (`application.elf_sha256` of the system info).
-    pub elf_sha256: [u8; 32],
+    pub(crate) elf_sha256: [u8; 32],
     /// Everything that happened to the audio path (evidence; survives reboots).
-    pub audio: AudioLog,
+    pub(crate) audio: AudioLog,
     trace: bool,
     events: Vec<TraceEvent>,
     outputs: VecDeque<Output>,

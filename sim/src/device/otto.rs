@@ -11,25 +11,25 @@ use std::collections::VecDeque;
 use crate::time::{SimDuration, SimTime};
 
 /// Unknown action name (`otto_controller.cc:662`).
-pub const ERR_INVALID_ACTION: &str = "错误：无效的动作名称。可用动作：walk, turn, jump, swing, moonwalk, bend, shake_leg, updown, whirlwind_leg, sit, showcase, home, hands_up, hands_down, hand_wave, windmill, takeoff, fitness, greeting, shy, radio_calisthenics, magic_circle";
+pub(crate) const ERR_INVALID_ACTION: &str = "错误：无效的动作名称。可用动作：walk, turn, jump, swing, moonwalk, bend, shake_leg, updown, whirlwind_leg, sit, showcase, home, hands_up, hands_down, hand_wave, windmill, takeoff, fitness, greeting, shy, radio_calisthenics, magic_circle";
 /// Unknown servo type for `set_trim` (`otto_controller.cc:770-771`).
-pub const ERR_INVALID_SERVO: &str =
+pub(crate) const ERR_INVALID_SERVO: &str =
     "错误：无效的舵机类型，请使用: left_leg, right_leg, left_foot, right_foot, left_hand, right_hand";
 /// `set_trim`'s success text: `舵机 <servo> 微调设置为 <trim> 度，已永久保存`.
-pub fn trim_saved(servo: &[u8], trim: i32) -> Vec<u8> {
+pub(crate) fn trim_saved(servo: &[u8], trim: i32) -> Vec<u8> {
     let mut out = "舵机 ".as_bytes().to_vec();
     out.extend_from_slice(servo);
     out.extend_from_slice(format!(" 微调设置为 {trim} 度，已永久保存").as_bytes());
     out
 }
 /// `get_status`'s answer while the task executes an item.
-pub const STATUS_MOVING: &str = "moving";
+pub(crate) const STATUS_MOVING: &str = "moving";
 /// `get_status`'s answer otherwise.
-pub const STATUS_IDLE: &str = "idle";
+pub(crate) const STATUS_IDLE: &str = "idle";
 /// NVS namespace of the trims.
-pub const TRIM_NAMESPACE: &str = "otto_trims";
+pub(crate) const TRIM_NAMESPACE: &str = "otto_trims";
 /// The trims' NVS keys in servo order (also `set_trim`'s servo names).
-pub const TRIM_KEYS: [&str; 6] = [
+pub(crate) const TRIM_KEYS: [&str; 6] = [
     "left_leg",
     "right_leg",
     "left_foot",
@@ -38,58 +38,58 @@ pub const TRIM_KEYS: [&str; 6] = [
     "right_hand",
 ];
 /// `QueueServoSequence` refuses strings of this length or more.
-pub const SEQUENCE_MAX: usize = 512;
+pub(crate) const SEQUENCE_MAX: usize = 512;
 /// `xQueueCreate(10, …)`.
-pub const QUEUE_SLOTS: usize = 10;
+pub(crate) const QUEUE_SLOTS: usize = 10;
 
 /// Action type ids of the firmware's enum.
-pub mod kind {
+pub(crate) mod kind {
     /// `walk`.
-    pub const WALK: i32 = 1;
+    pub(crate) const WALK: i32 = 1;
     /// `turn`.
-    pub const TURN: i32 = 2;
+    pub(crate) const TURN: i32 = 2;
     /// `jump`.
-    pub const JUMP: i32 = 3;
+    pub(crate) const JUMP: i32 = 3;
     /// `swing`.
-    pub const SWING: i32 = 4;
+    pub(crate) const SWING: i32 = 4;
     /// `moonwalk`.
-    pub const MOONWALK: i32 = 5;
+    pub(crate) const MOONWALK: i32 = 5;
     /// `bend`.
-    pub const BEND: i32 = 6;
+    pub(crate) const BEND: i32 = 6;
     /// `shake_leg`.
-    pub const SHAKE_LEG: i32 = 7;
+    pub(crate) const SHAKE_LEG: i32 = 7;
     /// `updown`.
-    pub const UPDOWN: i32 = 8;
+    pub(crate) const UPDOWN: i32 = 8;
     /// `hands_up`.
-    pub const HANDS_UP: i32 = 14;
+    pub(crate) const HANDS_UP: i32 = 14;
     /// `hands_down`.
-    pub const HANDS_DOWN: i32 = 15;
+    pub(crate) const HANDS_DOWN: i32 = 15;
     /// `hand_wave`.
-    pub const HAND_WAVE: i32 = 16;
+    pub(crate) const HAND_WAVE: i32 = 16;
     /// `home` (also queued by the constructor and by `stop`).
-    pub const HOME: i32 = 17;
+    pub(crate) const HOME: i32 = 17;
     /// A servo sequence (`self.otto.servo_sequences`).
-    pub const SERVO_SEQUENCE: i32 = 18;
+    pub(crate) const SERVO_SEQUENCE: i32 = 18;
     /// `whirlwind_leg`.
-    pub const WHIRLWIND_LEG: i32 = 19;
+    pub(crate) const WHIRLWIND_LEG: i32 = 19;
     /// `windmill`.
-    pub const WINDMILL: i32 = 20;
+    pub(crate) const WINDMILL: i32 = 20;
     /// `takeoff`.
-    pub const TAKEOFF: i32 = 21;
+    pub(crate) const TAKEOFF: i32 = 21;
     /// `fitness`.
-    pub const FITNESS: i32 = 22;
+    pub(crate) const FITNESS: i32 = 22;
     /// `greeting`.
-    pub const GREETING: i32 = 23;
+    pub(crate) const GREETING: i32 = 23;
     /// `shy`.
-    pub const SHY: i32 = 24;
+    pub(crate) const SHY: i32 = 24;
     /// `sit`.
-    pub const SIT: i32 = 25;
+    pub(crate) const SIT: i32 = 25;
     /// `radio_calisthenics`.
-    pub const RADIO_CALISTHENICS: i32 = 26;
+    pub(crate) const RADIO_CALISTHENICS: i32 = 26;
     /// `magic_circle`.
-    pub const MAGIC_CIRCLE: i32 = 27;
+    pub(crate) const MAGIC_CIRCLE: i32 = 27;
     /// `showcase`.
-    pub const SHOWCASE: i32 = 28;
+    pub(crate) const SHOWCASE: i32 = 28;
 }
 
 /// One queued `OttoActionParams`.
@@ -182,7 +182,14 @@ fn sequence_ms(json: &[u8]) -> i64 {
 }
 
 /// Maps an `action` argument to the queued item (`otto_controller.cc:553-660`).
-pub fn action_item(name: &[u8], steps: i32, speed: i32, direction: i32, amount: i32, arm_swing: i32) -> Option<Item> {
+pub(crate) fn action_item(
+    name: &[u8],
+    steps: i32,
+    speed: i32,
+    direction: i32,
+    amount: i32,
+    arm_swing: i32,
+) -> Option<Item> {
     use kind::*;
     let item = |k, st, sp, d, a| Some(Item::new(k, st, sp, d, a));
     match name {

@@ -7,7 +7,7 @@ use crate::cjson;
 use crate::world::WifiSpec;
 
 /// The software values the status JSON reports.
-pub struct StatusFacts<'a> {
+pub(crate) struct StatusFacts<'a> {
     /// `codec.output_volume()` (the board always has a codec here).
     pub volume: Option<i32>,
     /// `backlight.brightness()`: the in-flight value.
@@ -21,7 +21,7 @@ pub struct StatusFacts<'a> {
 }
 
 /// RSSI ≥ −60 `strong`, ≥ −70 `medium`, else `weak`; 0 (not connected) reads `strong`.
-pub fn signal_word(rssi: i32) -> &'static str {
+pub(crate) fn signal_word(rssi: i32) -> &'static str {
     if rssi >= -60 {
         "strong"
     } else if rssi >= -70 {
@@ -32,7 +32,7 @@ pub fn signal_word(rssi: i32) -> &'static str {
 }
 
 /// `GetDeviceStatusJson` as cJSON prints it.
-pub fn device_status_json(f: &StatusFacts<'_>, out: &mut Vec<u8>) {
+pub(crate) fn device_status_json(f: &StatusFacts<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"audio_speaker\":{");
     if let Some(v) = f.volume {
         out.extend_from_slice(b"\"volume\":");
@@ -77,7 +77,7 @@ pub fn device_status_json(f: &StatusFacts<'_>, out: &mut Vec<u8>) {
 }
 
 /// Everything `GetSystemInfoJson` reads.
-pub struct SystemFacts<'a> {
+pub(crate) struct SystemFacts<'a> {
     /// The board file: chip, flash, partitions, firmware and board identity.
     pub spec: &'a BoardSpec,
     /// `mac_address` and `board.mac`.
@@ -93,7 +93,7 @@ pub struct SystemFacts<'a> {
 }
 
 /// `Board::GetSystemInfoJson` + `WifiBoard::GetBoardJson`, concatenated without escaping.
-pub fn system_info_json(f: &SystemFacts<'_>) -> Vec<u8> {
+pub(crate) fn system_info_json(f: &SystemFacts<'_>) -> Vec<u8> {
     let s = f.spec;
     let t = &s.target;
     let fw = &s.firmware;
