@@ -209,7 +209,7 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
         let now = clock.now();
         device.run_until(now);
         // The simulated user.
-        let state = device.app().map(|a| a.state);
+        let state = device.snapshot().state;
         let channel_down = ws.is_none() && pending_dial.is_none();
         match opts.wake {
             Wake::OnBoot

@@ -51,7 +51,7 @@ fn set_volume(h: &mut Harness, v: i32) -> String {
 }
 
 fn readback(h: &Harness) -> i32 {
-    h.device.app().unwrap().volume
+    h.device.snapshot().volume.unwrap()
 }
 
 fn probe(h: &mut Harness) -> Measurement {
@@ -154,10 +154,10 @@ fn a_volume_change_while_silent_is_heard_only_when_something_plays() {
 fn output_powers_down_after_fifteen_seconds_and_comes_back_for_the_next_sound() {
     let mut h = boot("bread-compact-wifi");
     probe(&mut h);
-    assert!(h.device.app().unwrap().audio.output_enabled);
+    assert!(h.device.snapshot().output_enabled);
     h.sleep(SimDuration::from_secs(17));
     assert!(
-        !h.device.app().unwrap().audio.output_enabled,
+        !h.device.snapshot().output_enabled,
         "15 s after the last output (1 s check)"
     );
     let quiet = h.listen(SimDuration::from_millis(500), false).measurement;
@@ -173,9 +173,9 @@ fn es8311_volume_while_closed_reaches_the_chip_only_when_opened_and_pa_follows_o
     let text = spec_text("lckfb/szpi-esp32c3").replace("  codec: es8311 ", "  wake_word: false\n  codec: es8311 ");
     let mut h = boot_text(&text);
     h.sleep(SimDuration::from_secs(17));
-    let app = h.device.app().unwrap();
+    let snap = h.device.snapshot();
     assert!(
-        !app.audio.codec_open && !app.audio.pa_on,
+        !snap.codec_open && !snap.pa_on,
         "closed and PA low after the idle timeout"
     );
     let writes_before = h.device.audio_log().changes.len();
@@ -192,7 +192,7 @@ fn es8311_volume_while_closed_reaches_the_chip_only_when_opened_and_pa_follows_o
         Some(98 + 40),
         "written when the device opened for playback"
     );
-    assert!(h.device.app().unwrap().audio.pa_on, "PA follows output enable");
+    assert!(h.device.snapshot().pa_on, "PA follows output enable");
 }
 
 #[test]
@@ -203,8 +203,8 @@ fn duplex_keeps_tx_on_while_the_mic_runs_and_simplex_does_not() {
         probe(h);
         h.sleep(SimDuration::from_secs(20));
     }
-    assert!(!simplex.device.app().unwrap().audio.output_enabled);
-    assert!(duplex.device.app().unwrap().audio.output_enabled);
+    assert!(!simplex.device.snapshot().output_enabled);
+    assert!(duplex.device.snapshot().output_enabled);
     assert_eq!(
         duplex.listen(SimDuration::from_secs(1), false).measurement.i2s_running,
         1.0

@@ -143,7 +143,7 @@ fn assert_alive(h: &mut Harness) {
 }
 
 fn volume(h: &Harness) -> i32 {
-    h.device.app().expect("running").volume
+    h.device.snapshot().volume.expect("running")
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -80,5 +80,5 @@ fn a_long_running_device_keeps_a_bounded_audio_log() {
         log.changes.len(),
         log.playbacks.len()
     );
-    assert_eq!(h.device.app().unwrap().volume, 70);
+    assert_eq!(h.device.snapshot().volume.unwrap(), 70);
 }

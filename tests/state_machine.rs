@@ -774,7 +774,7 @@ fn a_sequence_with_a_reboot_pins_the_model_timing() {
     }
     assert_eq!(run.harness.device.boots(), 2);
     assert_eq!(
-        run.harness.device.app().unwrap().volume,
+        run.harness.device.snapshot().volume.unwrap(),
         10,
         "stored 0 comes back as 10"
     );

@@ -56,7 +56,7 @@ fn xinnan_py_discovers_and_hands_true_to_the_llm_as_text() {
     assert_eq!(call.result_to, Some(Delivery::Llm));
     assert_eq!(call.llm_sees.as_deref(), Some("true"));
     assert_eq!(call.spoken, None);
-    assert_eq!(lb.device.app().unwrap().volume, 40);
+    assert_eq!(lb.device.snapshot().volume.unwrap(), 40);
 }
 
 /// xiaozhi-esp32-server never hands a failure to its LLM: a JSON-RPC error is spoken as

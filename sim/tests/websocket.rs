@@ -71,7 +71,7 @@ fn open(d: &mut Device, t: SimTime) -> SimTime {
         listen,
         [r#"{"session_id":"s-1","type":"listen","state":"start","mode":"auto"}"#]
     );
-    assert_eq!(d.app().unwrap().state, DeviceState::Listening);
+    assert_eq!(d.snapshot().state.unwrap(), DeviceState::Listening);
     t
 }
 
@@ -109,10 +109,10 @@ fn no_server_hello_within_ten_seconds_fails_the_open() {
     d.handle_ws_open_result(t, true);
     d.handle_ws_text(t, br#"{"type":"hello","transport":"udp"}"#);
     d.run_until(t + SimDuration::from_millis(9_999));
-    assert_eq!(d.app().unwrap().state, DeviceState::Connecting);
+    assert_eq!(d.snapshot().state.unwrap(), DeviceState::Connecting);
     d.run_until(t + SimDuration::from_millis(10_000));
     assert_eq!(
-        d.app().unwrap().state,
+        d.snapshot().state.unwrap(),
         DeviceState::Idle,
         "wrong transport ignored, then timeout"
     );
@@ -143,11 +143,11 @@ fn a_refused_handshake_still_waits_ten_seconds_for_the_hello() {
     };
     d.run_until(t + SimDuration::from_millis(9_999));
     assert_eq!(failed_at(&mut d), None, "still waiting at 9.999 s");
-    assert_eq!(d.app().unwrap().state, DeviceState::Connecting);
+    assert_eq!(d.snapshot().state.unwrap(), DeviceState::Connecting);
     d.run_until(t + SimDuration::from_millis(10_000));
     assert_eq!(failed_at(&mut d), Some(t + SimDuration::from_millis(10_000)));
     d.run_until(t + SimDuration::from_millis(10_001));
-    assert_eq!(d.app().unwrap().state, DeviceState::Idle);
+    assert_eq!(d.snapshot().state.unwrap(), DeviceState::Idle);
 }
 
 #[test]
@@ -178,7 +178,11 @@ fn reboot_closes_tcp_without_a_reply_and_the_device_comes_back_silent() {
             .any(|o| matches!(o, Output::WsClose { at } if *at == t + SimDuration::from_millis(1000)))
     );
     assert_eq!(d.boots(), 2);
-    assert_eq!(d.app().unwrap().state, DeviceState::Idle, "no automatic reconnection");
+    assert_eq!(
+        d.snapshot().state.unwrap(),
+        DeviceState::Idle,
+        "no automatic reconnection"
+    );
 }
 
 #[test]
@@ -189,8 +193,8 @@ fn replies_to_a_closed_socket_are_lost_but_effects_stay() {
     d.handle_ws_closed(t);
     d.run_until(t + SimDuration::from_millis(10));
     assert!(texts(&outputs(&mut d)).is_empty());
-    assert_eq!(d.app().unwrap().volume, 20);
-    assert_eq!(d.app().unwrap().state, DeviceState::Idle);
+    assert_eq!(d.snapshot().volume.unwrap(), 20);
+    assert_eq!(d.snapshot().state.unwrap(), DeviceState::Idle);
 }
 
 #[test]

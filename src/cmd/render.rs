@@ -150,7 +150,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         call = Some(msg);
         h.sleep(SimDuration::from_millis(200));
     }
-    let readback = h.device.app().map(|a| a.volume);
+    let readback = h.device.snapshot().volume;
     let want_signals = opts.out.is_some() || opts.play;
     let described = source.describe();
     let Some(listening) = h.play_and_measure(source, duration, want_signals) else {

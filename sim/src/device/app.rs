@@ -141,29 +141,29 @@ pub enum Step {
 /// The application and board objects of one boot.
 pub struct Running {
     /// `McpServer::GetInstance()`: this boot's registry, shared by boots of the same construction.
-    pub mcp: Arc<McpServer>,
+    pub(crate) mcp: Arc<McpServer>,
     /// The main task's queue (`Application::Schedule`, `Run`).
-    pub main: MainLoop<Task>,
+    pub(crate) main: MainLoop<Task>,
     /// `Application::device_state_` (`DeviceStateMachine`).
-    pub state: DeviceState,
+    pub(crate) state: DeviceState,
     /// `AudioCodec::output_volume_`.
-    pub volume: i32,
+    pub(crate) volume: i32,
     /// The display object (`NoDisplay` when the board has none or its init failed).
-    pub display: Display,
+    pub(crate) display: Display,
     /// The backlight, on boards with one.
-    pub backlight: Option<Backlight>,
+    pub(crate) backlight: Option<Backlight>,
     /// `Esp32Camera`, on boards with one (also when its init failed).
-    pub camera: Option<Camera>,
+    pub(crate) camera: Option<Camera>,
     /// Software flags of lamps and board GPIO tools (the `power_` of `LampController`).
-    pub gpio_flags: BTreeMap<u32, bool>,
+    pub(crate) gpio_flags: BTreeMap<u32, bool>,
     /// `Application::protocol_`: `None` after `Reboot()` destroyed it.
-    pub protocol: Option<Link>,
+    pub(crate) protocol: Option<Link>,
     /// `Board::uuid_`: NVS `board/uuid`, generated at first boot (`Client-Id`).
-    pub uuid: String,
+    pub(crate) uuid: String,
     /// `Application::audio_service_`: output power and codec state.
-    pub audio: AudioService,
+    pub(crate) audio: AudioService,
     /// otto-robot's controller, on boards that use it.
-    pub otto: Option<Otto>,
+    pub(crate) otto: Option<Otto>,
 }
 
 fn uuid_v4(core: &mut Core) -> String {

@@ -20,7 +20,7 @@ pub(crate) const POWER_CHECK_INTERVAL: SimDuration = SimDuration::from_millis(10
 
 /// Volatile audio state of one boot.
 #[derive(Clone, Debug)]
-pub struct AudioService {
+pub(crate) struct AudioService {
     codec: CodecKind,
     /// Codec input (microphone) enabled.
     pub input_enabled: bool,
@@ -41,7 +41,7 @@ pub struct AudioService {
 
 impl AudioService {
     /// Output and input off, as at board construction.
-    pub fn new(spec: &AudioSpec) -> Self {
+    pub(crate) fn new(spec: &AudioSpec) -> Self {
         AudioService {
             codec: spec.codec,
             input_enabled: false,
@@ -57,17 +57,12 @@ impl AudioService {
         }
     }
 
-    /// The board's codec driver.
-    pub fn codec(&self) -> CodecKind {
-        self.codec
-    }
-
     fn is_hardware(&self) -> bool {
         matches!(self.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec)
     }
 
     /// Board construction: PA pins configured (forced on where the board does so).
-    pub fn start(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
+    pub(crate) fn start(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
         log.record(now, AudioChange::Volume(volume));
         if self.pa_always_on {
             self.pa_on = true;
@@ -76,7 +71,7 @@ impl AudioService {
     }
 
     /// Everything stops (reboot, power cut): clocks, codec and PA off, sound cut.
-    pub fn shut_down(&mut self, log: &mut AudioLog, now: SimTime) {
+    pub(crate) fn shut_down(&mut self, log: &mut AudioLog, now: SimTime) {
         log.stop_playback(now);
         if self.output_enabled && !self.is_hardware() {
             log.record(now, AudioChange::TxEnabled(false));
@@ -96,7 +91,7 @@ impl AudioService {
     }
 
     /// `AudioCodec::SetOutputVolume` plus the hardware codecs' register write.
-    pub fn set_volume(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
+    pub(crate) fn set_volume(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
         log.record(now, AudioChange::Volume(volume));
         match self.codec {
             CodecKind::Es8311 if self.codec_open => {
@@ -134,7 +129,7 @@ impl AudioService {
     }
 
     /// `EnableOutput(b)`.
-    pub fn enable_output(&mut self, log: &mut AudioLog, now: SimTime, on: bool, volume: i32) {
+    pub(crate) fn enable_output(&mut self, log: &mut AudioLog, now: SimTime, on: bool, volume: i32) {
         if on == self.output_enabled {
             return;
         }
@@ -147,7 +142,7 @@ impl AudioService {
     }
 
     /// `EnableInput(b)` (wake word / listening).
-    pub fn enable_input(&mut self, log: &mut AudioLog, now: SimTime, on: bool, volume: i32) {
+    pub(crate) fn enable_input(&mut self, log: &mut AudioLog, now: SimTime, on: bool, volume: i32) {
         if on == self.input_enabled {
             return;
         }
@@ -160,7 +155,7 @@ impl AudioService {
 
     /// `PlaySound` / decoded TTS: output on if needed (restarting the power timer), then the
     /// sound queues behind whatever plays. Returns when it starts and ends.
-    pub fn play(
+    pub(crate) fn play(
         &mut self,
         log: &mut AudioLog,
         now: SimTime,
@@ -180,7 +175,7 @@ impl AudioService {
     }
 
     /// The sound is cut (`AudioService::Stop`).
-    pub fn stop_playback(&mut self, log: &mut AudioLog, now: SimTime) {
+    pub(crate) fn stop_playback(&mut self, log: &mut AudioLog, now: SimTime) {
         log.stop_playback(now);
         if self.last_output_end > now {
             self.last_output_end = now;
@@ -188,12 +183,12 @@ impl AudioService {
     }
 
     /// When the power-check timer (1 s period) fires next; `None` while it is stopped.
-    pub fn timer_deadline(&self) -> Option<SimTime> {
+    pub(crate) fn timer_deadline(&self) -> Option<SimTime> {
         self.power_tick
     }
 
     /// `CheckAndUpdateAudioPowerState` for a tick due at `now`.
-    pub fn on_power_tick(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) -> bool {
+    pub(crate) fn on_power_tick(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) -> bool {
         let Some(due) = self.power_tick else { return false };
         if due > now {
             return false;

@@ -12,11 +12,11 @@ use crate::time::SimTime;
 
 /// What the main loop does next.
 #[derive(Debug)]
-pub enum Next<T> {
+pub(crate) enum Next<T> {
     /// Nothing queued, nothing blocked.
     Idle,
     /// Blocked in a delay until this time.
-    BusyUntil(SimTime),
+    BusyUntil(#[allow(dead_code)] SimTime),
     /// A new batch of this many tasks was taken from the shared deque.
     BatchTaken(usize),
     /// Run this task now.
@@ -25,7 +25,7 @@ pub enum Next<T> {
 
 /// The shared deque, the batch in progress and the task blocked in a delay.
 #[derive(Debug)]
-pub struct MainLoop<T> {
+pub(crate) struct MainLoop<T> {
     queue: VecDeque<T>,
     batch: VecDeque<T>,
     blocked: Option<(SimTime, T)>,
@@ -43,18 +43,18 @@ impl<T> Default for MainLoop<T> {
 
 impl<T> MainLoop<T> {
     /// `Application::Schedule`.
-    pub fn schedule(&mut self, task: T) {
+    pub(crate) fn schedule(&mut self, task: T) {
         self.queue.push_back(task);
     }
 
     /// The task resumes at `until` (it called `vTaskDelay`); the rest of the batch waits.
-    pub fn block(&mut self, until: SimTime, continuation: T) {
+    pub(crate) fn block(&mut self, until: SimTime, continuation: T) {
         debug_assert!(self.blocked.is_none());
         self.blocked = Some((until, continuation));
     }
 
     /// The next step of the main loop at `now`.
-    pub fn next(&mut self, now: SimTime) -> Next<T> {
+    pub(crate) fn next(&mut self, now: SimTime) -> Next<T> {
         if let Some((until, _)) = &self.blocked {
             if *until > now {
                 return Next::BusyUntil(*until);
@@ -73,7 +73,7 @@ impl<T> MainLoop<T> {
     }
 
     /// The event a blocked task waits for arrived: it resumes at `now` instead of its timeout.
-    pub fn wake(&mut self, now: SimTime) {
+    pub(crate) fn wake(&mut self, now: SimTime) {
         if let Some((until, _)) = self.blocked.as_mut()
             && *until > now
         {
@@ -82,7 +82,7 @@ impl<T> MainLoop<T> {
     }
 
     /// When the main task can next make progress, if it has work.
-    pub fn deadline(&self, now: SimTime) -> Option<SimTime> {
+    pub(crate) fn deadline(&self, now: SimTime) -> Option<SimTime> {
         match &self.blocked {
             Some((until, _)) => Some(*until),
             None if !self.batch.is_empty() || !self.queue.is_empty() => Some(now),
@@ -91,12 +91,12 @@ impl<T> MainLoop<T> {
     }
 
     /// Nothing queued, batched or blocked.
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.blocked.is_none() && self.batch.is_empty() && self.queue.is_empty()
     }
 
     /// Everything still pending, in the order it would have run (for `esp_restart`).
-    pub fn drain(&mut self) -> Vec<T> {
+    pub(crate) fn drain(&mut self) -> Vec<T> {
         let mut all: Vec<T> = self.blocked.take().map(|(_, t)| t).into_iter().collect();
         all.extend(self.batch.drain(..));
         all.extend(self.queue.drain(..));
@@ -104,7 +104,7 @@ impl<T> MainLoop<T> {
     }
 
     /// Everything still pending, in run order (the blocked continuation first).
-    pub fn pending(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn pending(&self) -> impl Iterator<Item = &T> {
         self.blocked
             .iter()
             .map(|(_, t)| t)

@@ -147,8 +147,8 @@ pub struct DeviceSnapshot {
     pub boots: u32,
     /// The application is up (not off, not booting).
     pub running: bool,
-    /// `GetDeviceState()` by name, while running.
-    pub state: Option<&'static str>,
+    /// `GetDeviceState()`, while the application exists.
+    pub state: Option<DeviceState>,
     /// `AudioCodec::output_volume_`.
     pub volume: Option<i32>,
     /// The backlight's current brightness (mid-fade values included), 0–100.
@@ -159,6 +159,12 @@ pub struct DeviceSnapshot {
     pub theme: Option<String>,
     /// Software flags of lamps and board GPIO tools, by GPIO.
     pub gpio: std::collections::BTreeMap<u32, bool>,
+    /// The audio service has the codec output enabled (`EnableOutput(true)`).
+    pub output_enabled: bool,
+    /// The codec is open (ES8311 boards: the chip answers register writes).
+    pub codec_open: bool,
+    /// The amplifier's PA pin is high.
+    pub pa_on: bool,
 }
 
 /// Power state of the board.
@@ -404,12 +410,15 @@ impl Device {
         DeviceSnapshot {
             boots: self.boots(),
             running: self.is_running(),
-            state: app.map(|a| a.state.name()),
+            state: app.map(|a| a.state),
             volume: app.map(|a| a.volume),
             brightness: app.and_then(|a| a.backlight.as_ref().map(|b| b.brightness())),
             backlight_target: app.and_then(|a| a.backlight.as_ref().map(|b| b.target())),
             theme: app.and_then(|a| a.display.current_theme().map(str::to_string)),
             gpio: app.map(|a| a.gpio_flags.clone()).unwrap_or_default(),
+            output_enabled: app.is_some_and(|a| a.audio.output_enabled),
+            codec_open: app.is_some_and(|a| a.audio.codec_open),
+            pa_on: app.is_some_and(|a| a.audio.pa_on),
         }
     }
 

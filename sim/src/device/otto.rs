@@ -94,7 +94,7 @@ pub(crate) mod kind {
 
 /// One queued `OttoActionParams`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Item {
+pub(crate) struct Item {
     /// Action type id ([`kind`]).
     pub kind: i32,
     /// Repetitions.
@@ -111,7 +111,7 @@ pub struct Item {
 
 impl Item {
     /// An item without a sequence.
-    pub fn new(kind: i32, steps: i32, speed: i32, direction: i32, amount: i32) -> Self {
+    pub(crate) fn new(kind: i32, steps: i32, speed: i32, direction: i32, amount: i32) -> Self {
         Item {
             kind,
             steps,
@@ -123,7 +123,7 @@ impl Item {
     }
 
     /// The `动作控制` log line `QueueAction` prints.
-    pub fn log_line(&self) -> String {
+    pub(crate) fn log_line(&self) -> String {
         format!(
             "动作控制: 类型={}, 步数={}, 速度={}, 方向={}, 幅度={}",
             self.kind, self.steps, self.speed, self.direction, self.amount
@@ -221,7 +221,7 @@ pub(crate) fn action_item(
 
 /// The controller's volatile state.
 #[derive(Clone, Debug)]
-pub struct Otto {
+pub(crate) struct Otto {
     queue: VecDeque<Item>,
     /// The item executing and when it (with its auto-home) ends.
     current: Option<(Item, SimTime)>,
@@ -233,8 +233,14 @@ pub struct Otto {
 }
 
 impl Otto {
+    /// Items waiting in the queue (for the tests).
+    #[cfg(test)]
+    fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Constructor: trims loaded, HOME queued (which starts the task).
-    pub fn new(trims: [i32; 6], task_runs: bool, now: SimTime) -> Self {
+    pub(crate) fn new(trims: [i32; 6], task_runs: bool, now: SimTime) -> Self {
         let mut otto = Otto {
             queue: VecDeque::new(),
             current: None,
@@ -247,27 +253,22 @@ impl Otto {
     }
 
     /// Whether the task executes an item (`get_status` says `moving`).
-    pub fn is_moving(&self) -> bool {
+    pub(crate) fn is_moving(&self) -> bool {
         self.current.is_some()
     }
 
-    /// Items waiting in the queue.
-    pub fn queued(&self) -> usize {
-        self.queue.len()
-    }
-
     /// Whether a `QueueAction` now would block the caller (queue full, task running).
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.runs && self.queue.len() >= QUEUE_SLOTS
     }
 
     /// When the running item ends (a full queue frees a slot then).
-    pub fn busy_until(&self) -> Option<SimTime> {
+    pub(crate) fn busy_until(&self) -> Option<SimTime> {
         self.current.as_ref().map(|(_, end)| *end).or(self.next_take)
     }
 
     /// `QueueAction`: appends `item`; a running, idle task takes it at once.
-    pub fn enqueue(&mut self, item: Item, now: SimTime) {
+    pub(crate) fn enqueue(&mut self, item: Item, now: SimTime) {
         self.queue.push_back(item);
         if self.runs && self.current.is_none() && self.next_take.is_none() {
             self.next_take = Some(now);
@@ -275,7 +276,7 @@ impl Otto {
     }
 
     /// `self.otto.stop`: the task is deleted, the queue reset, a fresh HOME queued.
-    pub fn stop(&mut self, now: SimTime) {
+    pub(crate) fn stop(&mut self, now: SimTime) {
         self.queue.clear();
         self.current = None;
         self.next_take = None;
@@ -283,7 +284,7 @@ impl Otto {
     }
 
     /// When the action task next does something (`None` when it never runs or has nothing).
-    pub fn deadline(&self) -> Option<SimTime> {
+    pub(crate) fn deadline(&self) -> Option<SimTime> {
         if !self.runs {
             return None;
         }
@@ -294,7 +295,7 @@ impl Otto {
     }
 
     /// The action task at `now`: finish the current item, take the next one.
-    pub fn on_tick(&mut self, now: SimTime) -> Option<String> {
+    pub(crate) fn on_tick(&mut self, now: SimTime) -> Option<String> {
         if !self.runs {
             return None;
         }
