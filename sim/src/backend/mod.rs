@@ -640,7 +640,8 @@ impl Session {
                 Some("REQLLM") => Some((Delivery::Llm, String::new())),
                 Some("NONE" | "RECORD") => None,
                 Some(other) => Some((failed, format!("'{other}'"))),
-                None => Some((failed, "unhashable type".into())),
+                // `Action[x]` with a non-string key: `str()` of the KeyError / TypeError.
+                None => Some((failed, python_key_error(action))),
             };
         }
         let first_text = first_text.unwrap_or_default();
@@ -842,5 +843,19 @@ impl Session {
             })
             .map(|e| e.id)
             .collect()
+    }
+}
+
+/// What xinnan-py speaks when `Action[key]` fails for a key that is not a string: the `str()` of
+/// its `KeyError` (the key's repr) or of the `TypeError` an unhashable key raises.
+fn python_key_error(key: &Value) -> String {
+    match key {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) => n.to_string(),
+        Value::Array(_) => "unhashable type: 'list'".into(),
+        Value::Object(_) => "unhashable type: 'dict'".into(),
+        Value::String(t) => format!("'{t}'"),
     }
 }
