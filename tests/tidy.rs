@@ -84,7 +84,7 @@ fn every_rust_file_opens_with_a_module_doc() {
     assert!(bad.is_empty(), "files without a `//!` header: {bad:?}");
 }
 
-/// `board`, `world`, `fault`, `time`, `spec`, `trace`, `mcp`, `audio` and `hw` are data, protocol
+/// `board`, `world`, `fault`, `time`, `spec`, `trace`, `mcp`, `audio`, `hw` and `voice` are data, protocol
 /// and virtual hardware: they import nothing from the runtime (`device`, `scenario`, `harness`,
 /// `backend`, `loopback`).
 #[test]
@@ -96,6 +96,7 @@ fn the_data_layer_imports_nothing_from_the_runtime() {
         .chain(files(&sim.join("mcp")))
         .chain(files(&sim.join("audio")))
         .chain(files(&sim.join("hw")))
+        .chain(files(&sim.join("voice")))
         .collect();
     let mut bad = Vec::new();
     for p in &data {

@@ -20,7 +20,7 @@
 //!   [`board`] (what a board is), [`world`] (what surrounds it), [`fault`] (faults as data),
 //!   [`mcp`] (`McpServer`, `McpTool`, `Property`, every wire string), [`audio`] (the acoustic
 //!   chain: codec laws, amplifier, speaker, room, measurements), [`hw`] (NVS, backlight,
-//!   display, camera).
+//!   display, camera), [`voice`] (binary audio frames, Opus, resampling).
 //! * **The device** — [`device`]: boot, receive task, main-task batches, tool callbacks, the
 //!   WebSocket channel, reboot, power.
 //! * **Drivers** — [`harness`] (offline runs and replay), [`loopback`] (device and backend in one
@@ -46,4 +46,5 @@ pub mod scenario;
 pub mod spec;
 pub mod time;
 pub mod trace;
+pub mod voice;
 pub mod world;
