@@ -270,7 +270,16 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                         }
                     }
                 }
-                Output::Mcp { .. } => {}
+                Output::WsBinary { frame, .. } => {
+                    if let Some(sock) = ws.as_mut()
+                        && sock.send(Message::Binary(frame.into())).await.is_err()
+                    {
+                        ws = None;
+                        set_open(false);
+                        device.handle_ws_closed(clock.now());
+                    }
+                }
+                Output::Mcp { .. } | Output::Control { .. } => {}
             }
         }
         if let Some((endpoint, request)) = pending_dial.take() {
@@ -337,7 +346,7 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                             }
                             Some(Ok(Message::Binary(b))) => {
                                 stats.binary_in += 1;
-                                device.handle_ws_binary(now, b.len());
+                                device.handle_ws_binary(now, &b);
                             }
                             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                             Some(Ok(Message::Close(_))) | Some(Err(_)) | None => {

@@ -133,7 +133,7 @@ impl Loopback {
                         self.finished.push(s.report());
                     }
                 }
-                Output::Mcp { .. } => {}
+                Output::Mcp { .. } | Output::Control { .. } | Output::WsBinary { .. } => {}
             }
         }
         Err(NeverRests("the device kept producing output"))

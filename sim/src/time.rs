@@ -103,6 +103,12 @@ impl Add for SimDuration {
     }
 }
 
+impl std::ops::AddAssign for SimDuration {
+    fn add_assign(&mut self, d: SimDuration) {
+        self.0 += d.0;
+    }
+}
+
 impl fmt::Display for SimTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write_duration(f, self.0)

@@ -38,6 +38,8 @@ pub enum Prompt {
     Upgrade,
     /// `OGG_EXCLAMATION` on errors.
     Exclamation,
+    /// `OGG_POPUP` when listening starts after a wake word.
+    Popup,
 }
 
 impl Prompt {
@@ -47,6 +49,7 @@ impl Prompt {
             Prompt::Success => "success",
             Prompt::Upgrade => "upgrade",
             Prompt::Exclamation => "exclamation",
+            Prompt::Popup => "popup",
         }
     }
     /// (frequency, level, duration) of the burst.
@@ -55,6 +58,7 @@ impl Prompt {
             Prompt::Success => (1000.0, -12.0, SimDuration::from_millis(600)),
             Prompt::Upgrade => (800.0, -12.0, SimDuration::from_millis(1200)),
             Prompt::Exclamation => (1500.0, -12.0, SimDuration::from_millis(500)),
+            Prompt::Popup => (1200.0, -12.0, SimDuration::from_millis(300)),
         }
     }
 }

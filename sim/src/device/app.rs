@@ -21,6 +21,7 @@ use crate::device::report::{self, StatusFacts, SystemFacts};
 use crate::device::state::DeviceState;
 use crate::device::tools::Callback;
 use crate::device::upgrade::UpgradeStage;
+use crate::device::voice::{ListeningMode, Voice};
 use crate::device::{Core, Output, Receipt};
 use crate::hw::backlight::Backlight;
 use crate::hw::camera::Camera;
@@ -74,15 +75,31 @@ pub enum Task {
     Busy(SimDuration),
     /// `MAIN_EVENT_TOGGLE_CHAT` (BOOT click, wake word).
     ToggleChat,
-    /// `ContinueOpenAudioChannel(mode)` and its waits.
+    /// `ContinueOpenAudioChannel(mode)` (or `ContinueWakeWordInvoke(word)`) and its waits.
     OpenChannel {
-        /// The listening mode of the `listen` `start` message (`auto` for a toggle).
-        mode: &'static str,
+        /// The listening mode to enter once the channel is open (`auto` for a toggle).
+        mode: ListeningMode,
         /// Where the open resumes.
         stage: OpenStage,
+        /// The wake word whose `listen detect` goes out once the channel is open.
+        wake: Option<String>,
     },
-    /// A state change the firmware schedules (`on_audio_channel_closed`, `tts` start/stop).
+    /// A state change the firmware schedules (`on_audio_channel_closed`).
     SetState(DeviceState),
+    /// The lambda `tts start` schedules: `aborted_ = false`, speaking.
+    TtsStart,
+    /// The lambda `tts stop` schedules: idle (manual mode) or listening, if still speaking.
+    TtsStop,
+    /// `MAIN_EVENT_STATE_CHANGED`: `HandleStateChangedEvent`.
+    StateChanged,
+    /// `MAIN_EVENT_PLAYBACK_DRAINED`: a deferred `listen start`.
+    PlaybackDrained,
+    /// `MAIN_EVENT_START_LISTENING` (push-to-talk pressed).
+    StartListening,
+    /// `MAIN_EVENT_STOP_LISTENING` (push-to-talk released).
+    StopListening,
+    /// `MAIN_EVENT_WAKE_WORD_DETECTED` for this word.
+    WakeWord(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +126,13 @@ impl Task {
             Task::ToggleChat => "toggle chat".into(),
             Task::OpenChannel { .. } => "open the audio channel".into(),
             Task::SetState(s) => format!("set state {}", s.name()),
+            Task::TtsStart => "tts start".into(),
+            Task::TtsStop => "tts stop".into(),
+            Task::StateChanged => "state changed event".into(),
+            Task::PlaybackDrained => "playback drained event".into(),
+            Task::StartListening => "start listening".into(),
+            Task::StopListening => "stop listening".into(),
+            Task::WakeWord(w) => format!("wake word {w}"),
         }
     }
 
@@ -121,9 +145,16 @@ impl Task {
             Task::Upgrade { .. } => core.emit(|| Event::TaskDropped { what: "upgrade", why }),
             Task::PlayPrompt(_) => core.emit(|| Event::TaskDropped { what: "sound", why }),
             Task::Busy(_) => core.emit(|| Event::TaskDropped { what: "busy", why }),
-            Task::ToggleChat | Task::OpenChannel { .. } | Task::SetState(_) => {
-                core.emit(|| Event::TaskDropped { what: "state", why })
-            }
+            Task::ToggleChat
+            | Task::OpenChannel { .. }
+            | Task::SetState(_)
+            | Task::TtsStart
+            | Task::TtsStop
+            | Task::StartListening
+            | Task::StopListening
+            | Task::WakeWord(_) => core.emit(|| Event::TaskDropped { what: "state", why }),
+            // Event bits die with the task that would have read them; nothing was promised.
+            Task::StateChanged | Task::PlaybackDrained => {}
         }
     }
 }
@@ -164,6 +195,8 @@ pub struct Running {
     pub(crate) audio: AudioService,
     /// otto-robot's controller, on boards that use it.
     pub(crate) otto: Option<Otto>,
+    /// Listening mode, abort flag, pending events and the decoder (`device::voice`).
+    pub(crate) voice: Voice,
 }
 
 fn uuid_v4(core: &mut Core) -> String {
@@ -233,6 +266,7 @@ impl Running {
             uuid,
             audio: AudioService::new(&spec.audio),
             otto: None,
+            voice: Voice::default(),
         };
         if crate::device::builtin::needs_otto(&spec) {
             let trims = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
@@ -379,6 +413,7 @@ impl Running {
             from: from.name(),
             to: to.name(),
         });
+        self.state_changed();
         true
     }
 
@@ -499,9 +534,37 @@ impl Running {
                 self.toggle_chat(core);
                 Step::Done
             }
-            Task::OpenChannel { mode, stage } => self.open_channel(core, mode, stage),
+            Task::OpenChannel { mode, stage, wake } => self.open_channel(core, mode, stage, wake),
             Task::SetState(s) => {
                 self.set_state(core, s);
+                Step::Done
+            }
+            Task::TtsStart => {
+                self.tts_start(core);
+                Step::Done
+            }
+            Task::TtsStop => {
+                self.tts_stop(core);
+                Step::Done
+            }
+            Task::StateChanged => {
+                self.on_state_changed(core);
+                Step::Done
+            }
+            Task::PlaybackDrained => {
+                self.on_playback_drained(core);
+                Step::Done
+            }
+            Task::StartListening => {
+                self.start_listening(core);
+                Step::Done
+            }
+            Task::StopListening => {
+                self.stop_listening(core);
+                Step::Done
+            }
+            Task::WakeWord(word) => {
+                self.wake_word(core, &word);
                 Step::Done
             }
         }
@@ -527,11 +590,12 @@ impl Running {
         let backlight = self.backlight.as_ref().and_then(Backlight::next_deadline);
         let power = self.audio.timer_deadline();
         let otto = self.otto.as_ref().and_then(Otto::deadline);
+        let drain = self.voice.timer_deadline();
         let earlier = |a: Option<crate::time::SimTime>, b: Option<crate::time::SimTime>| match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        earlier(earlier(backlight, power), otto)
+        earlier(earlier(earlier(backlight, power), otto), drain)
     }
 
     /// Fires every esp_timer due at `core.now` (timer task outranks the main task).
@@ -553,6 +617,7 @@ impl Running {
                 text: "audio output powered down (15 s without output)".to_string(),
             });
         }
+        self.on_drain_timer(core);
     }
 
     /// VOL+/VOL− buttons (±10 clamped, long press = 100/0).

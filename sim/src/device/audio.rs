@@ -174,6 +174,19 @@ impl AudioService {
         (start, end)
     }
 
+    /// The output rate, Hz.
+    pub(crate) fn rate(&self) -> u32 {
+        self.rate
+    }
+
+    /// Queued sound after `at` is thrown away (`ResetDecoder`: what is being written still plays).
+    pub(crate) fn cut_playback(&mut self, log: &mut AudioLog, at: SimTime) {
+        log.stop_playback(at);
+        if self.last_output_end > at {
+            self.last_output_end = at;
+        }
+    }
+
     /// The sound is cut (`AudioService::Stop`).
     pub(crate) fn stop_playback(&mut self, log: &mut AudioLog, now: SimTime) {
         log.stop_playback(now);

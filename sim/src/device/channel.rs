@@ -18,6 +18,7 @@ use crate::cjson;
 use crate::device::app::RebootStage;
 use crate::device::app::{Running, Step, Task};
 use crate::device::state::DeviceState;
+use crate::device::voice::{AbortReason, ListeningMode};
 use crate::device::{Core, Output};
 use crate::mcp::Received;
 use crate::trace::{Event, LogLevel};
@@ -93,14 +94,6 @@ impl WsLink {
         out.extend_from_slice(b"\",\"type\":\"mcp\",\"payload\":");
         out.extend_from_slice(payload);
         out.push(b'}');
-        out
-    }
-
-    /// `SendStartListening(mode)`.
-    pub fn listen_start(&self, mode: &str) -> Vec<u8> {
-        let mut out = b"{\"session_id\":\"".to_vec();
-        out.extend_from_slice(&self.session_id);
-        out.extend_from_slice(format!("\",\"type\":\"listen\",\"state\":\"start\",\"mode\":\"{mode}\"}}").as_bytes());
         out
     }
 
@@ -253,11 +246,12 @@ impl Running {
                 if !self.channel_open(core.now) && matches!(self.protocol, Some(Link::WebSocket(_))) {
                     self.set_state(core, DeviceState::Connecting);
                     self.main.schedule(Task::OpenChannel {
-                        mode: "auto",
+                        mode: ListeningMode::Auto,
                         stage: OpenStage::Begin,
+                        wake: None,
                     });
                 } else {
-                    self.set_listening(core, "auto");
+                    self.set_listening_mode(core, ListeningMode::Auto);
                 }
             }
             DeviceState::Listening => {
@@ -265,28 +259,20 @@ impl Running {
                 self.drop_socket(core, "user closed the channel");
                 self.main.schedule(Task::SetState(DeviceState::Idle));
             }
-            DeviceState::Speaking => core.log(LogLevel::Info, "Application", || "Abort speaking"),
+            DeviceState::Speaking => self.abort_speaking(core, AbortReason::None),
             _ => {}
-        }
-    }
-
-    /// `SetListeningMode(mode)`: listening, and `listen start` goes out.
-    pub(super) fn set_listening(&mut self, core: &mut Core, mode: &str) {
-        if self.set_state(core, DeviceState::Listening)
-            && let Some(Link::WebSocket(ws)) = &self.protocol
-            && ws.socket == Socket::Connected
-        {
-            let frame = ws.listen_start(mode);
-            core.push_output(Output::WsText {
-                text: frame,
-                at: core.now,
-            });
         }
     }
 
     /// `ContinueOpenAudioChannel` → `OpenAudioChannel`, which blocks the main task while it
     /// connects (esp-ml307: up to 10 s) and while it waits for the server hello (10 s).
-    pub(super) fn open_channel(&mut self, core: &mut Core, mode: &'static str, stage: OpenStage) -> Step {
+    pub(super) fn open_channel(
+        &mut self,
+        core: &mut Core,
+        mode: ListeningMode,
+        stage: OpenStage,
+        wake: Option<String>,
+    ) -> Step {
         let now = core.now;
         let timeout = core.delay(10_000);
         match stage {
@@ -295,7 +281,7 @@ impl Running {
                     return Step::Done;
                 }
                 if self.channel_open(now) {
-                    self.set_listening(core, mode);
+                    self.after_open(core, mode, wake);
                     return Step::Done;
                 }
                 // A new socket object replaces the old one (which closes its TCP connection).
@@ -345,6 +331,7 @@ impl Running {
                     Task::OpenChannel {
                         mode,
                         stage: OpenStage::AwaitConnect,
+                        wake,
                     },
                 )
             }
@@ -369,6 +356,7 @@ impl Running {
                     Task::OpenChannel {
                         mode,
                         stage: OpenStage::AwaitHello,
+                        wake,
                     },
                 )
             }
@@ -390,10 +378,18 @@ impl Running {
                     text: "audio channel opened".into(),
                 });
                 if self.state == DeviceState::Connecting {
-                    self.set_listening(core, mode);
+                    self.after_open(core, mode, wake);
                 }
                 Step::Done
             }
+        }
+    }
+
+    /// The channel is open: listening in `mode`, or the wake word's `listen detect` first.
+    fn after_open(&mut self, core: &mut Core, mode: ListeningMode, wake: Option<String>) {
+        match wake {
+            Some(word) => self.continue_wake_word(core, &word),
+            None => self.set_listening_mode(core, mode),
         }
     }
 
@@ -482,14 +478,8 @@ impl Running {
                 }
                 None
             }
-            b"tts" => {
-                match root.get(b"state").and_then(|s| s.c_string()) {
-                    Some(b"start") => self.main.schedule(Task::SetState(DeviceState::Speaking)),
-                    Some(b"stop") if self.state == DeviceState::Speaking => {
-                        self.main.schedule(Task::SetState(DeviceState::Listening))
-                    }
-                    _ => {}
-                }
+            b"tts" | b"stt" | b"llm" => {
+                self.incoming_voice_json(core, kind, root);
                 None
             }
             _ => None,

@@ -4,7 +4,10 @@
 //! `Schedule` appends to a shared deque. The main loop takes the *whole* deque as one batch and
 //! runs it in order; anything scheduled meanwhile (including by the batch's own tasks) waits for
 //! the next batch. A task that blocks in `vTaskDelay` keeps the main task busy until it resumes
-//! (busy-until, not a timer). Knows nothing about what tasks do.
+//! (busy-until, not a timer). Event bits other than SCHEDULE (state changed, playback drained)
+//! are [`MainLoop::signal`]led: the loop handles them before it takes the next batch, as
+//! `Application::Run` tests those bits before `MAIN_EVENT_SCHEDULE`. Knows nothing about what
+//! tasks do.
 
 use std::collections::VecDeque;
 
@@ -28,6 +31,7 @@ pub(crate) enum Next<T> {
 pub(crate) struct MainLoop<T> {
     queue: VecDeque<T>,
     batch: VecDeque<T>,
+    events: VecDeque<T>,
     blocked: Option<(SimTime, T)>,
 }
 
@@ -36,6 +40,7 @@ impl<T> Default for MainLoop<T> {
         MainLoop {
             queue: VecDeque::new(),
             batch: VecDeque::new(),
+            events: VecDeque::new(),
             blocked: None,
         }
     }
@@ -45,6 +50,12 @@ impl<T> MainLoop<T> {
     /// `Application::Schedule`.
     pub(crate) fn schedule(&mut self, task: T) {
         self.queue.push_back(task);
+    }
+
+    /// An event bit was set (`xEventGroupSetBits`): handled after the batch in progress, before
+    /// the next one. The caller keeps a bit from being queued twice.
+    pub(crate) fn signal(&mut self, event: T) {
+        self.events.push_back(event);
     }
 
     /// The task resumes at `until` (it called `vTaskDelay`); the rest of the batch waits.
@@ -64,6 +75,9 @@ impl<T> MainLoop<T> {
         }
         if let Some(task) = self.batch.pop_front() {
             return Next::Run(task);
+        }
+        if let Some(event) = self.events.pop_front() {
+            return Next::Run(event);
         }
         if self.queue.is_empty() {
             return Next::Idle;
@@ -85,20 +99,21 @@ impl<T> MainLoop<T> {
     pub(crate) fn deadline(&self, now: SimTime) -> Option<SimTime> {
         match &self.blocked {
             Some((until, _)) => Some(*until),
-            None if !self.batch.is_empty() || !self.queue.is_empty() => Some(now),
+            None if !self.batch.is_empty() || !self.queue.is_empty() || !self.events.is_empty() => Some(now),
             None => None,
         }
     }
 
     /// Nothing queued, batched or blocked.
     pub(crate) fn is_idle(&self) -> bool {
-        self.blocked.is_none() && self.batch.is_empty() && self.queue.is_empty()
+        self.blocked.is_none() && self.batch.is_empty() && self.queue.is_empty() && self.events.is_empty()
     }
 
     /// Everything still pending, in the order it would have run (for `esp_restart`).
     pub(crate) fn drain(&mut self) -> Vec<T> {
         let mut all: Vec<T> = self.blocked.take().map(|(_, t)| t).into_iter().collect();
         all.extend(self.batch.drain(..));
+        all.extend(self.events.drain(..));
         all.extend(self.queue.drain(..));
         all
     }
@@ -109,6 +124,7 @@ impl<T> MainLoop<T> {
             .iter()
             .map(|(_, t)| t)
             .chain(self.batch.iter())
+            .chain(self.events.iter())
             .chain(self.queue.iter())
     }
 }
@@ -164,6 +180,19 @@ mod tests {
         assert!(matches!(m.next(SimTime::from_millis(1000)), Next::Run("resume")));
         assert!(matches!(m.next(SimTime::from_millis(1000)), Next::Run("after")));
         assert!(m.is_idle());
+    }
+
+    #[test]
+    fn events_are_handled_after_the_batch_and_before_the_next() {
+        let mut m: MainLoop<&'static str> = MainLoop::default();
+        m.schedule("a");
+        let log = run_all(&mut m, SimTime::ZERO, &mut |t, m| {
+            if t == "a" {
+                m.schedule("b");
+                m.signal("state changed");
+            }
+        });
+        assert_eq!(log, ["batch 1", "a", "state changed", "batch 1", "b"]);
     }
 
     #[test]

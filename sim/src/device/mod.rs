@@ -17,6 +17,7 @@ pub(crate) mod report;
 pub mod state;
 pub(crate) mod tools;
 pub(crate) mod upgrade;
+pub mod voice;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ use crate::hw::nvs::{EspErr, Nvs};
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{BootReason, Event, LogLevel, LogText, NvsValue, TraceEvent};
+use crate::voice::log::{Drop as SpeechDrop, SpeechLog};
 use crate::world::WorldSpec;
 
 pub use app::Running;
@@ -75,6 +77,20 @@ pub enum Output {
     WsText {
         /// The frame's payload (device hello, `listen`, or an MCP envelope), unmasked.
         text: Vec<u8>,
+        /// When the device sent it.
+        at: SimTime,
+    },
+    /// A control message (`listen`, `abort`) on the direct link, as MQTT publishes it.
+    Control {
+        /// The JSON text, as the firmware builds it.
+        text: Vec<u8>,
+        /// When the device sent it.
+        at: SimTime,
+    },
+    /// One binary frame of microphone audio (the frame as the protocol version packs it).
+    WsBinary {
+        /// The frame's bytes.
+        frame: Vec<u8>,
         /// When the device sent it.
         at: SimTime,
     },
@@ -199,6 +215,8 @@ pub struct Core {
     pub(crate) elf_sha256: [u8; 32],
     /// Everything that happened to the audio path (evidence; survives reboots).
     pub(crate) audio: AudioLog,
+    /// What became of the speech the device was sent (evidence; survives reboots).
+    pub(crate) speech: SpeechLog,
     trace: bool,
     events: Vec<TraceEvent>,
     outputs: VecDeque<Output>,
@@ -316,6 +334,7 @@ impl Device {
                 mac: format_mac(mac),
                 elf_sha256,
                 audio: AudioLog::default(),
+                speech: SpeechLog::default(),
                 trace: true,
                 events: Vec::new(),
                 outputs: VecDeque::new(),
@@ -670,17 +689,104 @@ impl Device {
         }
     }
 
-    /// A binary frame (audio) arrived: counted, not decoded.
-    pub fn handle_ws_binary(&mut self, now: SimTime, len: usize) {
+    /// A binary frame (audio) arrived on the WebSocket: unpacked as the protocol version says
+    /// (trusting its size field as the firmware does), then `OnIncomingAudio`.
+    pub fn handle_ws_binary(&mut self, now: SimTime, frame: &[u8]) {
         self.run_before(now);
-        if let Some(run) = self.run.as_deref_mut()
-            && let Some(channel::Link::WebSocket(ws)) = run.protocol.as_mut()
-        {
-            ws.last_incoming = now;
+        let Some(run) = self.run.as_deref_mut() else {
+            self.core.speech.received(false);
+            self.core.speech.dropped(SpeechDrop::NoChannel);
+            return;
+        };
+        let version = match run.protocol.as_mut() {
+            Some(channel::Link::WebSocket(ws)) => {
+                ws.last_incoming = now;
+                ws.version
+            }
+            _ => 1,
+        };
+        let unpacked = crate::voice::frame::unpack(version, frame);
+        let mut payload = unpacked.payload;
+        if unpacked.overread > 0 {
+            let heap = self.core.spec.target.free_heap;
+            if unpacked.announced as u64 > heap as u64 {
+                let n = unpacked.announced;
+                self.core.emit(|| Event::Panicked {
+                    reason: format!(
+                        "std::bad_alloc: a binary frame's header announced {n} payload bytes (more than the heap)"
+                    ),
+                });
+                self.restart(BootReason::Panic);
+                return;
+            }
+            let past = unpacked.overread;
+            self.core.emit(|| Event::Note {
+                text: format!(
+                    "binary frame of {} bytes announces {} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros)",
+                    frame.len(),
+                    unpacked.announced
+                ),
+            });
+            payload.resize(unpacked.announced, 0);
         }
-        self.core.emit(|| Event::Note {
-            text: format!("binary frame of {len} bytes"),
-        });
+        run.incoming_audio(&mut self.core, &payload, unpacked.overread > 0);
+    }
+
+    /// One audio packet on the direct link (an MQTT device's UDP audio, already decrypted): the
+    /// Opus packet itself, then `OnIncomingAudio`.
+    pub fn handle_audio(&mut self, now: SimTime, packet: &[u8]) {
+        self.run_before(now);
+        match self.run.as_deref_mut() {
+            Some(run) => run.incoming_audio(&mut self.core, packet, false),
+            None => {
+                self.core.speech.received(false);
+                self.core.speech.dropped(SpeechDrop::NoChannel);
+            }
+        }
+    }
+
+    /// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it: `tts`, `stt`,
+    /// `llm`, `system`, `mcp`). A reply it causes leaves as [`Output::Mcp`].
+    pub fn handle_json(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
+        self.run_before(now);
+        let run = self.run.as_deref_mut()?;
+        let limits = Limits {
+            heap_bytes: Some(self.core.spec.target.free_heap),
+        };
+        let doc = self.parser.parse(frame, Terminator::Length, limits).ok()?;
+        let root = doc.root();
+        if root.get(b"type").and_then(|t| t.c_string()).is_none() {
+            self.core
+                .log(LogLevel::Warn, "Application", || "Incoming JSON message has no type");
+            return None;
+        }
+        let received = run.incoming_json(&mut self.core, root)?;
+        Some(run.receive(&mut self.core, received))
+    }
+
+    /// What became of the speech this device was sent (all boots).
+    pub fn speech_log(&self) -> &SpeechLog {
+        &self.core.speech
+    }
+
+    /// A wake word is detected (`MAIN_EVENT_WAKE_WORD_DETECTED`; its audio is not modelled).
+    pub fn wake_word(&mut self, now: SimTime, word: &str) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.main.schedule(app::Task::WakeWord(word.to_string()));
+        }
+    }
+
+    /// Push-to-talk: pressed (`StartListening`) or released (`StopListening`).
+    pub fn push_to_talk(&mut self, now: SimTime, pressed: bool) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.main.schedule(if pressed {
+                app::Task::StartListening
+            } else {
+                app::Task::StopListening
+            });
+        }
     }
 
     /// A text frame on the WebSocket receive task: envelope parse (length-bounded), then the

@@ -4,3 +4,4 @@
 
 pub mod codec;
 pub mod frame;
+pub mod log;
