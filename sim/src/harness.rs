@@ -11,16 +11,20 @@ use crate::cjson::Terminator;
 use crate::device::{Device, Output, Receipt};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{Event, TraceEvent};
+use crate::voice::speak::{Agenda, Said};
 use crate::world::WorldSpec;
 
 /// How long `run_until_idle` may advance virtual time before it gives up (a device that never
 /// goes idle is reported, never looped on forever).
 pub const IDLE_HORIZON: SimDuration = SimDuration::from_secs(24 * 3600);
 
-/// A device plus the clock.
+/// A device plus the clock, and a speaking backend on the direct link.
 pub struct Harness {
     /// The device under test; drive it directly for anything the harness lacks.
     pub device: Device,
+    /// What the backend still has to say (`tts` messages and Opus packets with their times);
+    /// delivered as virtual time passes through the harness.
+    pub agenda: Agenda,
 }
 
 /// The device did not go idle within [`IDLE_HORIZON`].
@@ -31,7 +35,24 @@ pub struct NeverIdle(pub SimDuration);
 impl Harness {
     /// Wraps `device`; the clock is the device's.
     pub fn new(device: Device) -> Self {
-        Harness { device }
+        Harness {
+            device,
+            agenda: Agenda::new("direct"),
+        }
+    }
+
+    /// Runs to `t`, delivering what the backend says on the way (at its own times).
+    pub fn run_until(&mut self, t: SimTime) {
+        while let Some((at, said)) = self.agenda.pop_due(t) {
+            let at = at.max(self.now());
+            match said {
+                Said::Json(text) => {
+                    self.device.handle_json(at, text.as_bytes());
+                }
+                Said::Audio(packet) => self.device.handle_audio(at, &packet),
+            }
+        }
+        self.device.run_until(t);
     }
 
     /// The device's clock.
@@ -54,7 +75,7 @@ impl Harness {
     /// Lets virtual time pass.
     pub fn sleep(&mut self, d: SimDuration) {
         let t = self.now() + d;
-        self.device.run_until(t);
+        self.run_until(t);
     }
 
     /// Runs the device until its main task has nothing queued or blocked (timers keep firing as
@@ -62,13 +83,13 @@ impl Harness {
     pub fn run_until_idle(&mut self) -> Result<(), NeverIdle> {
         let start = self.now();
         // Work queued at this very instant runs first.
-        self.device.run_until(start);
+        self.run_until(start);
         while self.device.is_busy() {
             let Some(t) = self.device.poll_timeout() else { break };
             if t.saturating_since(start) > IDLE_HORIZON {
                 return Err(NeverIdle(IDLE_HORIZON));
             }
-            self.device.run_until(t);
+            self.run_until(t);
         }
         Ok(())
     }
@@ -118,7 +139,7 @@ impl Harness {
     ) -> Option<Listening> {
         let now = self.now();
         let (start, end) = self.device.play(now, source, duration)?;
-        self.device.run_until(end);
+        self.run_until(end);
         let from = (start + PROBE_GUARD).min(end);
         let (measurement, signals) = self.device.render(from, end, signals);
         Some(Listening {
@@ -133,7 +154,7 @@ impl Harness {
     pub fn listen(&mut self, d: SimDuration, signals: bool) -> Listening {
         let from = self.now();
         let to = from + d;
-        self.device.run_until(to);
+        self.run_until(to);
         let (measurement, signals) = self.device.render(from, to, signals);
         Listening {
             played: (from, to),

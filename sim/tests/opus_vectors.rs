@@ -16,7 +16,9 @@
 use xiaozhi_sim::voice::codec::to_i16;
 
 fn data(name: &str) -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/opus").join(name);
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/opus")
+        .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -34,7 +36,10 @@ fn packets(name: &str) -> Vec<Vec<u8>> {
 }
 
 fn pcm(name: &str) -> Vec<i16> {
-    data(name).chunks_exact(2).map(|b| i16::from_le_bytes([b[0], b[1]])).collect()
+    data(name)
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect()
 }
 
 /// Decodes with opus-rs directly (no resampler): what the decoder itself produces at `rate`.
@@ -57,9 +62,18 @@ fn compare(case: &str, rate: i32) -> (f64, i32) {
     assert_eq!(got.len(), want.len(), "{case} at {rate}: sample count");
     let signal: f64 = want.iter().map(|&s| f64::from(s).powi(2)).sum();
     let noise: f64 = got.iter().zip(&want).map(|(&a, &b)| f64::from(a - b).powi(2)).sum();
-    let worst = got.iter().zip(&want).map(|(&a, &b)| (i32::from(a) - i32::from(b)).abs()).max().unwrap();
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(&a, &b)| (i32::from(a) - i32::from(b)).abs())
+        .max()
+        .unwrap();
     assert!(signal > 0.0, "{case}: the reference is silent");
-    let snr = if noise == 0.0 { f64::INFINITY } else { 10.0 * (signal / noise).log10() };
+    let snr = if noise == 0.0 {
+        f64::INFINITY
+    } else {
+        10.0 * (signal / noise).log10()
+    };
     (snr, worst)
 }
 
@@ -69,7 +83,10 @@ fn the_servers_tts_stream_decodes_like_libopus_at_16k_and_24k() {
     for rate in [16_000, 24_000] {
         let (snr, worst) = compare("tts24k", rate);
         eprintln!("tts24k at {rate} Hz: SNR {snr:.1} dB, worst {worst} LSB");
-        assert!(snr >= 80.0 && worst <= 2, "tts24k at {rate} Hz: SNR {snr:.1} dB, worst {worst} LSB");
+        assert!(
+            snr >= 80.0 && worst <= 2,
+            "tts24k at {rate} Hz: SNR {snr:.1} dB, worst {worst} LSB"
+        );
     }
 }
 

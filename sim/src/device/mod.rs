@@ -181,6 +181,8 @@ pub struct DeviceSnapshot {
     pub codec_open: bool,
     /// The amplifier's PA pin is high.
     pub pa_on: bool,
+    /// An Opus decoder exists (made at the first received packet; codec state is lazy).
+    pub decoder_allocated: bool,
 }
 
 /// Power state of the board.
@@ -438,6 +440,7 @@ impl Device {
             output_enabled: app.is_some_and(|a| a.audio.output_enabled),
             codec_open: app.is_some_and(|a| a.audio.codec_open),
             pa_on: app.is_some_and(|a| a.audio.pa_on),
+            decoder_allocated: app.is_some_and(|a| a.voice.has_decoder()),
         }
     }
 

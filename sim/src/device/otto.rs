@@ -315,7 +315,7 @@ impl Otto {
             if let Some(item) = self.queue.pop_front() {
                 let mut d = item.duration();
                 if item.homes_after() && self.queue.is_empty() {
-                    d = d + SimDuration::from_millis(700);
+                    d += SimDuration::from_millis(700);
                 }
                 note = Some(format!("执行动作: {}", item.kind));
                 self.current = Some((item, now + d));

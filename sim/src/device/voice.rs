@@ -174,17 +174,15 @@ impl Running {
                 // EnableVoiceProcessing(false), EnableWakeWordDetection(true).
                 self.voice.processor_running = false;
             }
-            DeviceState::Listening => {
-                if self.voice.play_popup_on_listening || !self.voice.processor_running {
-                    if self.voice.mode == ListeningMode::Auto && !self.playback_idle(core.now) {
-                        self.voice.pending_listening_start = true;
-                        core.emit(|| Event::Note {
-                            text: "listen start deferred until playback drains".into(),
-                        });
-                        self.arm_drain_check(core);
-                    } else {
-                        self.start_listening_audio(core);
-                    }
+            DeviceState::Listening if self.voice.play_popup_on_listening || !self.voice.processor_running => {
+                if self.voice.mode == ListeningMode::Auto && !self.playback_idle(core.now) {
+                    self.voice.pending_listening_start = true;
+                    core.emit(|| Event::Note {
+                        text: "listen start deferred until playback drains".into(),
+                    });
+                    self.arm_drain_check(core);
+                } else {
+                    self.start_listening_audio(core);
                 }
             }
             DeviceState::Speaking => {
@@ -521,9 +519,11 @@ impl Running {
                     self.voice.decoder = None;
                     if !self.voice.decoder_failed {
                         self.voice.decoder_failed = true;
-                        core.log(LogLevel::Error, "AudioService", || {
-                            "Failed to create audio decoder, error code: -1"
-                        });
+                        core.log(
+                            LogLevel::Error,
+                            "AudioService",
+                            || "Failed to create audio decoder, error code: -1",
+                        );
                     }
                 }
             }
@@ -537,9 +537,11 @@ impl Running {
         let pcm = match decoder.decode(packet) {
             Ok(pcm) => pcm,
             Err(_) => {
-                core.log(LogLevel::Error, "AudioService", || {
-                    "Failed to decode audio after resize, error code: -1"
-                });
+                core.log(
+                    LogLevel::Error,
+                    "AudioService",
+                    || "Failed to decode audio after resize, error code: -1",
+                );
                 core.speech.dropped(Drop::Undecodable);
                 return;
             }

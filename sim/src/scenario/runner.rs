@@ -228,11 +228,11 @@ impl Runner<'_> {
         while self.fault_cursor < self.faults.len() && self.faults[self.fault_cursor].0 <= t {
             let (at, f, on) = self.faults[self.fault_cursor];
             let at = at.max(self.now());
-            self.h.device.run_until(at);
+            self.h.run_until(at);
             self.h.device.set_fault(f, at, on);
             self.fault_cursor += 1;
         }
-        self.h.device.run_until(t);
+        self.h.run_until(t);
     }
 
     fn settle(&mut self) {

@@ -97,7 +97,11 @@ impl Decoder {
 
     /// The rate of what [`Decoder::decode`] returns, Hz.
     pub fn out_rate(&self) -> u32 {
-        if self.resampler.is_some() { self.out_rate } else { self.rate }
+        if self.resampler.is_some() {
+            self.out_rate
+        } else {
+            self.rate
+        }
     }
 
     /// `esp_opus_dec_reset` (`ResetDecoder`): the decoder forgets the stream; queued
@@ -281,7 +285,10 @@ mod tests {
         for junk in [&[0xffu8; 3][..], &[0xfc, 0xff, 0xff, 0xff, 0xff], &[0x03, 0x80]] {
             let _ = dec.decode(junk);
         }
-        assert_eq!(Decoder::new(44_100, 60, 24_000).unwrap_err(), DecodeError::NoDecoder(44_100));
+        assert_eq!(
+            Decoder::new(44_100, 60, 24_000).unwrap_err(),
+            DecodeError::NoDecoder(44_100)
+        );
         assert!(Decoder::new(16_000, 0, 24_000).is_ok());
         assert!(Decoder::new(16_000, -5, 24_000).is_ok());
     }

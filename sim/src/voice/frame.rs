@@ -103,7 +103,10 @@ mod tests {
     fn a_size_that_disagrees_with_the_frame_is_taken_as_the_firmware_takes_it() {
         // Announces 10, carries 3: the copy reads 7 bytes past the frame.
         let u = unpack(3, &[0, 0, 0, 10, 1, 2, 3]);
-        assert_eq!((u.payload.as_slice(), u.announced, u.overread), (&[1u8, 2, 3][..], 10, 7));
+        assert_eq!(
+            (u.payload.as_slice(), u.announced, u.overread),
+            (&[1u8, 2, 3][..], 10, 7)
+        );
         // Announces 1, carries 3: the rest is ignored.
         let u = unpack(3, &[0, 0, 0, 1, 1, 2, 3]);
         assert_eq!((u.payload.as_slice(), u.overread), (&[1u8][..], 0));
@@ -114,7 +117,10 @@ mod tests {
         let mut f = pack(2, b"ab", 0);
         f[12..16].copy_from_slice(&u32::MAX.to_be_bytes());
         let u = unpack(2, &f);
-        assert_eq!((u.payload.len(), u.announced, u.overread), (2, u32::MAX as usize, u32::MAX as usize - 2));
+        assert_eq!(
+            (u.payload.len(), u.announced, u.overread),
+            (2, u32::MAX as usize, u32::MAX as usize - 2)
+        );
         assert_eq!(unpack(1, &[]).payload.len(), 0);
     }
 }

@@ -240,7 +240,9 @@ impl SpeechLog {
         if !self.open {
             return;
         }
-        let Some(session) = self.sessions.last_mut() else { return };
+        let Some(session) = self.sessions.last_mut() else {
+            return;
+        };
         session.rates = Some(rates);
         session.decoded += end.saturating_since(start);
         Window::extend(&mut session.window, start, end);
@@ -254,7 +256,11 @@ impl SpeechLog {
     pub fn cut(&mut self, at: SimTime) {
         for s in self.sessions.iter_mut().rev() {
             let mut touched = false;
-            for w in s.window.iter_mut().chain(s.sentences.iter_mut().filter_map(|x| x.window.as_mut())) {
+            for w in s
+                .window
+                .iter_mut()
+                .chain(s.sentences.iter_mut().filter_map(|x| x.window.as_mut()))
+            {
                 if w.end > at {
                     w.end = at.max(w.start);
                     touched = true;
@@ -291,11 +297,25 @@ mod tests {
         assert_eq!(log.outside.received, 2);
         assert_eq!(log.outside.dropped_wrong_state, 2);
         let s = &log.sessions[0];
-        assert_eq!((s.counts.received, s.counts.decoded, s.counts.dropped(), s.counts.overread), (3, 2, 1, 1));
+        assert_eq!(
+            (
+                s.counts.received,
+                s.counts.decoded,
+                s.counts.dropped(),
+                s.counts.overread
+            ),
+            (3, 2, 1, 1)
+        );
         assert_eq!(s.unsentenced.dropped_wrong_state, 1);
         assert_eq!(s.sentences[0].counts.decoded, 2);
         assert_eq!(s.decoded, SimDuration::from_millis(120));
-        assert_eq!(s.window, Some(Window { start: t(30), end: t(150) }));
+        assert_eq!(
+            s.window,
+            Some(Window {
+                start: t(30),
+                end: t(150)
+            })
+        );
         log.cut(t(100));
         assert_eq!(log.sessions[0].window.unwrap().end, t(100));
         assert_eq!(log.sessions[0].sentences[0].window.unwrap().end, t(100));

@@ -5,3 +5,4 @@
 pub mod codec;
 pub mod frame;
 pub mod log;
+pub mod speak;

@@ -1,0 +1,385 @@
+//! A backend's speaking side as data: what its TTS sounds like (a tone, a WAV, or a built-in
+//! speech-like voice), its Opus encoding, and xiaozhi-esp32-server's pacing
+//! (`core/handle/sendAudioHandle.py`, `core/utils/audioRateController.py` at 7475ea2b;
+//! VOICE.md §5): the first 5 packets of a turn at once, then one per 60 ms of play position,
+//! and `tts stop` once the queue is empty plus (5 + 2) × 60 ms.
+
+use std::sync::Arc;
+
+use crate::time::{SimDuration, SimTime};
+use crate::voice::codec::{Encoder, FRAME_MS, resample_clip};
+
+/// `PRE_BUFFER_COUNT`: packets sent at once at the start of a turn.
+pub const PRE_BUFFER: usize = 5;
+/// After the last packet, `tts stop` waits `(PRE_BUFFER_COUNT + 2) × frame`.
+pub const STOP_AFTER: SimDuration = SimDuration::from_millis((PRE_BUFFER as u64 + 2) * FRAME_MS as u64);
+/// How long a text takes to say when no duration is given: per character.
+pub const PER_CHAR: SimDuration = SimDuration::from_millis(250);
+/// The shortest utterance a text gives.
+pub const MIN_SPEECH: SimDuration = SimDuration::from_millis(600);
+
+/// What the backend's speech sounds like.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Timbre {
+    /// A speech-like signal: harmonics of a voice gliding between 120 and 220 Hz with a
+    /// syllable envelope at 4 Hz, never above `dbfs` peak (its peaks reach about half of it;
+    /// the default voice).
+    Speechlike {
+        /// Peak level, dBFS.
+        dbfs: f64,
+    },
+    /// A steady sine.
+    Tone {
+        /// Frequency, Hz.
+        freq_hz: f64,
+        /// Level, dBFS (0 = full-scale sine).
+        dbfs: f64,
+    },
+    /// Recorded PCM (a WAV file), looped or cut to the duration.
+    Pcm {
+        /// Sample rate, Hz.
+        rate: u32,
+        /// Mono int16 samples.
+        samples: Arc<[i16]>,
+    },
+}
+
+impl Default for Timbre {
+    fn default() -> Self {
+        Timbre::Speechlike { dbfs: -12.0 }
+    }
+}
+
+impl Timbre {
+    /// One line for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Timbre::Speechlike { dbfs } => format!("speech-like voice at {dbfs} dBFS"),
+            Timbre::Tone { freq_hz, dbfs } => format!("tone {freq_hz} Hz at {dbfs} dBFS"),
+            Timbre::Pcm { rate, samples } => format!("PCM {} samples at {rate} Hz", samples.len()),
+        }
+    }
+
+    /// `duration` of this sound at `rate`, int16.
+    pub fn render(&self, duration: SimDuration, rate: u32) -> Vec<i16> {
+        let n = (duration.as_micros() * u64::from(rate) / 1_000_000) as usize;
+        let fs = f64::from(rate.max(1));
+        let amp = |dbfs: f64| (32768.0 * 10f64.powf(dbfs / 20.0)).min(32767.0);
+        match self {
+            Timbre::Tone { freq_hz, dbfs } => {
+                let a = amp(*dbfs);
+                (0..n)
+                    .map(|i| (a * (2.0 * std::f64::consts::PI * freq_hz * i as f64 / fs).sin()).round() as i16)
+                    .collect()
+            }
+            Timbre::Speechlike { dbfs } => {
+                let a = amp(*dbfs);
+                let mut phase = 0.0f64;
+                let mut out = Vec::with_capacity(n);
+                // Normalised so the harmonic sum peaks near 1.
+                let harmonics: Vec<usize> = (1..16).filter(|k| (*k as f64) * 220.0 < fs / 2.0).collect();
+                let norm: f64 = harmonics.iter().map(|k| 0.6 / *k as f64).sum();
+                for i in 0..n {
+                    let t = i as f64 / fs;
+                    let f0 = 120.0 + 100.0 * (0.5 + 0.5 * (2.0 * std::f64::consts::PI * 0.7 * t).sin());
+                    phase += 2.0 * std::f64::consts::PI * f0 / fs;
+                    let x: f64 = harmonics
+                        .iter()
+                        .map(|&k| (0.6 / k as f64) * (k as f64 * phase).sin())
+                        .sum();
+                    let env = (2.0 * std::f64::consts::PI * 4.0 * t).sin().max(0.0).sqrt();
+                    out.push((a * env * x / norm).round().clamp(-32768.0, 32767.0) as i16);
+                }
+                out
+            }
+            Timbre::Pcm { rate: r, samples } => {
+                let at_rate = resample_clip(samples, *r, rate);
+                if at_rate.is_empty() {
+                    return vec![0; n];
+                }
+                at_rate.iter().copied().cycle().take(n).collect()
+            }
+        }
+    }
+}
+
+/// How long `text` takes to say: [`PER_CHAR`] per character, at least [`MIN_SPEECH`].
+pub fn natural_duration(text: &str) -> SimDuration {
+    let n = text.chars().count() as u64;
+    SimDuration::from_micros((PER_CHAR.as_micros() * n).max(MIN_SPEECH.as_micros()))
+}
+
+/// Encodes `duration` of `timbre` as the server's TTS encoder does at `rate`: 60 ms packets.
+pub fn synthesize(timbre: &Timbre, duration: SimDuration, rate: u32) -> Vec<Vec<u8>> {
+    let mut enc = Encoder::tts(rate);
+    let pcm = timbre.render(duration, enc.rate());
+    pcm.chunks(enc.frame_len()).map(|c| enc.encode(c)).collect()
+}
+
+/// The rate controller: when packet `i` of a turn goes out (the turn's first packet at `t0`).
+pub fn send_time(t0: SimTime, i: usize) -> SimTime {
+    let paced = i.saturating_sub(PRE_BUFFER) as u64;
+    t0 + SimDuration::from_millis(paced * u64::from(FRAME_MS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacing_is_five_at_once_then_one_per_frame() {
+        let t0 = SimTime::from_millis(1000);
+        let times: Vec<u64> = (0..9).map(|i| send_time(t0, i).as_millis()).collect();
+        assert_eq!(times, [1000, 1000, 1000, 1000, 1000, 1000, 1060, 1120, 1180]);
+        assert_eq!(STOP_AFTER, SimDuration::from_millis(420));
+    }
+
+    #[test]
+    fn synthesized_speech_is_60_ms_packets_at_the_requested_level() {
+        let ps = synthesize(
+            &Timbre::Tone {
+                freq_hz: 1000.0,
+                dbfs: -6.0,
+            },
+            SimDuration::from_millis(600),
+            24_000,
+        );
+        assert_eq!(ps.len(), 10);
+        assert!(ps.iter().all(|p| !p.is_empty()));
+        let x = Timbre::default().render(SimDuration::from_secs(1), 24_000);
+        let peak = x.iter().map(|s| i32::from(*s).abs()).max().unwrap();
+        let want = 32768.0 * 10f64.powf(-12.0 / 20.0);
+        assert!(
+            (f64::from(peak) / want) > 0.4 && (f64::from(peak) / want) <= 1.0,
+            "{peak}"
+        );
+        assert_eq!(natural_duration("音量已调小"), SimDuration::from_millis(1250));
+        assert_eq!(natural_duration("好"), MIN_SPEECH);
+    }
+}
+
+/// What a speaking backend sends, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Said {
+    /// A text frame (`tts` start/stop/sentence_start, `stt`, `llm`).
+    Json(String),
+    /// One Opus packet (raw; the link packs it for its protocol version).
+    Audio(Vec<u8>),
+}
+
+/// JSON text as Python's `json.dumps` writes it (`", "`, `": "`, non-ASCII as `\uXXXX`):
+/// xiaozhi-esp32-server's `send_tts_message` and `send_stt_message`.
+pub fn tts_message(state: &str, text: Option<&str>, session_id: &str) -> String {
+    let mut out = format!(
+        "{{\"type\": \"tts\", \"state\": {}, \"session_id\": {}",
+        py_str(state),
+        py_str(session_id)
+    );
+    if let Some(t) = text {
+        out.push_str(&format!(", \"text\": {}", py_str(t)));
+    }
+    out.push('}');
+    out
+}
+
+/// `{"type": "stt", "text": …, "session_id": …}`.
+pub fn stt_message(text: &str, session_id: &str) -> String {
+    format!(
+        "{{\"type\": \"stt\", \"text\": {}, \"session_id\": {}}}",
+        py_str(text),
+        py_str(session_id)
+    )
+}
+
+/// `{"type": "llm", "text": …, "emotion": …, "session_id": …}`.
+pub fn llm_message(emotion: &str, session_id: &str) -> String {
+    format!(
+        "{{\"type\": \"llm\", \"text\": {}, \"emotion\": {}, \"session_id\": {}}}",
+        py_str(emotion_emoji(emotion)),
+        py_str(emotion),
+        py_str(session_id)
+    )
+}
+
+fn emotion_emoji(emotion: &str) -> &'static str {
+    match emotion {
+        "happy" => "🙂",
+        "sad" => "😔",
+        _ => "😶",
+    }
+}
+
+/// A Python `json.dumps` string literal.
+pub fn py_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A speaking backend's outbox in time order: turns, their sentences and paced packets.
+#[derive(Clone, Debug, Default)]
+pub struct Agenda {
+    items: std::collections::VecDeque<(SimTime, Said)>,
+    session_id: String,
+    turn_packets: usize,
+    last_paced: Option<SimTime>,
+    last_at: Option<SimTime>,
+    in_turn: bool,
+}
+
+impl Agenda {
+    /// An empty agenda whose messages carry `session_id`.
+    pub fn new(session_id: &str) -> Agenda {
+        Agenda {
+            session_id: session_id.to_string(),
+            ..Agenda::default()
+        }
+    }
+
+    fn push(&mut self, at: SimTime, said: Said) {
+        let at = self.last_at.map_or(at, |l| l.max(at));
+        self.last_at = Some(at);
+        self.items.push_back((at, said));
+    }
+
+    /// Whether a turn is open (`tts start` queued, no `tts stop` yet).
+    pub fn in_turn(&self) -> bool {
+        self.in_turn
+    }
+
+    /// `tts start` at `at` (xinnan sends it before its LLM runs); pacing starts afresh.
+    pub fn start_turn(&mut self, at: SimTime) {
+        let m = tts_message("start", None, &self.session_id);
+        self.push(at, Said::Json(m));
+        self.turn_packets = 0;
+        self.last_paced = None;
+        self.in_turn = true;
+    }
+
+    /// Any other text frame at `at` (after what is already queued).
+    pub fn message(&mut self, at: SimTime, text: String) {
+        self.push(at, Said::Json(text));
+    }
+
+    /// One sentence whose audio is ready at `at`: `sentence_start`, then its packets paced.
+    pub fn sentence(&mut self, at: SimTime, text: &str, packets: Vec<Vec<u8>>) {
+        if !self.in_turn {
+            self.start_turn(at);
+        }
+        let m = tts_message("sentence_start", Some(text), &self.session_id);
+        self.push(at, Said::Json(m));
+        for p in packets {
+            let i = self.turn_packets;
+            self.turn_packets += 1;
+            let t = if i < PRE_BUFFER {
+                at
+            } else {
+                match self.last_paced {
+                    None => at,
+                    Some(prev) => (prev + SimDuration::from_millis(u64::from(FRAME_MS))).max(at),
+                }
+            };
+            if i >= PRE_BUFFER {
+                self.last_paced = Some(t);
+            }
+            self.push(t, Said::Audio(p));
+        }
+    }
+
+    /// `tts stop` once the queue is empty plus [`STOP_AFTER`].
+    pub fn stop_turn(&mut self, at: SimTime) {
+        let after = self.last_at.map_or(at, |l| l.max(at));
+        let m = tts_message("stop", None, &self.session_id);
+        self.push(after + STOP_AFTER, Said::Json(m));
+        self.in_turn = false;
+    }
+
+    /// The device aborted at `at` (`handleAbortMessage`): queued audio is dropped and
+    /// `tts stop` goes out at once, in a turn or not.
+    pub fn abort(&mut self, at: SimTime) {
+        self.items.retain(|(t, _)| *t <= at);
+        self.last_at = self.items.back().map(|(t, _)| *t);
+        let m = tts_message("stop", None, &self.session_id);
+        self.push(at, Said::Json(m));
+        self.in_turn = false;
+    }
+
+    /// When the next item is due.
+    pub fn next_at(&self) -> Option<SimTime> {
+        self.items.front().map(|(t, _)| *t)
+    }
+
+    /// When the last queued item is due.
+    pub fn last_at(&self) -> Option<SimTime> {
+        self.items.back().map(|(t, _)| *t)
+    }
+
+    /// The next item due at or before `now`.
+    pub fn pop_due(&mut self, now: SimTime) -> Option<(SimTime, Said)> {
+        if self.next_at()? <= now {
+            self.items.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// Nothing left to send.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod agenda_tests {
+    use super::*;
+
+    #[test]
+    fn a_turn_is_start_sentence_paced_audio_stop() {
+        let mut a = Agenda::new("s");
+        let t0 = SimTime::from_millis(100);
+        a.sentence(t0, "音量已调小", vec![vec![1]; 8]);
+        a.stop_turn(t0);
+        let mut seen = Vec::new();
+        while let Some((t, s)) = a.pop_due(SimTime::from_millis(10_000)) {
+            seen.push((t.as_millis(), matches!(s, Said::Audio(_))));
+        }
+        assert_eq!(seen[0], (100, false)); // tts start
+        assert_eq!(seen[1], (100, false)); // sentence_start
+        let audio: Vec<u64> = seen.iter().filter(|x| x.1).map(|x| x.0).collect();
+        assert_eq!(audio, [100, 100, 100, 100, 100, 100, 160, 220]);
+        assert_eq!(seen.last(), Some(&(640, false)));
+        assert_eq!(
+            tts_message("sentence_start", Some("音量"), "s"),
+            r#"{"type": "tts", "state": "sentence_start", "session_id": "s", "text": "\u97f3\u91cf"}"#
+        );
+    }
+
+    #[test]
+    fn abort_drops_what_was_not_sent_and_stops_at_once() {
+        let mut a = Agenda::new("s");
+        a.sentence(SimTime::ZERO, "x", vec![vec![1]; 20]);
+        a.stop_turn(SimTime::ZERO);
+        while a.pop_due(SimTime::from_millis(200)).is_some() {}
+        a.abort(SimTime::from_millis(200));
+        let rest: Vec<_> = std::iter::from_fn(|| a.pop_due(SimTime::from_millis(5_000))).collect();
+        assert_eq!(rest.len(), 1);
+        assert!(matches!(&rest[0].1, Said::Json(j) if j.contains("\"stop\"")));
+    }
+}
