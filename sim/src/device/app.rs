@@ -100,6 +100,8 @@ pub enum Task {
     StopListening,
     /// `MAIN_EVENT_WAKE_WORD_DETECTED` for this word.
     WakeWord(String),
+    /// `MAIN_EVENT_SEND_AUDIO`: microphone packets go out.
+    SendAudio,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +135,7 @@ impl Task {
             Task::StartListening => "start listening".into(),
             Task::StopListening => "stop listening".into(),
             Task::WakeWord(w) => format!("wake word {w}"),
+            Task::SendAudio => "send audio event".into(),
         }
     }
 
@@ -154,7 +157,7 @@ impl Task {
             | Task::StopListening
             | Task::WakeWord(_) => core.emit(|| Event::TaskDropped { what: "state", why }),
             // Event bits die with the task that would have read them; nothing was promised.
-            Task::StateChanged | Task::PlaybackDrained => {}
+            Task::StateChanged | Task::PlaybackDrained | Task::SendAudio => {}
         }
     }
 }
@@ -567,6 +570,10 @@ impl Running {
                 self.wake_word(core, &word);
                 Step::Done
             }
+            Task::SendAudio => {
+                self.send_audio(core);
+                Step::Done
+            }
         }
     }
 
@@ -618,6 +625,7 @@ impl Running {
             });
         }
         self.on_drain_timer(core);
+        self.on_mic_tick(core);
     }
 
     /// VOL+/VOL− buttons (±10 clamped, long press = 100/0).

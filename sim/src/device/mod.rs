@@ -35,7 +35,7 @@ use crate::hw::nvs::{EspErr, Nvs};
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{BootReason, Event, LogLevel, LogText, NvsValue, TraceEvent};
-use crate::voice::log::{Drop as SpeechDrop, SpeechLog};
+use crate::voice::log::SpeechLog;
 use crate::world::WorldSpec;
 
 pub use app::Running;
@@ -183,6 +183,12 @@ pub struct DeviceSnapshot {
     pub pa_on: bool,
     /// An Opus decoder exists (made at the first received packet; codec state is lazy).
     pub decoder_allocated: bool,
+    /// An Opus encoder exists (made when the microphone first streams).
+    pub encoder_allocated: bool,
+    /// Microphone packets sent this boot.
+    pub mic_packets_sent: u64,
+    /// Microphone packets dropped from the full send queue this boot.
+    pub mic_packets_dropped: u64,
 }
 
 /// Power state of the board.
@@ -441,6 +447,9 @@ impl Device {
             codec_open: app.is_some_and(|a| a.audio.codec_open),
             pa_on: app.is_some_and(|a| a.audio.pa_on),
             decoder_allocated: app.is_some_and(|a| a.voice.has_decoder()),
+            encoder_allocated: app.is_some_and(|a| a.voice.has_encoder()),
+            mic_packets_sent: app.map_or(0, |a| a.voice.mic_sent),
+            mic_packets_dropped: app.map_or(0, |a| a.voice.mic_dropped),
         }
     }
 
@@ -689,106 +698,6 @@ impl Device {
         self.run_before(now);
         if let Some(run) = self.run.as_deref_mut() {
             run.ws_closed(&mut self.core);
-        }
-    }
-
-    /// A binary frame (audio) arrived on the WebSocket: unpacked as the protocol version says
-    /// (trusting its size field as the firmware does), then `OnIncomingAudio`.
-    pub fn handle_ws_binary(&mut self, now: SimTime, frame: &[u8]) {
-        self.run_before(now);
-        let Some(run) = self.run.as_deref_mut() else {
-            self.core.speech.received(false);
-            self.core.speech.dropped(SpeechDrop::NoChannel);
-            return;
-        };
-        let version = match run.protocol.as_mut() {
-            Some(channel::Link::WebSocket(ws)) => {
-                ws.last_incoming = now;
-                ws.version
-            }
-            _ => 1,
-        };
-        let unpacked = crate::voice::frame::unpack(version, frame);
-        let mut payload = unpacked.payload;
-        if unpacked.overread > 0 {
-            let heap = self.core.spec.target.free_heap;
-            if unpacked.announced as u64 > heap as u64 {
-                let n = unpacked.announced;
-                self.core.emit(|| Event::Panicked {
-                    reason: format!(
-                        "std::bad_alloc: a binary frame's header announced {n} payload bytes (more than the heap)"
-                    ),
-                });
-                self.restart(BootReason::Panic);
-                return;
-            }
-            let past = unpacked.overread;
-            self.core.emit(|| Event::Note {
-                text: format!(
-                    "binary frame of {} bytes announces {} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros)",
-                    frame.len(),
-                    unpacked.announced
-                ),
-            });
-            payload.resize(unpacked.announced, 0);
-        }
-        run.incoming_audio(&mut self.core, &payload, unpacked.overread > 0);
-    }
-
-    /// One audio packet on the direct link (an MQTT device's UDP audio, already decrypted): the
-    /// Opus packet itself, then `OnIncomingAudio`.
-    pub fn handle_audio(&mut self, now: SimTime, packet: &[u8]) {
-        self.run_before(now);
-        match self.run.as_deref_mut() {
-            Some(run) => run.incoming_audio(&mut self.core, packet, false),
-            None => {
-                self.core.speech.received(false);
-                self.core.speech.dropped(SpeechDrop::NoChannel);
-            }
-        }
-    }
-
-    /// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it: `tts`, `stt`,
-    /// `llm`, `system`, `mcp`). A reply it causes leaves as [`Output::Mcp`].
-    pub fn handle_json(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
-        self.run_before(now);
-        let run = self.run.as_deref_mut()?;
-        let limits = Limits {
-            heap_bytes: Some(self.core.spec.target.free_heap),
-        };
-        let doc = self.parser.parse(frame, Terminator::Length, limits).ok()?;
-        let root = doc.root();
-        if root.get(b"type").and_then(|t| t.c_string()).is_none() {
-            self.core
-                .log(LogLevel::Warn, "Application", || "Incoming JSON message has no type");
-            return None;
-        }
-        let received = run.incoming_json(&mut self.core, root)?;
-        Some(run.receive(&mut self.core, received))
-    }
-
-    /// What became of the speech this device was sent (all boots).
-    pub fn speech_log(&self) -> &SpeechLog {
-        &self.core.speech
-    }
-
-    /// A wake word is detected (`MAIN_EVENT_WAKE_WORD_DETECTED`; its audio is not modelled).
-    pub fn wake_word(&mut self, now: SimTime, word: &str) {
-        self.run_until(now);
-        if let Some(run) = self.run.as_deref_mut() {
-            run.main.schedule(app::Task::WakeWord(word.to_string()));
-        }
-    }
-
-    /// Push-to-talk: pressed (`StartListening`) or released (`StopListening`).
-    pub fn push_to_talk(&mut self, now: SimTime, pressed: bool) {
-        self.run_until(now);
-        if let Some(run) = self.run.as_deref_mut() {
-            run.main.schedule(if pressed {
-                app::Task::StartListening
-            } else {
-                app::Task::StopListening
-            });
         }
     }
 

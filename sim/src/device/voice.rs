@@ -15,14 +15,17 @@ use std::collections::VecDeque;
 
 use crate::audio::source::{Prompt, Source};
 use crate::cjson::Item;
+use crate::cjson::{Limits, Terminator};
 use crate::device::app::{Running, Task};
 use crate::device::channel::{Link, Socket};
 use crate::device::state::DeviceState;
-use crate::device::{Core, Output};
+use crate::device::{Core, Device, Output, Receipt, app};
 use crate::time::{SimDuration, SimTime};
+use crate::trace::BootReason;
 use crate::trace::{Event, LogLevel};
-use crate::voice::codec::Decoder;
+use crate::voice::codec::{Decoder, Encoder, FRAME_MS};
 use crate::voice::log::Drop;
+use crate::voice::log::SpeechLog;
 
 /// `MAX_DECODE_PACKETS_IN_QUEUE` (2400 ms / 60 ms).
 pub(crate) const DECODE_QUEUE: usize = 40;
@@ -83,6 +86,25 @@ pub(crate) struct Voice {
     decoder_failed: bool,
     /// Decoded frames not yet finished: `[start, end)` on the codec.
     frames: VecDeque<(SimTime, SimTime)>,
+    /// `opus_encoder_`, made when voice processing first runs.
+    encoder: Option<Box<Encoder>>,
+    /// What the user says into the microphone (16 kHz), not yet captured.
+    pub(crate) mic: VecDeque<i16>,
+    /// The next 60 ms microphone frame is captured at this time (while voice processing runs).
+    mic_tick: Option<SimTime>,
+    /// `audio_send_queue_`: encoded packets waiting for the main loop.
+    send_queue: VecDeque<Vec<u8>>,
+    send_event_queued: bool,
+    /// Microphone packets dropped because the send queue was full.
+    pub(crate) mic_dropped: u64,
+    /// Microphone packets sent.
+    pub(crate) mic_sent: u64,
+    /// Milliseconds of microphone audio captured this boot (the v2 header's timestamp).
+    mic_clock_ms: u32,
+    /// Consecutive all-zero microphone frames.
+    mic_silent_frames: u32,
+    /// The TOC byte of the last encoded microphone packet (code 0), sent alone in DTX.
+    mic_toc: u8,
 }
 
 impl Default for Voice {
@@ -101,19 +123,50 @@ impl Default for Voice {
             decoder_for: (0, 0),
             decoder_failed: false,
             frames: VecDeque::new(),
+            encoder: None,
+            mic: VecDeque::new(),
+            mic_tick: None,
+            send_queue: VecDeque::new(),
+            send_event_queued: false,
+            mic_dropped: 0,
+            mic_sent: 0,
+            mic_clock_ms: 0,
+            // SILK wideband, 60 ms, mono: what the firmware's settings produce.
+            mic_silent_frames: 1,
+            mic_toc: 0x58,
         }
     }
 }
 
 impl Voice {
-    /// When the playback-drained check is due.
+    /// When the playback-drained check or the next microphone frame is due.
     pub(crate) fn timer_deadline(&self) -> Option<SimTime> {
-        self.drain_at
+        match (self.drain_at, self.mic_tick) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Whether an Opus decoder exists (codec state is allocated lazily).
     pub(crate) fn has_decoder(&self) -> bool {
         self.decoder.is_some()
+    }
+
+    /// Whether an Opus encoder exists.
+    pub(crate) fn has_encoder(&self) -> bool {
+        self.encoder.is_some()
+    }
+
+    /// Voice processing on or off (`EnableVoiceProcessing`): the microphone frames start or stop.
+    fn set_processing(&mut self, on: bool, now: SimTime) {
+        self.processor_running = on;
+        if on {
+            if self.mic_tick.is_none() {
+                self.mic_tick = Some(now + SimDuration::from_millis(u64::from(FRAME_MS)));
+            }
+        } else {
+            self.mic_tick = None;
+        }
     }
 }
 
@@ -172,7 +225,7 @@ impl Running {
         match self.state {
             DeviceState::Unknown | DeviceState::Idle => {
                 // EnableVoiceProcessing(false), EnableWakeWordDetection(true).
-                self.voice.processor_running = false;
+                self.voice.set_processing(false, core.now);
             }
             DeviceState::Listening if self.voice.play_popup_on_listening || !self.voice.processor_running => {
                 if self.voice.mode == ListeningMode::Auto && !self.playback_idle(core.now) {
@@ -187,11 +240,11 @@ impl Running {
             }
             DeviceState::Speaking => {
                 if self.voice.mode != ListeningMode::Realtime {
-                    self.voice.processor_running = false;
+                    self.voice.set_processing(false, core.now);
                 }
                 self.reset_decoder(core);
             }
-            DeviceState::WifiConfiguring => self.voice.processor_running = false,
+            DeviceState::WifiConfiguring => self.voice.set_processing(false, core.now),
             _ => {}
         }
     }
@@ -207,7 +260,7 @@ impl Running {
             self.voice.mode.as_str()
         ));
         self.send_text(core, frame);
-        self.voice.processor_running = true;
+        self.voice.set_processing(true, core.now);
         let now = core.now;
         self.audio.enable_input(&mut core.audio, now, true, self.volume);
         self.reset_decoder(core);
@@ -299,6 +352,8 @@ impl Running {
             }
             DeviceState::Speaking | DeviceState::Listening => {
                 self.abort_speaking(core, AbortReason::WakeWordDetected);
+                // Clear the send queue so no residue reaches the server.
+                self.voice.send_queue.clear();
                 if state == DeviceState::Listening {
                     let frame = self.control(&format!(
                         "\"type\":\"listen\",\"state\":\"start\",\"mode\":\"{}\"",
@@ -557,6 +612,191 @@ impl Running {
         self.voice.frames.push_back((start, end));
         self.voice.drained_notified = false;
         self.arm_drain_check(core);
+    }
+}
+
+impl Device {
+    /// A binary frame (audio) arrived on the WebSocket: unpacked as the protocol version says
+    /// (trusting its size field as the firmware does), then `OnIncomingAudio`.
+    pub fn handle_ws_binary(&mut self, now: SimTime, frame: &[u8]) {
+        self.run_before(now);
+        let Some(run) = self.run.as_deref_mut() else {
+            self.core.speech.received(false);
+            self.core.speech.dropped(Drop::NoChannel);
+            return;
+        };
+        let version = match run.protocol.as_mut() {
+            Some(Link::WebSocket(ws)) => {
+                ws.last_incoming = now;
+                ws.version
+            }
+            _ => 1,
+        };
+        let unpacked = crate::voice::frame::unpack(version, frame);
+        let mut payload = unpacked.payload;
+        if unpacked.overread > 0 {
+            let heap = self.core.spec.target.free_heap;
+            if unpacked.announced as u64 > heap as u64 {
+                let n = unpacked.announced;
+                self.core.emit(|| Event::Panicked {
+                    reason: format!(
+                        "std::bad_alloc: a binary frame's header announced {n} payload bytes (more than the heap)"
+                    ),
+                });
+                self.restart(BootReason::Panic);
+                return;
+            }
+            let past = unpacked.overread;
+            self.core.emit(|| Event::Note {
+                text: format!(
+                    "binary frame of {} bytes announces {} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros)",
+                    frame.len(),
+                    unpacked.announced
+                ),
+            });
+            payload.resize(unpacked.announced, 0);
+        }
+        run.incoming_audio(&mut self.core, &payload, unpacked.overread > 0);
+    }
+
+    /// One audio packet on the direct link (an MQTT device's UDP audio, already decrypted): the
+    /// Opus packet itself, then `OnIncomingAudio`.
+    pub fn handle_audio(&mut self, now: SimTime, packet: &[u8]) {
+        self.run_before(now);
+        match self.run.as_deref_mut() {
+            Some(run) => run.incoming_audio(&mut self.core, packet, false),
+            None => {
+                self.core.speech.received(false);
+                self.core.speech.dropped(Drop::NoChannel);
+            }
+        }
+    }
+
+    /// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it: `tts`, `stt`,
+    /// `llm`, `system`, `mcp`). A reply it causes leaves as [`Output::Mcp`].
+    pub fn handle_json(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
+        self.run_before(now);
+        let run = self.run.as_deref_mut()?;
+        let limits = Limits {
+            heap_bytes: Some(self.core.spec.target.free_heap),
+        };
+        let doc = self.parser.parse(frame, Terminator::Length, limits).ok()?;
+        let root = doc.root();
+        if root.get(b"type").and_then(|t| t.c_string()).is_none() {
+            self.core
+                .log(LogLevel::Warn, "Application", || "Incoming JSON message has no type");
+            return None;
+        }
+        let received = run.incoming_json(&mut self.core, root)?;
+        Some(run.receive(&mut self.core, received))
+    }
+
+    /// What became of the speech this device was sent (all boots).
+    pub fn speech_log(&self) -> &SpeechLog {
+        &self.core.speech
+    }
+
+    /// A wake word is detected (`MAIN_EVENT_WAKE_WORD_DETECTED`; its audio is not modelled).
+    pub fn wake_word(&mut self, now: SimTime, word: &str) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.main.schedule(app::Task::WakeWord(word.to_string()));
+        }
+    }
+
+    /// The user speaks into the microphone from now: 16 kHz mono samples, captured 60 ms at a
+    /// time while the device listens (silence before and after). At most ten minutes wait in
+    /// the microphone: the rest of a longer recording is not said.
+    pub fn say(&mut self, now: SimTime, samples_16k: &[i16]) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            const MAX: usize = 16_000 * 600;
+            let mic = &mut run.voice.mic;
+            mic.extend(samples_16k.iter().take(MAX));
+            let over = mic.len().saturating_sub(MAX);
+            mic.drain(..over);
+        }
+    }
+
+    /// Push-to-talk: pressed (`StartListening`) or released (`StopListening`).
+    pub fn push_to_talk(&mut self, now: SimTime, pressed: bool) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.main.schedule(if pressed {
+                app::Task::StartListening
+            } else {
+                app::Task::StopListening
+            });
+        }
+    }
+}
+
+/// `MAX_SEND_PACKETS_IN_QUEUE` (2400 ms / 60 ms).
+pub(crate) const SEND_QUEUE: usize = 40;
+
+impl Running {
+    /// The microphone tick: capture 60 ms (what the user says, else silence), encode, queue for
+    /// sending (the oldest packet goes when 40 wait), and wake the main loop.
+    pub(crate) fn on_mic_tick(&mut self, core: &mut Core) {
+        let Some(due) = self.voice.mic_tick else { return };
+        if due > core.now {
+            return;
+        }
+        self.voice.mic_tick = Some(due + SimDuration::from_millis(u64::from(FRAME_MS)));
+        let n = crate::voice::codec::MIC_RATE as usize * FRAME_MS as usize / 1000;
+        let take = n.min(self.voice.mic.len());
+        let frame: Vec<i16> = self.voice.mic.drain(..take).collect();
+        let silent = frame.iter().all(|&x| x == 0);
+        let packet = if silent && self.voice.mic_silent_frames > 0 {
+            // DTX: libopus 1.3.1 sends the TOC byte alone for continued digital silence
+            // (seen in the committed mic vector); opus-rs has no DTX, so the twin does the same
+            // without running the encoder (and makes no encoder for a microphone that only
+            // ever hears silence).
+            vec![self.voice.mic_toc]
+        } else {
+            let encoder = self.voice.encoder.get_or_insert_with(|| Box::new(Encoder::mic()));
+            let p = encoder.encode(&frame);
+            if let Some(&toc) = p.first() {
+                self.voice.mic_toc = toc & 0xfc;
+            }
+            p
+        };
+        self.voice.mic_silent_frames = if silent {
+            self.voice.mic_silent_frames.saturating_add(1)
+        } else {
+            0
+        };
+        self.voice.mic_clock_ms = self.voice.mic_clock_ms.wrapping_add(FRAME_MS);
+        if self.voice.send_queue.len() >= SEND_QUEUE {
+            self.voice.send_queue.pop_front();
+            self.voice.mic_dropped += 1;
+        }
+        self.voice.send_queue.push_back(packet);
+        if !self.voice.send_event_queued {
+            self.voice.send_event_queued = true;
+            self.main.signal(Task::SendAudio);
+        }
+    }
+
+    /// `MAIN_EVENT_SEND_AUDIO`: every queued packet goes out (`SendAudio`); on a closed socket
+    /// the rest is dropped.
+    pub(crate) fn send_audio(&mut self, core: &mut Core) {
+        self.voice.send_event_queued = false;
+        let version = match &self.protocol {
+            Some(Link::WebSocket(ws)) if ws.socket == Socket::Connected => ws.version,
+            Some(Link::Direct) => 1,
+            _ => {
+                self.voice.send_queue.clear();
+                return;
+            }
+        };
+        let at = core.now;
+        let ts = self.voice.mic_clock_ms;
+        while let Some(p) = self.voice.send_queue.pop_front() {
+            self.voice.mic_sent += 1;
+            let frame = crate::voice::frame::pack(version, &p, ts);
+            core.push_output(Output::WsBinary { frame, at });
+        }
     }
 }
 
