@@ -21,9 +21,10 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
-use xiaozhi_sim::backend::script::{Script, Step};
+use xiaozhi_sim::backend::script::{Script, SpeakVoice, Step};
 use xiaozhi_sim::backend::{Action, BackendSpec, Session, SessionReport, spec::SHIPPED};
 use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::voice::speak::{Timbre, natural_duration};
 
 use crate::live::{Clock, read_http_head, small_ws_config};
 
@@ -282,6 +283,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
     let mut next_step = 0usize;
     let mut resume_at: Option<Instant> = None;
     let mut waiting_reply = false;
+    let mut waiting_utterance: Option<usize> = None;
     let mut script_done = false;
     let ending = 'conn: loop {
         // Send what the session decided.
@@ -292,6 +294,11 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
                         eprintln!("backend[{n}] → {text}");
                     }
                     if ws.send(Message::text(text)).await.is_err() {
+                        break 'conn Ending::TcpClosedWithoutCloseFrame;
+                    }
+                }
+                Action::Binary(frame) => {
+                    if ws.send(Message::Binary(frame.into())).await.is_err() {
                         break 'conn Ending::TcpClosedWithoutCloseFrame;
                     }
                 }
@@ -306,16 +313,33 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
             if waiting_reply && session.pending_len() == 0 {
                 waiting_reply = false;
             }
-            while !waiting_reply && resume_at.is_none_or(|t| Instant::now() >= t) && next_step < steps.len() {
+            if waiting_utterance.is_some_and(|n| session.utterances() > n) {
+                waiting_utterance = None;
+            }
+            while !waiting_reply
+                && waiting_utterance.is_none()
+                && resume_at.is_none_or(|t| Instant::now() >= t)
+                && next_step < steps.len()
+            {
                 resume_at = None;
                 let step = steps[next_step].clone();
                 next_step += 1;
+                if !step.continues_turn() {
+                    session.end_turn(clock.now());
+                }
                 match run_step(&mut session, &mut ws, clock.now(), step).await {
                     StepResult::Continue => {}
                     StepResult::WaitReply => waiting_reply = true,
+                    StepResult::WaitUtterance(n) => waiting_utterance = Some(n),
                     StepResult::Sleep(d) => resume_at = Some(Instant::now() + d),
                     StepResult::End(e) => break 'conn e,
                 }
+                if session.has_actions() {
+                    continue 'conn;
+                }
+            }
+            if !waiting_reply && next_step == steps.len() {
+                session.end_turn(clock.now());
                 if session.has_actions() {
                     continue 'conn;
                 }
@@ -343,7 +367,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
                         }
                         session.handle_text(now, t.as_str());
                     }
-                    Some(Ok(Message::Binary(_) | Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                    Some(Ok(Message::Binary(b))) => session.handle_binary(now, &b),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                     Some(Ok(Message::Close(_))) => break 'conn Ending::DeviceCloseFrame,
                     Some(Err(_)) | None => break 'conn Ending::TcpClosedWithoutCloseFrame,
                 }
@@ -356,7 +381,10 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
                     && session.is_ready() {
                         match run_step(&mut session, &mut ws, clock.now(), step).await {
                             StepResult::End(e) => break 'conn e,
-                            StepResult::Continue | StepResult::WaitReply | StepResult::Sleep(_) => {}
+                            StepResult::Continue
+                            | StepResult::WaitReply
+                            | StepResult::WaitUtterance(_)
+                            | StepResult::Sleep(_) => {}
                         }
                     }
             }
@@ -386,6 +414,8 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
 enum StepResult {
     Continue,
     WaitReply,
+    /// Until the session has found more utterances than this.
+    WaitUtterance(usize),
     Sleep(Duration),
     End(Ending),
 }
@@ -426,6 +456,26 @@ async fn run_step(session: &mut Session, ws: &mut ServerWs, now: SimTime, step: 
         Step::Vanish => StepResult::End(Ending::BackendVanished),
         Step::Close => {
             session.close();
+            StepResult::Continue
+        }
+        Step::AwaitUtterance => StepResult::WaitUtterance(session.utterances()),
+        Step::Speak { text, duration, voice } => {
+            let timbre = match voice {
+                SpeakVoice::Default => Timbre::default(),
+                SpeakVoice::Tone(freq_hz, dbfs) => Timbre::Tone { freq_hz, dbfs },
+                SpeakVoice::Wav(path) => match crate::wav::read_pcm(std::path::Path::new(&path)) {
+                    Ok((rate, samples)) => Timbre::Pcm {
+                        rate,
+                        samples: samples.into(),
+                    },
+                    Err(e) => {
+                        eprintln!("backend: speak: {e:#}; speaking with the built-in voice");
+                        Timbre::default()
+                    }
+                },
+            };
+            let d = duration.unwrap_or_else(|| natural_duration(&text));
+            session.speak(now, &text, &timbre, d);
             StepResult::Continue
         }
     }

@@ -42,16 +42,26 @@ pub fn write_signals(dir: &Path, stem: &str, rate: u32, signals: &Signals) -> Re
     Ok((i2s_path, listener_path))
 }
 
-/// Reads a WAV file as mono int16 PCM (channels averaged, other widths scaled).
+/// The longest stretch of a WAV file that is read: ten minutes (an hour-long file is cut,
+/// not loaded whole).
+pub const MAX_WAV_SECONDS: u64 = 600;
+
+/// Reads a WAV file as mono int16 PCM (channels averaged, other widths scaled); at most
+/// [`MAX_WAV_SECONDS`] of it.
 pub fn read_pcm(path: &Path) -> Result<(u32, Vec<i16>)> {
     let mut r = hound::WavReader::open(path).with_context(|| format!("{}: not a readable WAV file", path.display()))?;
     let spec = r.spec();
+    if spec.sample_rate == 0 {
+        anyhow::bail!("{}: the WAV header says 0 Hz", path.display());
+    }
     let channels = usize::from(spec.channels.max(1));
+    let cap = (u64::from(spec.sample_rate) * MAX_WAV_SECONDS) as usize * channels;
     let frames: Vec<f32> = match spec.sample_format {
-        hound::SampleFormat::Float => r.samples::<f32>().collect::<Result<_, _>>()?,
+        hound::SampleFormat::Float => r.samples::<f32>().take(cap).collect::<Result<_, _>>()?,
         hound::SampleFormat::Int => {
             let scale = (1i64 << (spec.bits_per_sample.clamp(1, 32) - 1)) as f32;
             r.samples::<i32>()
+                .take(cap)
                 .map(|s| s.map(|v| v as f32 / scale))
                 .collect::<Result<_, _>>()?
         }

@@ -133,7 +133,13 @@ impl Loopback {
                         self.finished.push(s.report());
                     }
                 }
-                Output::Mcp { .. } | Output::Control { .. } | Output::WsBinary { .. } => {}
+                Output::WsBinary { frame, .. } => {
+                    if let Some(s) = self.session.as_mut() {
+                        s.handle_binary(now, &frame);
+                    }
+                    self.apply();
+                }
+                Output::Mcp { .. } | Output::Control { .. } => {}
             }
         }
         Err(NeverRests("the device kept producing output"))
@@ -147,6 +153,7 @@ impl Loopback {
                 Action::Send(text) => {
                     self.device.handle_ws_text(now, text.as_bytes());
                 }
+                Action::Binary(frame) => self.device.handle_ws_binary(now, &frame),
                 Action::Close => {
                     self.device.handle_ws_closed(now);
                     if let Some(mut s) = self.session.take() {

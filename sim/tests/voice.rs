@@ -203,3 +203,107 @@ fn tts_stop_without_start_and_sentence_without_text_change_nothing() {
     assert_eq!(h.device.snapshot().state, Some(DeviceState::Idle));
     assert!(h.device.speech_log().sessions.is_empty());
 }
+
+mod loopback_turns {
+    use super::*;
+    use serde_json::json;
+    use xiaozhi_sim::backend::BackendSpec;
+    use xiaozhi_sim::loopback::Loopback;
+    use xiaozhi_sim::voice::codec::resample_clip;
+    use xiaozhi_sim::voice::speak::natural_duration;
+    use xiaozhi_sim::world::WsConfig;
+
+    fn paired(yaml: &str) -> Loopback {
+        let spec = BoardSpec::from_yaml("b.yaml", yaml).unwrap();
+        let mut world = WorldSpec::conformance();
+        world.websocket = Some(WsConfig {
+            url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+            token: String::new(),
+            version: 1,
+        });
+        let mut d = Device::new(Arc::new(spec), world, 5);
+        d.power_on(SimTime::ZERO);
+        let mut lb = Loopback::new(d, Arc::new(BackendSpec::shipped("xinnan-py").unwrap()));
+        lb.run_until(SimTime::from_millis(1000)).unwrap();
+        let now = lb.now();
+        lb.device.toggle_chat(now);
+        lb.run_until(now + SimDuration::from_secs(3)).unwrap();
+        assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
+        lb
+    }
+
+    /// The user says 2 s of speech; runs until the backend has found the utterance.
+    fn utter(lb: &mut Loopback) {
+        let before = lb.session().unwrap().utterances();
+        let pcm = Timbre::default().render(SimDuration::from_secs(2), 24_000);
+        let now = lb.now();
+        lb.device.say(now, &resample_clip(&pcm, 24_000, 16_000));
+        for _ in 0..100 {
+            let t = lb.now() + SimDuration::from_millis(100);
+            lb.run_until(t).unwrap();
+            if lb.session().unwrap().utterances() > before {
+                return;
+            }
+        }
+        panic!("the backend never heard the end of the utterance");
+    }
+
+    /// The backend says `text` and ends the turn; returns the device's session level (dB SPL).
+    fn reply(lb: &mut Loopback, text: &str) -> f64 {
+        let now = lb.now();
+        let s = lb.session().unwrap();
+        s.speak(
+            now,
+            text,
+            &Timbre::default(),
+            natural_duration(text).max(SimDuration::from_secs(2)),
+        );
+        s.end_turn(now);
+        let t = lb.now() + SimDuration::from_secs(5);
+        lb.run_until(t).unwrap();
+        let session = lb.device.speech_log().sessions.last().unwrap().clone();
+        assert_eq!(session.counts.dropped(), 0, "{:?}", session.counts);
+        let w = session.window.unwrap();
+        let (m, _) = lb.device.render(w.start + SimDuration::from_millis(300), w.end, false);
+        m.spl_db.unwrap()
+    }
+
+    #[test]
+    fn a_voice_turn_with_xinnan_py_hears_its_reply_9_7_db_quieter_after_set_volume_40() {
+        let mut lb = paired(BREAD);
+        lb.call("self.audio_speaker.set_volume", json!({"volume": 70}));
+        utter(&mut lb);
+        assert_eq!(
+            lb.device.snapshot().state,
+            Some(DeviceState::Speaking),
+            "tts start followed the stt echo"
+        );
+        let before = reply(&mut lb, "好的");
+        assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
+        utter(&mut lb);
+        lb.call("self.audio_speaker.set_volume", json!({"volume": 40}));
+        let t = lb.now() + SimDuration::from_millis(200);
+        lb.run_until(t).unwrap();
+        let after = reply(&mut lb, "音量已经调小了");
+        let change = after - before;
+        assert!((change + 9.7).abs() <= 0.1, "change {change:.2} dB");
+        let r = lb.reports().pop().unwrap();
+        let v = &r.voice;
+        assert_eq!(v.utterances.len(), 2);
+        assert!(
+            v.utterances.iter().all(|u| (u.voice_ms - 2000.0).abs() <= 180.0),
+            "{:?}",
+            v.utterances
+        );
+        assert_eq!(v.spoken.len(), 2);
+        // listen start after every tts stop (auto mode), plus the first one.
+        assert_eq!(
+            v.listen.iter().filter(|l| *l == "start auto").count(),
+            3,
+            "{:?}",
+            v.listen
+        );
+        assert!(v.frames_in > 100);
+        assert!(lb.device.snapshot().encoder_allocated);
+    }
+}

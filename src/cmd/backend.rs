@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use xiaozhi_sim::backend::script::Script;
+use xiaozhi_sim::backend::script::{Script, SpeakVoice, Step};
 use xiaozhi_sim::backend::{BackendSpec, Outcome};
 
 use crate::args::parse_std_duration;
@@ -80,7 +80,19 @@ pub fn run(opts: &Args) -> Result<bool> {
         Some(p) if p.as_os_str() == "-" => (Script::default(), true),
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
-            (Script::parse(&p.display().to_string(), &text)?, false)
+            let script = Script::parse(&p.display().to_string(), &text)?;
+            // A `speak … wav FILE` must name a readable WAV before anything is served.
+            for line in &script.lines {
+                if let Step::Speak {
+                    voice: SpeakVoice::Wav(f),
+                    ..
+                } = &line.step
+                    && let Err(e) = crate::wav::read_pcm(std::path::Path::new(f))
+                {
+                    anyhow::bail!("{}:{}: {e:#}", p.display(), line.line);
+                }
+            }
+            (script, false)
         }
         None => (Script::default(), false),
     };

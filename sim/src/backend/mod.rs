@@ -8,6 +8,7 @@
 
 pub mod script;
 pub mod spec;
+pub mod voice;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -23,6 +24,8 @@ pub use spec::{BackendSpec, CallOnClose, Delivery, EnvelopeStyle, InitAt, NameMa
 pub enum Action {
     /// Send one text frame.
     Send(String),
+    /// Send one binary frame (speech).
+    Binary(Vec<u8>),
     /// Close the connection (a WebSocket close frame).
     Close,
 }
@@ -169,6 +172,8 @@ pub struct SessionReport {
     pub exchanges: Vec<Exchange>,
     /// Things worth knowing in words (reused ids, late replies, discarded pages, closes).
     pub notes: Vec<String>,
+    /// Microphone audio received, utterances found, `listen`/`abort` messages, speech sent.
+    pub voice: voice::VoiceReport,
 }
 
 #[derive(Clone, Debug)]
@@ -199,6 +204,8 @@ pub struct Session {
     notes: Vec<String>,
     /// Actions decided but not yet taken by the socket layer.
     outbox: VecDeque<Action>,
+    /// The ear and the voice (`backend::voice`).
+    voice: voice::VoiceSide,
 }
 
 fn ms(t: SimTime) -> f64 {
@@ -270,6 +277,9 @@ impl Session {
                 .map(|(_, v)| v.clone())
         };
         let device_id = header("device-id").unwrap_or_default();
+        let version = header("protocol-version")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(1);
         let session_id = match spec.session_id {
             spec::SessionIdScheme::Uuid => {
                 let x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -304,8 +314,10 @@ impl Session {
             queued_calls: VecDeque::new(),
             notes: Vec::new(),
             outbox: VecDeque::new(),
+            voice: voice::VoiceSide::default(),
             spec,
         };
+        s.voice = voice::VoiceSide::new(&s.session_id, version);
         if s.spec.init_at == InitAt::Accept {
             let mut actions = Vec::new();
             s.send_initialize(now, &mut actions);
@@ -440,6 +452,11 @@ impl Session {
         };
         match v.get("type").and_then(Value::as_str) {
             Some("hello") => self.on_device_hello(now, &v, &mut out),
+            Some("listen" | "abort") => {
+                out.extend(self.outbox.drain(..));
+                self.on_voice_text(now, &v);
+                out.extend(self.outbox.drain(..));
+            }
             Some("mcp") => {
                 if !self.hello_seen && self.spec.close_on_mcp_before_hello {
                     self.notes
@@ -703,6 +720,9 @@ impl Session {
         }
         let id = self.next_call_id;
         self.next_call_id += 1;
+        if let Some(stt) = self.tool_call_stt(&spec::map_name(self.spec.name_mapping, tool)) {
+            out.push(Action::Send(stt));
+        }
         let empty = args.as_object().is_some_and(|m| m.is_empty());
         let mut params = Map::new();
         params.insert("name".into(), tool.into());
@@ -747,6 +767,7 @@ impl Session {
             return;
         }
         self.phase = Phase::Closed;
+        self.voice.agenda = crate::voice::speak::Agenda::default();
         if self.spec.pending_on_close == CallOnClose::Fail {
             for (_, p) in std::mem::take(&mut self.pending) {
                 let e = &mut self.exchanges[p.index];
@@ -761,13 +782,20 @@ impl Session {
     /// when it comes. Its answer can change after every `handle_*` and `call`.
     pub fn poll_timeout(&self) -> Option<SimTime> {
         let deadlines = self.pending.values().map(|p| p.deadline);
-        deadlines.chain(self.list_at).chain(self.heartbeat_at).min()
+        deadlines
+            .chain(self.list_at)
+            .chain(self.heartbeat_at)
+            .chain(self.voice.agenda.next_at())
+            .min()
     }
 
     /// Timers due at `now`: call timeouts, delayed listing, heartbeat.
     pub fn handle_timeout(&mut self, now: SimTime) {
         let out = self.on_timeout(now);
         self.outbox.extend(out);
+        if self.phase != Phase::Closed {
+            self.drain_agenda(now);
+        }
     }
 
     fn on_timeout(&mut self, now: SimTime) -> Vec<Action> {
@@ -818,6 +846,7 @@ impl Session {
             pages: self.pages,
             exchanges: self.exchanges.clone(),
             notes: self.notes.clone(),
+            voice: self.voice.report.clone(),
         }
     }
 

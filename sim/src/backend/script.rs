@@ -12,6 +12,12 @@
 //! garbage                          bytes that are not a WebSocket frame, then nothing more
 //! vanish                           drop TCP without a close frame (the backend process lives on)
 //! close                            a WebSocket close frame
+//! await utterance                  wait until the device has said something (listen stop,
+//!                                  listen detect, or the end of voice in its microphone audio)
+//! speak "<text>" [for <duration>] [tone <Hz> <dBFS> | wav <file>]
+//!                                  say a sentence (default: 250 ms a character, the built-in
+//!                                  speech-like voice); speak, call and send lines in a row form
+//!                                  one turn, and any other line (or the end) sends `tts stop`
 //! ```
 
 use serde_json::Value;
@@ -42,6 +48,35 @@ pub enum Step {
     Vanish,
     /// `close`: a WebSocket close frame.
     Close,
+    /// `await utterance`: wait until the device has said something.
+    AwaitUtterance,
+    /// `speak "<text>" [for <duration>] [tone <Hz> <dBFS> | wav <file>]`.
+    Speak {
+        /// The sentence (its `sentence_start` text).
+        text: String,
+        /// How long it lasts (`None`: from the text's length).
+        duration: Option<SimDuration>,
+        /// What it sounds like.
+        voice: SpeakVoice,
+    },
+}
+
+/// What a `speak` line sounds like.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SpeakVoice {
+    /// The built-in speech-like voice.
+    Default,
+    /// A sine: frequency (Hz) and level (dBFS).
+    Tone(f64, f64),
+    /// A WAV file (loaded by whoever runs the script).
+    Wav(String),
+}
+
+impl Step {
+    /// Whether this step belongs to a speaking turn (speak, call and send lines in a row).
+    pub fn continues_turn(&self) -> bool {
+        matches!(self, Step::Speak { .. } | Step::Call { .. })
+    }
 }
 
 /// A step and the connection it is limited to.
@@ -164,14 +199,92 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
         "garbage" => Step::Garbage,
         "vanish" => Step::Vanish,
         "close" => Step::Close,
+        "await" if tail == "utterance" => Step::AwaitUtterance,
+        "await" => return Err((tail_col, "`await` takes `utterance`: `await utterance`".into())),
+        "speak" => parse_speak(tail).map_err(|(c, m)| (tail_col + c, m))?,
         other => {
             return Err((
                 col(rest),
-                format!("unknown step `{other}`: use call, send, wait, raw, frame, garbage, vanish or close"),
+                format!(
+                    "unknown step `{other}`: use call, send, wait, raw, frame, garbage, vanish, close, await or speak"
+                ),
             ));
         }
     };
     Ok(Some(Line { line: 0, only_on, step }))
+}
+
+/// `"<text>" [for <duration>] [tone <Hz> <dBFS> | wav <file>]`; errors carry a 0-based offset
+/// into `tail`.
+fn parse_speak(tail: &str) -> Result<Step, (usize, String)> {
+    let usage = "e.g. `speak \"音量已调小\" for 2s tone 440 -12`";
+    if !tail.starts_with('"') {
+        return Err((0, format!("`speak` needs the sentence in double quotes, {usage}")));
+    }
+    let mut de = serde_json::Deserializer::from_str(tail).into_iter::<String>();
+    let text = match de.next() {
+        Some(Ok(t)) => t,
+        _ => return Err((0, format!("the sentence is not a closed \"…\" string, {usage}"))),
+    };
+    let mut pos = de.byte_offset();
+    let mut duration = None;
+    let mut voice = SpeakVoice::Default;
+    let words: Vec<(usize, &str)> = {
+        let mut v = Vec::new();
+        let rest = &tail[pos..];
+        let mut i = 0;
+        for w in rest.split_whitespace() {
+            let at = rest[i..].find(w).map_or(i, |k| i + k);
+            v.push((pos + at, w));
+            i = at + w.len();
+        }
+        v
+    };
+    let mut k = 0;
+    while k < words.len() {
+        let (at, w) = words[k];
+        pos = at;
+        let arg = |j: usize| words.get(k + j).copied();
+        match w {
+            "for" => {
+                let (a, d) = arg(1).ok_or((at, "`for` needs a duration, e.g. `for 2s`".to_string()))?;
+                duration = Some(parse_duration(d).map_err(|e| (a, e))?);
+                k += 2;
+            }
+            "tone" => {
+                let (a, hz) = arg(1).ok_or((
+                    at,
+                    "`tone` needs a frequency and a level, e.g. `tone 440 -12`".to_string(),
+                ))?;
+                let (b, db) = arg(2).ok_or((a, "`tone` needs a level in dBFS after the frequency".to_string()))?;
+                let hz: f64 = hz
+                    .parse()
+                    .ok()
+                    .filter(|h: &f64| *h > 0.0 && *h < 24_000.0)
+                    .ok_or((a, format!("`{hz}` is not a frequency in Hz")))?;
+                let db: f64 = db
+                    .parse()
+                    .ok()
+                    .filter(|d: &f64| *d <= 0.0 && *d >= -120.0)
+                    .ok_or((b, format!("`{db}` is not a level from -120 to 0 dBFS")))?;
+                voice = SpeakVoice::Tone(hz, db);
+                k += 3;
+            }
+            "wav" => {
+                let (_, f) = arg(1).ok_or((at, "`wav` needs a file".to_string()))?;
+                voice = SpeakVoice::Wav(f.to_string());
+                k += 2;
+            }
+            other => {
+                return Err((
+                    at,
+                    format!("unexpected `{other}` after the sentence: use for, tone or wav"),
+                ));
+            }
+        }
+    }
+    let _ = pos;
+    Ok(Step::Speak { text, duration, voice })
 }
 
 /// serde_json's message without its own ` at line L column C` (the caller reports the place).
@@ -221,5 +334,42 @@ mod tests {
         assert_eq!((e.line, e.column), (1, 6));
         let e = Script::parse("s.txt", "close now\n").unwrap_err();
         assert_eq!((e.line, e.column), (1, 7));
+        let e = Script::parse("s.txt", "speak hello\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 7), "{e}");
+        let e = Script::parse("s.txt", "speak \"hi\" tone 440\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 17), "{e}");
+        let e = Script::parse("s.txt", "speak \"hi\" for ever\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 16), "{e}");
+        let e = Script::parse("s.txt", "await reply\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 7), "{e}");
+    }
+
+    #[test]
+    fn speak_and_await_parse() {
+        let s = Script::parse(
+            "t",
+            "await utterance\nspeak \"音量已调小\" for 2s tone 440 -12\nspeak \"好\"\nspeak \"x y\" wav a.wav for 1s\n",
+        )
+        .unwrap();
+        assert_eq!(s.lines[0].step, Step::AwaitUtterance);
+        assert_eq!(
+            s.lines[1].step,
+            Step::Speak {
+                text: "音量已调小".into(),
+                duration: Some(SimDuration::from_secs(2)),
+                voice: SpeakVoice::Tone(440.0, -12.0)
+            }
+        );
+        assert_eq!(
+            s.lines[2].step,
+            Step::Speak {
+                text: "好".into(),
+                duration: None,
+                voice: SpeakVoice::Default
+            }
+        );
+        assert!(
+            matches!(&s.lines[3].step, Step::Speak { text, voice: SpeakVoice::Wav(f), .. } if text == "x y" && f == "a.wav")
+        );
     }
 }

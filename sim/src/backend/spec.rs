@@ -188,6 +188,43 @@ pub struct BackendSpec {
     /// An empty arguments object is sent as `"arguments":null` (mcp-go's `any` + omitempty).
     #[serde(default)]
     pub null_empty_arguments: bool,
+    /// How this backend talks: its voice turn (absent: it never speaks, only counts audio).
+    #[serde(default)]
+    pub voice: Option<VoiceSpec>,
+}
+
+/// How binary audio frames toward the device are framed.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryFraming {
+    /// The Opus packet alone, whatever `Protocol-Version` the device announced (xinnan-py).
+    Raw,
+    /// Packed for the device's `Protocol-Version` (1, 2 or 3).
+    DeviceVersion,
+}
+
+/// A backend's voice behaviour (VOICE.md §5).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VoiceSpec {
+    /// At the end of an utterance: an `stt` echo of the user's words, then `tts start` (before
+    /// the LLM runs).
+    pub stt_then_tts_start: bool,
+    /// An `stt` frame before each `tools/call`; `{tool}` is the LLM's function name (xinnan-py:
+    /// `% {tool}`). Absent: none.
+    #[serde(default)]
+    pub tool_call_stt: Option<String>,
+    /// The `llm` emotion sent before a turn's first sentence (absent: none).
+    #[serde(default)]
+    pub emotion: Option<String>,
+    /// The TTS encoder's rate, Hz (24000: the server's `opus_encoder_utils` default).
+    pub tts_rate: u32,
+    /// How binary frames are framed.
+    pub binary: BinaryFraming,
+    /// Quiet after voice that ends an utterance in the received microphone audio.
+    pub end_of_speech: Duration,
+    /// A frame counts as voice at or above this level, dBFS (RMS, sine-referenced).
+    pub voice_dbfs: f64,
 }
 
 fn to_llm() -> Delivery {
