@@ -49,6 +49,28 @@ fn shipped_scenarios_pass_twice_with_identical_reports() {
         );
     }
     assert!(all.iter().all(|r| !r["trace"].as_array().unwrap().is_empty()));
+    // The voice turns carry claims, judged from facts: heard and backed, not heard, unverified.
+    let claims: Vec<&serde_json::Value> = all
+        .iter()
+        .flat_map(|r| r["records"].as_array().unwrap())
+        .filter_map(|rec| rec.get("claim"))
+        .collect();
+    let judged = |needle: &str| {
+        claims.iter().any(|c| {
+            c["judgements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|j| j.as_str().unwrap().starts_with(needle))
+        })
+    };
+    assert!(judged("claim not heard"), "the amplifier scenario's claim is not heard");
+    assert!(judged("unverified claim"));
+    assert!(
+        claims.iter().any(|c| c["heard"] == true
+            && c["readback"] == true
+            && (c["change_db"].as_f64().unwrap() + 9.7).abs() < 0.1)
+    );
 }
 
 #[test]

@@ -23,8 +23,11 @@ pub struct Harness {
     /// The device under test; drive it directly for anything the harness lacks.
     pub device: Device,
     /// What the backend still has to say (`tts` messages and Opus packets with their times);
-    /// delivered as virtual time passes through the harness.
+    /// delivered as virtual time passes through the harness. Like xiaozhi-esp32-server, the
+    /// harness answers a device `abort` at once: queued speech dropped, `tts stop` sent.
     pub agenda: Agenda,
+    held: Vec<Output>,
+    agenda_boot: u32,
 }
 
 /// The device did not go idle within [`IDLE_HORIZON`].
@@ -38,12 +41,40 @@ impl Harness {
         Harness {
             device,
             agenda: Agenda::new("direct"),
+            held: Vec::new(),
+            agenda_boot: 0,
+        }
+    }
+
+    /// Takes the device's outputs into the harness, answering an `abort` as the backend does.
+    fn pump(&mut self) {
+        while let Some(o) = self.device.poll_output() {
+            const ABORT: &[u8] = b"\"type\":\"abort\"";
+            if let Output::Control { text, at } = &o
+                && text.windows(ABORT.len()).any(|w| w == ABORT)
+                && (!self.agenda.is_empty() || self.agenda.in_turn())
+            {
+                self.agenda.abort(*at);
+            }
+            self.held.push(o);
         }
     }
 
     /// Runs to `t`, delivering what the backend says on the way (at its own times).
     pub fn run_until(&mut self, t: SimTime) {
-        while let Some((at, said)) = self.agenda.pop_due(t) {
+        while let Some(next) = self.agenda.next_at().filter(|n| *n <= t) {
+            self.device.run_before(next.max(self.now()));
+            self.pump();
+            if self.device.boots() != self.agenda_boot {
+                // The device restarted: its session with the backend is gone, and so is the
+                // backend's turn (what was still queued is never sent).
+                self.agenda_boot = self.device.boots();
+                self.agenda = Agenda::new("direct");
+                break;
+            }
+            let Some((at, said)) = self.agenda.pop_due(next) else {
+                continue;
+            };
             let at = at.max(self.now());
             match said {
                 Said::Json(text) => {
@@ -53,6 +84,10 @@ impl Harness {
             }
         }
         self.device.run_until(t);
+        self.pump();
+        if self.agenda.is_empty() {
+            self.agenda_boot = self.device.boots();
+        }
     }
 
     /// The device's clock.
@@ -96,12 +131,14 @@ impl Harness {
 
     /// Every payload transmitted since the last call.
     pub fn take_outputs(&mut self) -> Vec<Output> {
-        std::iter::from_fn(|| self.device.poll_output()).collect()
+        self.pump();
+        std::mem::take(&mut self.held)
     }
 
     /// The MCP payloads transmitted since the last call (other outputs are discarded).
     pub fn take_mcp_payloads(&mut self) -> Vec<Vec<u8>> {
-        std::iter::from_fn(|| self.device.poll_output())
+        self.take_outputs()
+            .into_iter()
             .filter_map(|o| match o {
                 Output::Mcp { payload, .. } => Some(payload),
                 _ => None,

@@ -616,6 +616,24 @@ impl Running {
 }
 
 impl Device {
+    /// Typed input as py-xiaozhi sends it: `listen detect` with the text (the firmware sends
+    /// `detect` only for its wake word; this is **not** firmware behaviour, and the trace says so).
+    pub fn type_text(&mut self, now: SimTime, text: &str) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            self.core.emit(|| Event::Note {
+                text: "typed input (as py-xiaozhi sends it; not firmware behaviour): listen detect".into(),
+            });
+            let mut frame = run.control("\"type\":\"listen\",\"state\":\"detect\",\"text\":");
+            frame.pop();
+            let mut quoted = Vec::new();
+            crate::cjson::write_string(&mut quoted, text.as_bytes());
+            frame.extend_from_slice(&quoted);
+            frame.push(b'}');
+            run.send_text(&mut self.core, frame);
+        }
+    }
+
     /// A binary frame (audio) arrived on the WebSocket: unpacked as the protocol version says
     /// (trusting its size field as the firmware does), then `OnIncomingAudio`.
     pub fn handle_ws_binary(&mut self, now: SimTime, frame: &[u8]) {

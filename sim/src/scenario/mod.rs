@@ -24,7 +24,10 @@ pub mod expect;
 pub mod record;
 pub mod reply;
 pub mod runner;
+pub mod voice;
 pub mod wire;
+
+pub use voice::{AbortStep, ClaimExpect, FramesExpect, HeardExpect, SayStep, SpeakStep, WakeStep};
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -114,6 +117,14 @@ pub enum Step {
     Busy(Duration),
     /// A line of narrative for the record.
     Note(String),
+    /// The scenario's backend speaks a sentence (xinnan-py's turn and pacing).
+    Speak(SpeakStep),
+    /// The wake word is detected (`listen detect` with its text).
+    Wake(WakeStep),
+    /// The user speaks into the microphone (a WAV file), or types (labelled typed input).
+    Say(SayStep),
+    /// The user interrupts the speech (BOOT click while speaking): `abort`.
+    Abort(AbortStep),
 }
 
 /// `initialize: {id?, vision_url?, vision_token?, expect?}`.
@@ -261,7 +272,7 @@ pub struct ListenStep {
     pub expect: Expect,
 }
 
-/// `press: {button, long?, expect?}`.
+/// `press: {button, long?, hold?, expect?}`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PressStep {
@@ -270,6 +281,10 @@ pub struct PressStep {
     /// A long press (the button's `long_press` action; its click action when it has none).
     #[serde(default)]
     pub long: bool,
+    /// Push-to-talk: held this long (`StartListening` on press, `StopListening` on release,
+    /// as boards with a talk button wire it; manual listening mode).
+    #[serde(default)]
+    pub hold: Option<Duration>,
     /// Expectations on what the press caused.
     #[serde(default)]
     pub expect: Expect,
@@ -425,6 +440,22 @@ pub struct Expect {
     /// Trace events that must not happen.
     #[serde(default)]
     pub no_events: Vec<EventName>,
+    /// The device state after the step (`idle`, `listening`, `speaking`, …).
+    #[serde(default)]
+    pub state: Option<String>,
+    /// The control messages the device sent during the step, in order, as short text:
+    /// `start auto`, `stop`, `detect 你好小智`, `abort`, `abort wake_word_detected`.
+    #[serde(default)]
+    pub listen_sent: Option<Vec<String>>,
+    /// What the listener heard of the backend's speech (`speak` steps).
+    #[serde(default)]
+    pub heard: Option<HeardExpect>,
+    /// The judgement of the claim this speech carried about the last call.
+    #[serde(default)]
+    pub claim: Option<ClaimExpect>,
+    /// Frames of the step's TTS session.
+    #[serde(default)]
+    pub frames: Option<FramesExpect>,
 }
 
 impl ScenarioSpec {
@@ -492,14 +523,21 @@ impl ScenarioSpec {
                     "give exactly one of `set` or `clear`",
                 ));
             }
-            if let Step::Play(p) = &step.value
-                && p.tone.is_some()
-                && p.wav.is_some()
+            let both = match &step.value {
+                Step::Play(p) => p.tone.is_some() && p.wav.is_some(),
+                Step::Speak(p) => p.tone.is_some() && p.wav.is_some(),
+                _ => false,
+            };
+            if let Step::Say(x) = &step.value
+                && x.wav.is_some() == x.text.is_some()
             {
+                errors.push(located(origin, &step.referenced, "say", "give either `wav` or `text`"));
+            }
+            if both {
                 errors.push(located(
                     origin,
                     &step.referenced,
-                    "play",
+                    step_key(&step.value),
                     "give either `tone` or `wav`, not both",
                 ));
             }
@@ -553,6 +591,32 @@ impl ScenarioSpec {
         } else {
             Err(SpecErrors::tidy(errors))
         }
+    }
+}
+
+/// A step's name as written in the scenario file.
+pub(crate) fn step_key(step: &Step) -> &'static str {
+    match step {
+        Step::Initialize(_) => "initialize",
+        Step::ListTools(_) => "list_tools",
+        Step::Call(_) => "call",
+        Step::Send(_) => "send",
+        Step::Burst(_) => "burst",
+        Step::Wait(_) => "wait",
+        Step::Readback(_) => "readback",
+        Step::Play(_) => "play",
+        Step::Listen(_) => "listen",
+        Step::Press(_) => "press",
+        Step::Reboot => "reboot",
+        Step::CutPower => "cut_power",
+        Step::PowerOn => "power_on",
+        Step::Fault(_) => "fault",
+        Step::Busy(_) => "busy",
+        Step::Note(_) => "note",
+        Step::Speak(_) => "speak",
+        Step::Wake(_) => "wake",
+        Step::Say(_) => "say",
+        Step::Abort(_) => "abort",
     }
 }
 

@@ -30,6 +30,52 @@ pub struct Record {
     pub effect: String,
     /// Evidence the effect row lacks (e.g. `acoustic measurement`).
     pub missing: Vec<String>,
+    /// What the backend then said about it (voice turns), and what the twin can judge of that.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
+}
+
+/// The backend's spoken claim after a call: the `sentence_start` text, when it was said, and
+/// judgements from facts the twin holds (never from the meaning of the text).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Claim {
+    /// The sentence the backend spoke after the call.
+    pub text: String,
+    /// When its `sentence_start` arrived, ms of virtual time.
+    pub at_ms: f64,
+    /// The call's reply text (`"true"` for a bare true).
+    pub after_reply: Option<String>,
+    /// A readback happened between the call and the claim.
+    pub readback: bool,
+    /// The listener heard the speech that carried the claim.
+    pub heard: bool,
+    /// Its level at the listener, dB SPL.
+    pub spl_db: Option<f64>,
+    /// The level of the backend's speech before the call, dB SPL.
+    pub before_db: Option<f64>,
+    /// After minus before, dB.
+    pub change_db: Option<f64>,
+    /// `unverified claim`, `claim not heard` (none: heard, and backed by a readback).
+    pub judgements: Vec<String>,
+}
+
+impl Claim {
+    /// The claim row in words.
+    pub fn row(&self) -> String {
+        let level = match (self.spl_db, self.change_db, self.before_db) {
+            (Some(l), Some(c), Some(b)) => {
+                format!("heard at {l:.1} dB SPL, {c:+.1} dB against the speech before the call ({b:.1} dB)")
+            }
+            (Some(l), _, _) => format!("heard at {l:.1} dB SPL"),
+            (None, _, _) => "no sound of it reached the listener".into(),
+        };
+        let verdict = if self.judgements.is_empty() {
+            "heard, and a readback backs it".to_string()
+        } else {
+            self.judgements.join("; ")
+        };
+        format!("said {:?} at {:.0} ms; {level} — {verdict}", self.text, self.at_ms)
+    }
 }
 
 impl Record {
@@ -193,13 +239,18 @@ impl ScenarioReport {
         }
         for r in &self.records {
             let _ = writeln!(out, "\n   call {} (step {}, id {})", r.tool, r.step, r.id);
-            for (row, text) in [
+            let claim = r.claim.as_ref().map(Claim::row);
+            let mut rows = vec![
                 ("discovery", &r.discovery),
                 ("decision", &r.decision),
                 ("parameters", &r.parameters),
                 ("response", &r.response),
-                ("effect", &r.effect),
-            ] {
+            ];
+            if let Some(c) = &claim {
+                rows.push(("claim", c));
+            }
+            rows.push(("effect", &r.effect));
+            for (row, text) in rows {
                 let mut lines = wrap(text, 84).into_iter();
                 let _ = writeln!(out, "   | {row:<10} | {}", lines.next().unwrap_or_default());
                 for l in lines {

@@ -78,6 +78,10 @@ pub(super) struct StepOutcome {
     pub(super) readback: Option<serde_json::Value>,
     pub(super) listed: Option<(Vec<String>, usize, Option<String>)>,
     pub(super) id: Option<i64>,
+    /// Control messages (`listen`, `abort`) the device sent during the step, described.
+    pub(super) controls: Vec<String>,
+    /// What a `speak` step measured.
+    pub(super) speech: Option<crate::scenario::voice::SpeechOutcome>,
 }
 
 impl StepOutcome {
@@ -94,6 +98,8 @@ impl StepOutcome {
             readback: None,
             listed: None,
             id: None,
+            controls: Vec::new(),
+            speech: None,
         }
     }
 
@@ -131,6 +137,7 @@ pub(super) struct Runner<'a> {
     pub(super) trace: Trace,
     pub(super) keep_signals: bool,
     pub(super) evidence: Vec<Evidence>,
+    pub(super) voice: crate::scenario::voice::RunnerVoice,
 }
 
 /// Runs `spec` on `board`.
@@ -182,6 +189,7 @@ pub fn run(
         trace: Trace::default(),
         keep_signals: opts.keep_signals,
         evidence: Vec::new(),
+        voice: Default::default(),
     };
     let booted = runner.h.device.drain_events();
     runner.trace.push_chunk(booted);
@@ -212,7 +220,7 @@ pub fn run(
 }
 
 impl Runner<'_> {
-    fn now(&self) -> SimTime {
+    pub(super) fn now(&self) -> SimTime {
         self.h.now()
     }
 
@@ -224,7 +232,7 @@ impl Runner<'_> {
     }
 
     /// Advances to `t`, applying timeline faults on the way.
-    fn advance_to(&mut self, t: SimTime) {
+    pub(super) fn advance_to(&mut self, t: SimTime) {
         while self.fault_cursor < self.faults.len() && self.faults[self.fault_cursor].0 <= t {
             let (at, f, on) = self.faults[self.fault_cursor];
             let at = at.max(self.now());
@@ -235,21 +243,26 @@ impl Runner<'_> {
         self.h.run_until(t);
     }
 
-    fn settle(&mut self) {
+    pub(super) fn settle(&mut self) {
         let _ = self.h.run_until_idle();
         let now = self.now();
         self.advance_to(now);
     }
 
     fn take_replies(&mut self) -> Vec<(Vec<u8>, SimTime)> {
-        self.h
-            .take_outputs()
-            .into_iter()
-            .filter_map(|o| match o {
-                Output::Mcp { payload, at } => Some((payload, at)),
-                _ => None,
-            })
-            .collect()
+        let mut replies = Vec::new();
+        for o in self.h.take_outputs() {
+            match o {
+                Output::Mcp { payload, at } => replies.push((payload, at)),
+                Output::Control { text, .. } => {
+                    self.voice
+                        .controls
+                        .push(crate::scenario::voice::describe_control(&text));
+                }
+                _ => {}
+            }
+        }
+        replies
     }
 
     fn alloc_id(&mut self, given: Option<i64>) -> i64 {
@@ -276,7 +289,7 @@ impl Runner<'_> {
         Some(l.measurement)
     }
 
-    fn keep(&mut self, label: &str, signals: Option<Signals>) {
+    pub(super) fn keep(&mut self, label: &str, signals: Option<Signals>) {
         if let Some(signals) = signals {
             self.evidence.push(Evidence {
                 label: label.to_string(),
@@ -308,21 +321,29 @@ impl Runner<'_> {
             Step::Fault(f) => self.step_fault(f),
             Step::Busy(d) => self.step_busy(d),
             Step::Note(text) => self.step_note(text),
+            Step::Speak(s) => self.step_speak(s, n, line, &mut out),
+            Step::Wake(w) => self.step_wake(w),
+            Step::Say(s) => self.step_say(s, n, line),
+            Step::Abort(a) => self.step_abort(a),
         };
         if !matches!(step, Step::Call(_) | Step::ListTools(_) | Step::Readback(_)) {
             out.replies.extend(self.take_replies());
         }
+        out.controls = std::mem::take(&mut self.voice.controls);
         self.collect_trace(&mut out);
-        if let Some(m) = &out.measurement {
+        if let Some(m) = &out.measurement
+            && !matches!(step, Step::Speak(_))
+        {
             self.last = Some(m.clone());
         }
         if let Some(e) = expect {
             self.evaluate(n, line, e, &out);
+            self.evaluate_voice(n, line, e, &out);
         }
         self.steps.push(StepReport {
             n,
             line,
-            kind: step_kind(step).to_string(),
+            kind: crate::scenario::step_key(step).to_string(),
             at_ms: started.as_micros() as f64 / 1000.0,
             summary,
             sent: out.sent.iter().map(|p| lossy(p)).collect(),
@@ -438,6 +459,8 @@ impl Runner<'_> {
         let record = self.record(n, &tool, id, at, c.decision.as_deref(), &before, &after, out);
         let summary = format!("tools/call {tool} id {id}");
         self.records.push(record);
+        let text = out.reply_for(id).and_then(|(p, _)| reply_text(p));
+        self.voice.after_call(self.records.len() - 1, &tool, text);
         let expect: Option<&'s Expect> = Some(&c.expect);
         (summary, expect)
     }
@@ -485,6 +508,7 @@ impl Runner<'_> {
         self.deliver(out, call_request(id, wire::TOOL_GET_DEVICE_STATUS, None));
         self.settle();
         out.replies.extend(self.take_replies());
+        self.voice.after_readback();
         let status = out
             .reply_for(id)
             .and_then(|(p, _)| reply_text(p))
@@ -580,6 +604,11 @@ impl Runner<'_> {
         });
         let now = self.now();
         summary = format!("pressed {}{}", p.button, if p.long { " (long)" } else { "" });
+        if let Some(hold) = p.hold {
+            let held = self.step_hold(hold.0);
+            let expect: Option<&'s Expect> = Some(&p.expect);
+            return (format!("{summary} {held}"), expect);
+        }
         match action {
             Some(ButtonAction::VolumeUp) => self.h.device.press_volume(now, 10, false),
             Some(ButtonAction::VolumeDown) => self.h.device.press_volume(now, -10, false),
@@ -766,6 +795,7 @@ impl Runner<'_> {
             response,
             effect,
             missing,
+            claim: None,
         }
     }
 
@@ -858,27 +888,5 @@ impl Runner<'_> {
             parts.push("the device PANICKED and rebooted during the call".to_string());
         }
         (parts.join("; "), missing)
-    }
-}
-
-/// A step's name as written in the scenario file.
-pub(crate) fn step_kind(step: &Step) -> &'static str {
-    match step {
-        Step::Initialize(_) => "initialize",
-        Step::ListTools(_) => "list_tools",
-        Step::Call(_) => "call",
-        Step::Send(_) => "send",
-        Step::Burst(_) => "burst",
-        Step::Wait(_) => "wait",
-        Step::Readback(_) => "readback",
-        Step::Play(_) => "play",
-        Step::Listen(_) => "listen",
-        Step::Press(_) => "press",
-        Step::Reboot => "reboot",
-        Step::CutPower => "cut_power",
-        Step::PowerOn => "power_on",
-        Step::Fault(_) => "fault",
-        Step::Busy(_) => "busy",
-        Step::Note(_) => "note",
     }
 }

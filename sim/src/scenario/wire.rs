@@ -20,7 +20,7 @@ use crate::backend::{BackendSpec, Exchange, Outcome, SessionReport};
 use crate::scenario::expect::no_text;
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
 use crate::scenario::reply::{is_valid_json, reply_error, reply_id, reply_text};
-use crate::scenario::runner::step_kind;
+use crate::scenario::step_key as step_kind;
 use crate::scenario::{EventName, Expect, ScenarioSpec, Step, located, quoted_or};
 use crate::spec::SpecError;
 use crate::time::SimDuration;
@@ -185,6 +185,9 @@ impl WirePlan {
                     return refuse("replies to raw payloads cannot be paired over the wire");
                 }
                 Step::Play(_) | Step::Listen(_) => return refuse("it measures the simulated room"),
+                Step::Speak(_) | Step::Wake(_) | Step::Say(_) | Step::Abort(_) => {
+                    return refuse("voice steps run in virtual time only (use `connect --script` for a real backend)");
+                }
                 Step::Press(_) | Step::Reboot | Step::CutPower | Step::PowerOn | Step::Fault(_) | Step::Busy(_) => {
                     return refuse("it acts on the device itself, not through the backend");
                 }
@@ -798,6 +801,7 @@ fn record(
         response,
         effect,
         missing,
+        claim: None,
     }
 }
 

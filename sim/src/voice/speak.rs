@@ -46,7 +46,7 @@ pub enum Timbre {
 
 impl Default for Timbre {
     fn default() -> Self {
-        Timbre::Speechlike { dbfs: -12.0 }
+        Timbre::Speechlike { dbfs: -3.0 }
     }
 }
 
@@ -148,7 +148,7 @@ mod tests {
         assert!(ps.iter().all(|p| !p.is_empty()));
         let x = Timbre::default().render(SimDuration::from_secs(1), 24_000);
         let peak = x.iter().map(|s| i32::from(*s).abs()).max().unwrap();
-        let want = 32768.0 * 10f64.powf(-12.0 / 20.0);
+        let want = 32768.0 * 10f64.powf(-3.0 / 20.0);
         assert!(
             (f64::from(peak) / want) > 0.4 && (f64::from(peak) / want) <= 1.0,
             "{peak}"
@@ -301,6 +301,18 @@ impl Agenda {
             }
             self.push(t, Said::Audio(p));
         }
+    }
+
+    /// A sentence and its paced audio with no `tts start` before it (a backend that forgets it).
+    pub fn bare_sentence(&mut self, at: SimTime, text: &str, packets: Vec<Vec<u8>>) {
+        let was = self.in_turn;
+        self.in_turn = true;
+        if !was {
+            self.turn_packets = 0;
+            self.last_paced = None;
+        }
+        self.sentence(at, text, packets);
+        self.in_turn = was;
     }
 
     /// `tts stop` once the queue is empty plus [`STOP_AFTER`].
