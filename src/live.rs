@@ -141,8 +141,87 @@ pub struct DeviceStats {
     pub frames_in: u64,
     pub frames_out: u64,
     pub binary_in: u64,
+    pub binary_out: u64,
     pub boots: u32,
     pub closes: u64,
+    /// With `record`: state transitions (ms, from, to).
+    pub transitions: Vec<(f64, String, String)>,
+    /// With `record`: `listen`/`abort` messages the device sent (ms, text).
+    pub control_out: Vec<(f64, String)>,
+    /// With `record`: MCP requests that arrived.
+    pub requests_in: Vec<Request>,
+    /// With `record`: MCP replies the device sent (ms, id, `content[0].text`).
+    pub replies_out: Vec<(f64, Option<i64>, Option<String>)>,
+    /// With a script: what the user did (ms, line, action).
+    pub user: Vec<(f64, usize, String)>,
+}
+
+/// An MCP request that arrived at a live device.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub at_ms: f64,
+    pub method: String,
+    /// `params.name` (`tools/call`).
+    pub tool: Option<String>,
+    pub arguments: Option<serde_json::Value>,
+    pub id: Option<i64>,
+}
+
+fn ms(t: SimTime) -> f64 {
+    t.as_micros() as f64 / 1000.0
+}
+
+/// Carries out one user action on the device; returns how long it takes (a `say` lasts as
+/// long as its audio, a `wait` its duration) and how it is shown.
+fn act(device: &mut Device, now: SimTime, action: &crate::user::Action) -> (Duration, String) {
+    use crate::user::Action;
+    use xiaozhi_sim::board::ButtonAction;
+    match action {
+        Action::Wait(d) => (*d, format!("wait {d:?}")),
+        Action::Wake(w) => {
+            device.wake_word(now, w);
+            (Duration::ZERO, format!("wake {w}"))
+        }
+        Action::Say(pcm, file) => {
+            device.say(now, pcm);
+            let d = Duration::from_micros(pcm.len() as u64 * 1_000_000 / 16_000);
+            (d, format!("say {file} ({:.2} s)", d.as_secs_f64()))
+        }
+        Action::Type(t) => {
+            device.type_text(now, t);
+            (
+                Duration::ZERO,
+                format!("typed input {t:?} (listen detect, as py-xiaozhi; not firmware behaviour)"),
+            )
+        }
+        Action::Abort => {
+            device.toggle_chat(now);
+            (Duration::ZERO, "abort (BOOT click)".into())
+        }
+        Action::Press { button, long } => {
+            let b = device.spec().buttons.iter().find(|b| &b.name == button).cloned();
+            let what = b.map(|b| {
+                if *long {
+                    b.long_press.unwrap_or(b.click)
+                } else {
+                    b.click
+                }
+            });
+            match what {
+                Some(ButtonAction::VolumeUp) => device.press_volume(now, 10, false),
+                Some(ButtonAction::VolumeDown) => device.press_volume(now, -10, false),
+                Some(ButtonAction::VolumeMax) => device.press_volume(now, 1, true),
+                Some(ButtonAction::VolumeMin) => device.press_volume(now, -1, true),
+                Some(ButtonAction::ToggleChat) => device.toggle_chat(now),
+                Some(ButtonAction::StartListening) => device.push_to_talk(now, true),
+                None => {}
+            }
+            (
+                Duration::ZERO,
+                format!("press {button}{}", if *long { " long" } else { "" }),
+            )
+        }
+    }
 }
 
 /// Counters shared by the devices of a fleet (read by the progress bar).
@@ -171,6 +250,10 @@ pub struct LiveOptions {
     pub stop: Option<watch::Receiver<bool>>,
     /// Fleet counters.
     pub counters: Option<Arc<Counters>>,
+    /// The simulated user's timed actions (`connect --script`).
+    pub script: Option<Vec<crate::user::Line>>,
+    /// Keep state transitions, control messages and requests for a report.
+    pub record: bool,
 }
 
 /// The `id` of an MCP request (`method` present) or reply inside a xiaozhi frame.
@@ -205,9 +288,25 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
             }
         }
     };
+    let mut script_at = 0usize;
+    let mut script_next = Instant::now();
     loop {
         let now = clock.now();
         device.run_until(now);
+        // The scripted user.
+        if let Some(lines) = &opts.script {
+            while script_at < lines.len() && Instant::now() >= script_next {
+                let line = &lines[script_at];
+                script_at += 1;
+                let now = clock.now();
+                let (takes, shown) = act(&mut device, now, &line.action);
+                if opts.verbose {
+                    eprintln!("[{}] user (line {}): {shown}", opts.label, line.line);
+                }
+                stats.user.push((ms(now), line.line, shown));
+                script_next = Instant::now() + takes;
+            }
+        }
         // The simulated user.
         let state = device.snapshot().state;
         let channel_down = ws.is_none() && pending_dial.is_none();
@@ -241,7 +340,24 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                     }
                     pending_dial = Some((endpoint, request));
                 }
-                Output::WsText { text, .. } => {
+                Output::WsText { text, at } => {
+                    if opts.record
+                        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&text)
+                        && matches!(v["type"].as_str(), Some("listen" | "abort"))
+                    {
+                        stats
+                            .control_out
+                            .push((ms(at), String::from_utf8_lossy(&text).into_owned()));
+                    }
+                    if opts.record
+                        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&text)
+                        && v["type"] == "mcp"
+                        && v["payload"].get("method").is_none()
+                    {
+                        let p = &v["payload"];
+                        let text = p["result"]["content"][0]["text"].as_str().map(str::to_string);
+                        stats.replies_out.push((ms(at), p["id"].as_i64(), text));
+                    }
                     if let Some(sock) = ws.as_mut() {
                         stats.frames_out += 1;
                         if let Some(c) = &opts.counters
@@ -271,6 +387,7 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                     }
                 }
                 Output::WsBinary { frame, .. } => {
+                    stats.binary_out += u64::from(ws.is_some());
                     if let Some(sock) = ws.as_mut()
                         && sock.send(Message::Binary(frame.into())).await.is_err()
                     {
@@ -308,12 +425,15 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
         if stop_at.is_some_and(|t| Instant::now() >= t) || stop.as_ref().is_some_and(|s| *s.borrow()) {
             break;
         }
-        if opts.verbose {
-            for e in device.drain_events() {
+        for e in device.drain_events() {
+            if opts.record
+                && let xiaozhi_sim::trace::Event::StateChanged { from, to } = &e.kind
+            {
+                stats.transitions.push((ms(e.at), from.to_string(), to.to_string()));
+            }
+            if opts.verbose {
                 eprintln!("[{}] {e}", opts.label);
             }
-        } else {
-            device.drain_events();
         }
         let next = device.poll_timeout().map(|t| clock.instant(t));
         let wake_check = Instant::now() + Duration::from_millis(200);
@@ -342,6 +462,19 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                                     && let Some(id) = mcp_id(t.as_bytes(), true) {
                                         asked.insert(id, Instant::now());
                                     }
+                                if opts.record
+                                    && let Ok(v) = serde_json::from_str::<serde_json::Value>(t.as_str())
+                                    && let Some(m) = v["payload"]["method"].as_str()
+                                {
+                                    let p = &v["payload"]["params"];
+                                    stats.requests_in.push(Request {
+                                        at_ms: ms(now),
+                                        method: m.to_string(),
+                                        tool: p["name"].as_str().map(str::to_string),
+                                        arguments: p.get("arguments").cloned(),
+                                        id: v["payload"]["id"].as_i64(),
+                                    });
+                                }
                                 device.handle_ws_text(now, t.as_bytes());
                             }
                             Some(Ok(Message::Binary(b))) => {

@@ -11,6 +11,8 @@ mod ota;
 mod scenarios;
 mod server;
 mod state;
+mod user;
+mod voice_report;
 mod wav;
 mod wire;
 

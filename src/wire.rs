@@ -54,6 +54,8 @@ pub async fn serve_plan(
             label: device.mac().to_string(),
             stop: Some(device_stop_rx),
             counters: None,
+            script: None,
+            record: false,
         };
         tokio::spawn(run_device(device, live))
     });

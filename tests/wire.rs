@@ -7,18 +7,11 @@ mod common;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::BIN;
-
-struct Backend {
-    child: Child,
-    port: u16,
-    stderr: mpsc::Receiver<String>,
-}
+use common::{BIN, Backend, finish, listening};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch_dir(&format!("wire-{name}"))
@@ -30,66 +23,6 @@ fn backend(dir: &Path, script: &str, extra: &[&str]) -> Backend {
     std::fs::write(&path, script).unwrap();
     let path = path.to_str().expect("a UTF-8 scratch path");
     listening(&[&["--script", path], extra].concat())
-}
-
-/// Starts `backend --listen 127.0.0.1:0 ARGS` and reads the port from its first stderr line;
-/// the rest of stderr arrives on `Backend::stderr`.
-fn listening(args: &[&str]) -> Backend {
-    let mut child = Command::new(BIN)
-        .args(["backend", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().expect("backend prints its address").unwrap();
-    std::thread::spawn(move || {
-        for l in lines.map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    let port = first
-        .split("ws://127.0.0.1:")
-        .nth(1)
-        .and_then(|s| s.split('/').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {first:?}"));
-    Backend {
-        child,
-        port,
-        stderr: rx,
-    }
-}
-
-/// Waits for a child with a hard limit; returns (exit code, stdout, stderr).
-fn finish(mut child: Child, limit: Duration) -> (i32, String, String) {
-    let start = Instant::now();
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut o = String::new();
-        let mut e = String::new();
-        if let Some(s) = out.as_mut() {
-            let _ = s.read_to_string(&mut o);
-        }
-        if let Some(s) = err.as_mut() {
-            let _ = s.read_to_string(&mut e);
-        }
-        (o, e)
-    });
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let (o, e) = reader.join().unwrap();
-            return (status.code().unwrap_or(-1), o, e);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            panic!("process still running after {limit:?}: it hangs past its stated duration");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn connect(port: u16, extra: &[&str], duration: &str) -> Child {

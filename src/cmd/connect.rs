@@ -18,10 +18,15 @@ use crate::state;
 
 /// Dial a real xiaozhi backend over WebSocket as the firmware does.
 ///
-/// The board boots, and when the simulated user acts (--wake) it dials URL with the
-/// firmware's handshake headers, sends its hello, waits 10 s for the server hello, and then
-/// answers MCP inside the {"session_id","type":"mcp","payload"} envelope. A reboot closes
-/// TCP without a close frame; there is no automatic reconnection. Device events go to stderr.
+/// The board boots, and when the simulated user acts (--wake, or --script) it dials URL with
+/// the firmware's handshake headers, sends its hello, waits 10 s for the server hello, and then
+/// answers MCP inside the {"session_id","type":"mcp","payload"} envelope, hears the server's
+/// speech (Opus decoded, played through the board's codec, amplifier, speaker and room) and
+/// speaks into its microphone at real-time pace. A reboot closes TCP without a close frame;
+/// there is no automatic reconnection. Device events go to stderr.
+///
+/// Script lines (--script): wait <dur>, wake [word], say <file.wav>, say "typed text",
+/// press <button> [long], abort.
 #[derive(clap::Args)]
 pub struct Args {
     /// Board id or path to a board YAML file.
@@ -61,6 +66,22 @@ pub struct Args {
     /// Do not print device events and frames.
     #[arg(long)]
     pub quiet: bool,
+    /// The simulated user's timed actions (replaces --wake): wait, wake, say, press, abort.
+    /// Every line is checked (file:line:col, exit 2) before anything is dialled.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Inject a fault from power-on (repeatable): amp_shutdown, speaker_disconnected,
+    /// speaker_gated, i2s_stopped, codec_dummy.
+    #[arg(long = "fault", value_name = "NAME")]
+    pub faults: Vec<xiaozhi_sim::fault::Fault>,
+    /// Write the received speech of every TTS session here as WAV (I2S words and listener
+    /// pressure).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write a JSON report at exit: connections, state transitions, listen/abort messages,
+    /// per TTS session frames, levels, verdicts, sentences and the MCP calls of the turn.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 }
 
 /// The WebSocket configuration: from --url/--token, or from the OTA answer with --ota.
@@ -129,17 +150,31 @@ fn identity(opts: &Args, world: WorldSpec) -> Result<Device> {
 
 pub fn run(opts: &Args) -> Result<bool> {
     let mut device = build_device(opts)?;
-    device.set_trace(!opts.quiet);
+    let script = match &opts.script {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+            let buttons: Vec<String> = device.spec().buttons.iter().map(|b| b.name.clone()).collect();
+            Some(crate::user::parse(p, &text, &buttons)?)
+        }
+        None => None,
+    };
+    let record = opts.report.is_some() || opts.out.is_some();
+    device.set_trace(!opts.quiet || record);
+    for f in &opts.faults {
+        device.set_fault(*f, SimTime::ZERO, true);
+    }
     device.power_on(SimTime::ZERO);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let label = device.mac().to_string();
     let live = LiveOptions {
-        wake: opts.wake,
+        wake: if script.is_some() { Wake::Manual } else { opts.wake },
         duration: opts.duration,
         verbose: !opts.quiet,
         label,
         stop: None,
         counters: None,
+        script,
+        record,
     };
     let (device, stats) = runtime.block_on(async {
         tokio::select! {
@@ -161,5 +196,26 @@ pub fn run(opts: &Args) -> Result<bool> {
         stats.closes
     );
     let _: &Nvs = device.nvs();
+    let report = crate::voice_report::build(opts, &device, &stats);
+    if let Some(dir) = &opts.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
+        for s in &device.speech_log().sessions {
+            if let Some(w) = s.window {
+                let (_, signals) = device.render(w.start, w.end, true);
+                if let Some(signals) = signals {
+                    let rate = device.spec().audio.output_sample_rate;
+                    let (a, b) = crate::wav::write_signals(dir, &format!("tts{}", s.n), rate, &signals)?;
+                    eprintln!("wrote {} and {}", a.display(), b.display());
+                }
+            }
+        }
+    }
+    if let Some(path) = &opts.report {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?).with_context(|| format!("{}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    for line in crate::voice_report::summary(&report) {
+        eprintln!("{line}");
+    }
     Ok(true)
 }

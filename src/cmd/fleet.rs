@@ -230,6 +230,8 @@ pub fn run(opts: &Args) -> Result<bool> {
                 label: device.mac().to_string(),
                 stop: Some(stop_rx.clone()),
                 counters: Some(counters.clone()),
+                script: None,
+                record: false,
             };
             let delay = opts.stagger * i;
             tasks.spawn(async move {

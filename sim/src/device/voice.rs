@@ -624,6 +624,12 @@ impl Device {
             self.core.emit(|| Event::Note {
                 text: "typed input (as py-xiaozhi sends it; not firmware behaviour): listen detect".into(),
             });
+            if run.state == DeviceState::Idle {
+                // py-xiaozhi opens the channel first; the device's own path for that is the
+                // wake word's (open, `listen detect` with the text, listening).
+                run.main.schedule(app::Task::WakeWord(text.to_string()));
+                return;
+            }
             let mut frame = run.control("\"type\":\"listen\",\"state\":\"detect\",\"text\":");
             frame.pop();
             let mut quoted = Vec::new();

@@ -614,8 +614,13 @@ impl Runner<'_> {
             Some(ButtonAction::VolumeDown) => self.h.device.press_volume(now, -10, false),
             Some(ButtonAction::VolumeMax) => self.h.device.press_volume(now, 1, true),
             Some(ButtonAction::VolumeMin) => self.h.device.press_volume(now, -1, true),
-            Some(ButtonAction::ToggleChat | ButtonAction::StartListening) => {
-                summary.push_str(": asks to open the audio channel (no server in an offline run)")
+            Some(ButtonAction::ToggleChat) => {
+                self.h.device.toggle_chat(now);
+                summary.push_str(": toggle chat (the direct link needs no channel: listening, or abort while speaking)")
+            }
+            Some(ButtonAction::StartListening) => {
+                self.h.device.push_to_talk(now, true);
+                summary.push_str(": start listening (manual mode)")
             }
             None => summary.push_str(": no such button"),
         }
