@@ -166,6 +166,12 @@ impl Voice {
             }
         } else {
             self.mic_tick = None;
+            // The firmware keeps its encoder; the twin frees opus-rs's (~227 KiB) while the
+            // microphone is off and makes a fresh one when it streams again (the first packets
+            // of the next listening start from a clean encoder state: the bytes differ, the
+            // sound does not).
+            self.encoder = None;
+            self.mic_silent_frames = 1;
         }
     }
 }

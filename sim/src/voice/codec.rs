@@ -8,7 +8,7 @@
 
 use audioadapter_buffers::direct::InterleavedSlice;
 use opus_rs::{Application, OpusDecoder, OpusEncoder};
-use rubato::{Fft, FixedSync, Resampler};
+use rubato::{Async, Fft, FixedAsync, FixedSync, PolynomialDegree, Resampler};
 
 /// Rates an Opus decoder or encoder can run at, Hz.
 pub const OPUS_RATES: [u32; 5] = [8000, 12000, 16000, 24000, 48000];
@@ -41,7 +41,7 @@ pub struct Decoder {
     frame: usize,
     out_rate: u32,
     opus: OpusDecoder,
-    resampler: Option<Fft<f32>>,
+    resampler: Option<Async<f32>>,
     pcm: Vec<f32>,
     pending: Vec<f32>,
     resampled: Vec<f32>,
@@ -74,7 +74,12 @@ impl Decoder {
         // The firmware's frame size; a packet of any legal length up to 120 ms still decodes.
         let frame = (r / 1000 * u32::try_from(frame_ms.clamp(1, 120)).unwrap_or(60)) as usize;
         let resampler = if r != out_rate && out_rate > 0 {
-            Fft::<f32>::new(r as usize, out_rate as usize, frame, 1, FixedSync::Both).ok()
+            // rubato's cubic polynomial interpolator: ~4 KiB and 0.6 ms per 3 s of speech.
+            // (The firmware's esp_ae_rate_cvt is not reproduced sample for sample; levels are
+            // what the twin judges. rubato's FFT resampler costs ~100 KiB per device, its
+            // 64-tap sinc ~28 KiB and 3× the time; measured with `examples/voiceprof.rs`.)
+            let ratio = f64::from(out_rate) / f64::from(r);
+            Async::<f32>::new_poly(ratio, 1.0, PolynomialDegree::Cubic, frame, 1, FixedAsync::Input).ok()
         } else {
             None
         };
@@ -260,7 +265,7 @@ mod tests {
     }
 
     #[test]
-    fn tts_at_24k_decodes_at_16k_and_resamples_to_24k_one_frame_per_packet() {
+    fn tts_at_24k_decodes_at_16k_and_resamples_to_24k_about_one_frame_per_packet() {
         let mut enc = Encoder::tts(24_000);
         let pcm = tone(24_000, 24_000, 440.0, 8000.0);
         let mut dec = Decoder::new(16_000, 60, 24_000).unwrap();
@@ -270,9 +275,11 @@ mod tests {
             let p = enc.encode(chunk);
             assert!(!p.is_empty() && p.len() < 400, "{}", p.len());
             let d = dec.decode(&p).unwrap();
-            assert_eq!(d.len(), 1440);
+            assert!((1430..=1450).contains(&d.len()), "{}", d.len());
             out.extend(d);
         }
+        // 17 packets (the last one padded) of 60 ms: 17 × 1440 output samples, less the delay.
+        assert!(out.len().abs_diff(17 * 1440) <= 64, "{}", out.len());
         // Level survives within 1 dB after the codec and resampler settle.
         let level = 20.0 * (rms(&out[4800..]) / rms(&pcm[4800..])).log10();
         assert!(level.abs() < 1.0, "{level:.2} dB");
