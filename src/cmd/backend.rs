@@ -24,8 +24,9 @@ use crate::server::{Server, load_personality, serve};
 /// (headers, exchanges with timestamps, unanswered ids, how it ended). Personalities:
 /// xinnan-py (default), rust-first-page, go-eager, mcp-go-strict, cloud-gateway,
 /// java-cap32, or a YAML file. Script steps: call/send <tool> [json], wait <dur>,
-/// raw <payload>, frame <text>, garbage, vanish, close; `@N` limits a step to a device's
-/// Nth connection.
+/// raw <payload>, frame <text>, garbage, vanish, close, await utterance,
+/// speak "<text>" [for <dur>] [tone <Hz> <dBFS> | wav <file>]; `@N` limits a step to a
+/// device's Nth connection.
 ///
 /// With --scenario FILE the backend performs a scenario's steps on the first device that
 /// connects (across its reboots), prints the scenario's acceptance records and checks as
