@@ -309,3 +309,104 @@ mod loopback_turns {
         assert!(!lb.device.snapshot().encoder_allocated);
     }
 }
+
+mod hostile_frames {
+    use super::*;
+    use xiaozhi_sim::voice::frame::pack;
+    use xiaozhi_sim::world::WsConfig;
+
+    fn ws_device(version: i32) -> Device {
+        let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
+        let mut world = WorldSpec::conformance();
+        world.websocket = Some(WsConfig {
+            url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+            token: String::new(),
+            version,
+        });
+        let mut d = Device::new(Arc::new(spec), world, 11);
+        d.power_on(SimTime::ZERO);
+        d.run_until(SimTime::from_millis(1000));
+        d
+    }
+
+    #[test]
+    fn binary_frames_before_any_hello_are_dropped_as_not_speaking() {
+        let mut d = ws_device(1);
+        let p = synthesize(&Timbre::default(), SimDuration::from_millis(120), 24_000);
+        for f in &p {
+            d.handle_ws_binary(SimTime::from_millis(1000), f);
+        }
+        assert_eq!(d.speech_log().outside.dropped_wrong_state, 2);
+        assert_eq!(d.boots(), 1);
+    }
+
+    #[test]
+    fn a_header_that_announces_more_than_the_frame_is_an_overread_or_the_firmwares_bad_alloc() {
+        let mut d = ws_device(2);
+        let now = SimTime::from_millis(1000);
+        let mut f = pack(2, b"abc", 0);
+        f[15] = 40; // announces 40 bytes, carries 3
+        d.handle_ws_binary(now, &f);
+        assert_eq!(d.speech_log().outside.overread, 1);
+        assert_eq!(d.boots(), 1, "an over-read is not a crash");
+        let mut v3 = pack(3, b"abc", 0);
+        v3[2] = 0xff; // v3 size field on a v2 device: read as part of a v2 header
+        d.handle_ws_binary(now, &v3);
+        assert_eq!(d.boots(), 1);
+        f[12..16].copy_from_slice(&u32::MAX.to_be_bytes());
+        d.handle_ws_binary(now, &f);
+        let events = d.drain_events();
+        assert!(
+            events.iter().any(
+                |e| matches!(&e.kind, xiaozhi_sim::trace::Event::Panicked { reason } if reason.contains("bad_alloc"))
+            ),
+            "a 4 GiB payload is the firmware's std::bad_alloc"
+        );
+        d.run_until(SimTime::from_millis(10_000));
+        assert_eq!(d.boots(), 2, "and the device reboots");
+    }
+}
+
+#[test]
+fn the_loopback_voice_turn_is_the_same_twice() {
+    fn once() -> (String, String) {
+        use xiaozhi_sim::backend::BackendSpec;
+        use xiaozhi_sim::loopback::Loopback;
+        use xiaozhi_sim::world::WsConfig;
+        let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
+        let mut world = WorldSpec::conformance();
+        world.websocket = Some(WsConfig {
+            url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+            token: String::new(),
+            version: 1,
+        });
+        let mut d = Device::new(Arc::new(spec), world, 5);
+        d.power_on(SimTime::ZERO);
+        let mut lb = Loopback::new(d, Arc::new(BackendSpec::shipped("xinnan-py").unwrap()));
+        lb.run_until(SimTime::from_millis(1000)).unwrap();
+        let now = lb.now();
+        lb.device.toggle_chat(now);
+        lb.run_until(now + SimDuration::from_secs(3)).unwrap();
+        let pcm = Timbre::default().render(SimDuration::from_secs(2), 16_000);
+        let now = lb.now();
+        lb.device.say(now, &pcm);
+        lb.run_until(now + SimDuration::from_secs(3)).unwrap();
+        lb.call("self.audio_speaker.set_volume", serde_json::json!({"volume": 40}));
+        let now = lb.now();
+        let s = lb.session().unwrap();
+        s.speak(now, "音量已经调小了", &Timbre::default(), SimDuration::from_secs(2));
+        s.end_turn(now);
+        let t = lb.now() + SimDuration::from_secs(4);
+        lb.run_until(t).unwrap();
+        let report = serde_json::to_string(&lb.reports()).unwrap();
+        let speech = format!("{:?}", lb.device.speech_log());
+        (report, speech)
+    }
+    let a = once();
+    let b = once();
+    assert!(
+        a.0.contains("音量已经调小了") || a.0.contains("\\u97f3"),
+        "the turn happened"
+    );
+    assert_eq!(a, b, "same inputs and seed, same bytes");
+}
