@@ -3,6 +3,7 @@
 //! | bench | what | target |
 //! |---|---|---|
 //! | `voice/receive_tts` | 3 s of the server's TTS (24 kHz Opus, decoded at 16 kHz as xinnan-py's hello says, resampled to 24 kHz) through the device: decode, resample, codec, amplifier, speaker, room, measured | ≥ 500× real time |
+//! | `voice/decode_only`, `voice/decode_resample` | the decoder alone, and with the resampler (reference) | — |
 //! | `voice/encode_mic` | 3 s of speech through the firmware's microphone encoder (16 kHz, 60 ms, complexity 0) | ≥ 500× real time |
 //! | `voice/voice_turn` | a whole turn in virtual time against xinnan-py (loopback): wake, 2 s utterance, set_volume, 3 s reply | ≥ 200× real time |
 //!
@@ -20,7 +21,7 @@ use xiaozhi_sim::device::{Board, Device, DeviceState};
 use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::loopback::Loopback;
 use xiaozhi_sim::time::{SimDuration, SimTime};
-use xiaozhi_sim::voice::codec::{Encoder, resample_clip};
+use xiaozhi_sim::voice::codec::{Decoder, Encoder, resample_clip};
 use xiaozhi_sim::voice::speak::{Timbre, synthesize};
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
@@ -160,6 +161,20 @@ fn benches(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    // The decoder alone (server's 16 kHz, no resampling), then with the resampler to 24 kHz.
+    for (name, out_rate) in [("decode_only", 16_000), ("decode_resample", 24_000)] {
+        group.bench_function(name, |bench| {
+            bench.iter(|| {
+                let mut d = Decoder::new(16_000, 60, out_rate).expect("16 kHz");
+                black_box(
+                    packets
+                        .iter()
+                        .map(|p| d.decode(p).map_or(0, |x| x.len()))
+                        .sum::<usize>(),
+                )
+            })
+        });
+    }
     let speech = resample_clip(
         &Timbre::default().render(SimDuration::from_secs(3), 24_000),
         24_000,

@@ -5,7 +5,7 @@
 //! `PushPacketToDecodeQueue`, `OpusCodecTask`, `AudioOutputTask`, `ResetDecoder`; VOICE.md §3–§4).
 //!
 //! Timing model. Decoding takes no virtual time; a decoded frame plays right after whatever the
-//! output already holds ([`crate::device::audio`]), so output runs at real time and the queues
+//! output already holds (the audio service, `device/audio.rs`), so output runs at real time and the queues
 //! fill when frames arrive faster. A packet is dropped when 40 packets wait for decoding (the
 //! two-entry playback queue holds the next two frames, so: 42 frames not yet started). Playback
 //! counts as drained when the last frame has been written to I2S, one DMA ring (6 × 240 frames)

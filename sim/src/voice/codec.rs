@@ -77,7 +77,7 @@ impl Decoder {
             // rubato's cubic polynomial interpolator: ~4 KiB and 0.6 ms per 3 s of speech.
             // (The firmware's esp_ae_rate_cvt is not reproduced sample for sample; levels are
             // what the twin judges. rubato's FFT resampler costs ~100 KiB per device, its
-            // 64-tap sinc ~28 KiB and 3× the time; measured with `examples/voiceprof.rs`.)
+            // 64-tap sinc ~28 KiB and 3× the time; BENCHMARKS.md, `voice/decode_*`.)
             let ratio = f64::from(out_rate) / f64::from(r);
             Async::<f32>::new_poly(ratio, 1.0, PolynomialDegree::Cubic, frame, 1, FixedAsync::Input).ok()
         } else {
