@@ -61,6 +61,20 @@ const SCENES: &[(&str, &str, &str)] = &[
         "Replies are queued on the main task: a tools/list sent after a tools/call overtakes it, and \
          a busy main task holds every reply back. Pair replies by id.",
     ),
+    (
+        "scenarios/v01-voice-turn-gets-quieter.yaml",
+        include_str!("../../scenarios/v01-voice-turn-gets-quieter.yaml"),
+        "Now with the voice: the backend speaks (Opus, paced as xiaozhi-esp32-server sends it), calls \
+         set_volume 40, reads it back and says 音量已经调小了. The device decodes its speech and \
+         plays it through the same chain: the listener hears the backend's own voice 9.7 dB quieter.",
+    ),
+    (
+        "scenarios/v03-amp-shutdown-claim-not-heard.yaml",
+        include_str!("../../scenarios/v03-amp-shutdown-claim-not-heard.yaml"),
+        "Error card row 1, end to end: the amplifier is shut down, set_volume answers true, and the \
+         backend says 音量已调小 without a readback. Every frame is decoded and played into silence: \
+         the record calls the claim unverified and not heard.",
+    ),
 ];
 
 pub fn run(opts: &Args) -> Result<bool> {
@@ -86,11 +100,13 @@ pub fn run(opts: &Args) -> Result<bool> {
         }
         for r in &report.records {
             println!("\n    {} (id {})", r.tool, r.id);
-            for (row, value) in [
-                ("parameters", &r.parameters),
-                ("response", &r.response),
-                ("effect", &r.effect),
-            ] {
+            let claim = r.claim.as_ref().map(|c| c.row());
+            let mut rows = vec![("parameters", &r.parameters), ("response", &r.response)];
+            if let Some(c) = &claim {
+                rows.push(("claim", c));
+            }
+            rows.push(("effect", &r.effect));
+            for (row, value) in rows {
                 println!("      {row:<10} {value}");
             }
         }

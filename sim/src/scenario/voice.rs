@@ -282,15 +282,16 @@ impl Runner<'_> {
             .then(|| log.sessions.last())
             .flatten()
             .cloned();
-        let (counts, window) = match &session {
+        let (counts, window, said_at) = match &session {
             Some(x) => {
                 let sentence = x.sentences.iter().rev().find(|y| y.text == s.text);
                 (
                     sentence.map_or_else(|| x.counts.clone(), |y| y.counts.clone()),
                     sentence.and_then(|y| y.window).or(x.window),
+                    sentence.map_or(audio_at, |y| y.at),
                 )
             }
-            None => (log.outside.clone(), None),
+            None => (log.outside.clone(), None, audio_at),
         };
         let measurement = window.map(|w| {
             let from = (w.start + SPEECH_GUARD).min(w.end);
@@ -314,7 +315,7 @@ impl Runner<'_> {
         if let Some(m) = &measurement {
             summary.push_str(&format!("; listener {}", crate::scenario::expect::level(m)));
         }
-        self.claim(now, &s.text, measurement.as_ref());
+        self.claim(said_at, &s.text, measurement.as_ref());
         out.previous = self.voice.last_speech.clone();
         if measurement.is_some() {
             self.voice.last_speech = measurement.clone();
