@@ -65,6 +65,10 @@ impl Harness {
         while let Some(next) = self.agenda.next_at().filter(|n| *n <= t) {
             self.device.run_before(next.max(self.now()));
             self.pump();
+            if self.agenda_boot == 0 {
+                // First speech of this harness: it belongs to the boot that is running now.
+                self.agenda_boot = self.device.boots();
+            }
             if self.device.boots() != self.agenda_boot {
                 // The device restarted: its session with the backend is gone, and so is the
                 // backend's turn (what was still queued is never sent).

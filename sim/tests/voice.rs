@@ -410,3 +410,23 @@ fn the_loopback_voice_turn_is_the_same_twice() {
     );
     assert_eq!(a, b, "same inputs and seed, same bytes");
 }
+
+#[test]
+fn speech_queued_right_after_power_on_is_not_mistaken_for_a_reboot() {
+    let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
+    let mut h = Harness::new(Device::new(Arc::new(spec), WorldSpec::conformance(), 7));
+    h.power_on();
+    let now = h.now();
+    h.agenda.start_turn(now + SimDuration::from_millis(1000));
+    h.agenda.sentence(
+        now + SimDuration::from_millis(1200),
+        "早",
+        synthesize(&Timbre::default(), SimDuration::from_secs(1), 24_000),
+    );
+    h.agenda.stop_turn(now);
+    h.run_until(now + SimDuration::from_secs(4));
+    let s = &h.device.speech_log().sessions;
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].counts.dropped(), 0, "{:?}", s[0].counts);
+    assert!(s[0].counts.decoded > 10);
+}
