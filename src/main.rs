@@ -6,6 +6,7 @@
 mod args;
 mod boards;
 mod cmd;
+mod junit;
 mod live;
 mod ota;
 mod scenarios;

@@ -33,6 +33,10 @@ pub struct Args {
     /// Write the full report (records, checks, traces) as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write JUnit XML for CI: a testsuite per scenario file, a testcase per expectation,
+    /// failures with what was observed, the seed and the reproducing command (virtual seconds).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Write WAV evidence of every measurement under DIR/<scenario>/.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -129,6 +133,17 @@ pub fn run(opts: &Args) -> Result<bool> {
     if let Some(path) = &opts.json {
         let text = serde_json::to_string_pretty(&reports)?;
         std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the report", path.display()))?;
+    }
+    if let Some(path) = &opts.junit {
+        let command = match &wire {
+            Some(w) => format!(
+                "xiaozhi-twin run {{file}} --wire --personality {} --seed {{seed}}",
+                w.personality
+            ),
+            None => "xiaozhi-twin run {file} --seed {seed}".to_string(),
+        };
+        let xml = crate::junit::document(&reports, &command)?;
+        std::fs::write(path, xml).with_context(|| format!("{}: cannot write the JUnit file", path.display()))?;
     }
     let passed = reports.iter().filter(|r| r.passed).count();
     let checks: usize = reports.iter().map(|r| r.checks.len()).sum();

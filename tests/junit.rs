@@ -1,0 +1,87 @@
+//! `run --junit FILE`: the JUnit XML parses, has one testsuite per scenario file and one
+//! testcase per expectation, and a run with one false expectation has exactly one `<failure>`.
+//!
+//! Checked against the structure of the JUnit schema Jenkins and GitLab read (the `junit-10`
+//! XSD of the Jenkins JUnit plugin): `testsuites` → `testsuite[name, tests, failures, errors]`
+//! → `testcase[name, classname, time]` → `failure[message]`, `system-out`. The XSD itself is not
+//! run here (no validator in the default toolchain).
+
+mod common;
+
+use quick_xml::Reader;
+use quick_xml::events::Event;
+
+/// (element, attributes) of every start or empty tag, in document order.
+fn elements(xml: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut r = Reader::from_str(xml);
+    let mut out = Vec::new();
+    loop {
+        match r.read_event().expect("well-formed XML") {
+            Event::Start(e) | Event::Empty(e) => {
+                let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+                let attrs = e
+                    .attributes()
+                    .map(|a| {
+                        let a = a.unwrap();
+                        (
+                            String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                            a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                                .unwrap()
+                                .into_owned(),
+                        )
+                    })
+                    .collect();
+                out.push((name, attrs));
+            }
+            Event::Eof => return out,
+            _ => {}
+        }
+    }
+}
+
+fn attr<'a>(e: &'a (String, Vec<(String, String)>), k: &str) -> &'a str {
+    e.1.iter().find(|(n, _)| n == k).map_or("", |(_, v)| v.as_str())
+}
+
+#[test]
+fn one_false_expectation_is_exactly_one_failure_with_the_right_counts() {
+    let bad = common::scratch_file(
+        "junit",
+        "bad.yaml",
+        b"name: one false expectation\nboard: bread-compact-wifi\nseed: 5\nsteps:\n  - call: { tool: self.audio_speaker.set_volume, args: { volume: 40 }, expect: { text: \"true\" } }\n  - readback: { path: audio_speaker.volume, expect: { value: 41 } }\n",
+    );
+    let xml_path = bad.with_extension("xml");
+    let good = common::root().join("scenarios/v03-amp-shutdown-claim-not-heard.yaml");
+    let out = common::twin(&[
+        "run",
+        bad.to_str().unwrap(),
+        good.to_str().unwrap(),
+        "--quiet",
+        "--junit",
+        xml_path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "a false expectation fails the run");
+    let xml = std::fs::read_to_string(&xml_path).unwrap();
+    let els = elements(&xml);
+    assert_eq!(els[0].0, "testsuites");
+    assert_eq!(attr(&els[0], "tests"), "6");
+    assert_eq!(attr(&els[0], "failures"), "1");
+    let suites: Vec<_> = els.iter().filter(|e| e.0 == "testsuite").collect();
+    assert_eq!(suites.len(), 2);
+    assert!(attr(suites[0], "name").ends_with("bad.yaml"));
+    assert_eq!(attr(suites[0], "tests"), "2");
+    assert_eq!(attr(suites[0], "failures"), "1");
+    assert_eq!(attr(suites[1], "failures"), "0");
+    let cases: Vec<_> = els.iter().filter(|e| e.0 == "testcase").collect();
+    assert_eq!(cases.len(), 6);
+    assert!(
+        cases
+            .iter()
+            .all(|c| !attr(c, "classname").is_empty() && !attr(c, "time").is_empty())
+    );
+    let failures: Vec<_> = els.iter().filter(|e| e.0 == "failure").collect();
+    assert_eq!(failures.len(), 1);
+    assert!(attr(failures[0], "message").contains("40"), "{:?}", failures[0]);
+    assert!(xml.contains("reproduce: xiaozhi-twin run"), "{xml}");
+    assert!(xml.contains("--seed 5"), "{xml}");
+}
