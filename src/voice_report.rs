@@ -3,8 +3,12 @@
 //! the frames, the decoded duration, what a listener heard (I2S dBFS, Leq dB SPL, verdict), the
 //! sentences and the MCP calls that arrived during the turn.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use serde_json::{Value, json};
+use xiaozhi_sim::audio::measure::Measurement;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::voice::log::{Counts, Window};
@@ -19,14 +23,37 @@ fn ms(t: SimTime) -> f64 {
     t.as_micros() as f64 / 1000.0
 }
 
-fn measure(device: &Device, w: Option<Window>) -> Value {
-    match w {
-        Some(w) => {
-            let from = (w.start + GUARD).min(w.end);
-            let (m, _) = device.render(from, w.end, false);
-            serde_json::to_value(m).unwrap_or(Value::Null)
+/// What the listener heard of each speech window, rendered once however often it is asked for
+/// (a sentence is shown in its session and again in its claim).
+struct Heard<'a> {
+    device: &'a Device,
+    memo: RefCell<BTreeMap<(SimTime, SimTime), Measurement>>,
+}
+
+impl<'a> Heard<'a> {
+    fn new(device: &'a Device) -> Self {
+        Heard {
+            device,
+            memo: RefCell::new(BTreeMap::new()),
         }
-        None => Value::Null,
+    }
+
+    /// The measurement of `w` after the start-up guard.
+    fn of(&self, w: Option<Window>) -> Option<Measurement> {
+        let w = w?;
+        let key = (w.start, w.end);
+        if let Some(m) = self.memo.borrow().get(&key) {
+            return Some(m.clone());
+        }
+        let (m, _) = self.device.render((w.start + GUARD).min(w.end), w.end, false);
+        self.memo.borrow_mut().insert(key, m.clone());
+        Some(m)
+    }
+
+    fn json(&self, w: Option<Window>) -> Value {
+        self.of(w)
+            .and_then(|m| serde_json::to_value(m).ok())
+            .unwrap_or(Value::Null)
     }
 }
 
@@ -52,6 +79,7 @@ fn frames(c: &Counts) -> Value {
 /// The report as JSON.
 pub fn build(opts: &Args, device: &Device, stats: &DeviceStats) -> Value {
     let log = device.speech_log();
+    let heard = Heard::new(device);
     let snapshot = device.snapshot();
     let sessions: Vec<Value> = log
         .sessions
@@ -74,7 +102,7 @@ pub fn build(opts: &Args, device: &Device, stats: &DeviceStats) -> Value {
                         "frames": frames(&x.counts),
                         "decoded_ms": x.decoded.as_micros() as f64 / 1000.0,
                         "window": window(x.window),
-                        "heard": measure(device, x.window),
+                        "heard": heard.json(x.window),
                     })
                 })
                 .collect();
@@ -89,7 +117,7 @@ pub fn build(opts: &Args, device: &Device, stats: &DeviceStats) -> Value {
                 "before_first_sentence": frames(&s.unsentenced),
                 "decoded_ms": s.decoded.as_micros() as f64 / 1000.0,
                 "window": window(s.window),
-                "heard": measure(device, s.window),
+                "heard": heard.json(s.window),
                 "sentences": sentences,
                 "mcp_calls": calls,
             })
@@ -115,7 +143,7 @@ pub fn build(opts: &Args, device: &Device, stats: &DeviceStats) -> Value {
         "sent": stats.control_out.iter().map(|(at, t)| json!({"at_ms": at, "text": t})).collect::<Vec<_>>(),
         "user": stats.user.iter().map(|(at, l, a)| json!({"at_ms": at, "line": l, "action": a})).collect::<Vec<_>>(),
         "mcp_requests": stats.requests_in.iter().map(|r| json!({"at_ms": r.at_ms, "method": r.method, "tool": r.tool, "arguments": r.arguments, "id": r.id})).collect::<Vec<_>>(),
-        "claims": claims(device, stats),
+        "claims": claims(device, stats, &heard),
         "microphone": {"packets_sent": snapshot.mic_packets_sent, "packets_dropped": snapshot.mic_packets_dropped},
         "tts_sessions": sessions,
         "frames_outside_sessions": frames(&log.outside),
@@ -127,22 +155,15 @@ pub fn build(opts: &Args, device: &Device, stats: &DeviceStats) -> Value {
 /// whether the listener heard it, its level against the last sentence before the call, and
 /// whether a readback (`self.get_device_status`) came between. Judged from facts, never from
 /// the meaning of the text.
-fn claims(device: &Device, stats: &DeviceStats) -> Vec<Value> {
+fn claims(device: &Device, stats: &DeviceStats, heard: &Heard<'_>) -> Vec<Value> {
     let sentences: Vec<(f64, &str, Option<Window>)> = device
         .speech_log()
         .sessions
         .iter()
         .flat_map(|s| s.sentences.iter().map(|x| (ms(x.at), x.text.as_str(), x.window)))
         .collect();
-    let level = |w: Option<Window>| -> (Option<f64>, bool) {
-        match w {
-            Some(w) => {
-                let (m, _) = device.render((w.start + GUARD).min(w.end), w.end, false);
-                (m.spl_db, m.audible)
-            }
-            None => (None, false),
-        }
-    };
+    let level =
+        |w: Option<Window>| -> (Option<f64>, bool) { heard.of(w).map_or((None, false), |m| (m.spl_db, m.audible)) };
     let mut out = Vec::new();
     for r in stats.requests_in.iter().filter(|r| r.method == "tools/call") {
         let (at, tool, args, id) = (r.at_ms, &r.tool, &r.arguments, r.id);

@@ -14,6 +14,28 @@ use xiaozhi_sim::world::WorldSpec;
 const BREAD: &str = include_str!("../../boards/bread-compact-wifi.yaml");
 const ES8311: &str = include_str!("../../boards/lckfb/szpi-esp32c3.yaml");
 
+/// The conformance world with a WebSocket server configured (protocol `version`).
+fn ws_world(version: i32) -> WorldSpec {
+    let mut world = WorldSpec::conformance();
+    world.websocket = Some(xiaozhi_sim::world::WsConfig {
+        url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+        token: String::new(),
+        version,
+    });
+    world
+}
+
+/// `yaml`'s board in [`ws_world`] v1, paired with xinnan-py, the channel not yet opened.
+fn xinnan_pair(yaml: &str) -> xiaozhi_sim::loopback::Loopback {
+    let spec = BoardSpec::from_yaml("b.yaml", yaml).unwrap();
+    let mut d = Device::new(Arc::new(spec), ws_world(1), 5);
+    d.power_on(SimTime::ZERO);
+    let backend = xiaozhi_sim::backend::BackendSpec::shipped("xinnan-py").unwrap();
+    let mut lb = xiaozhi_sim::loopback::Loopback::new(d, Arc::new(backend));
+    lb.run_until(SimTime::from_millis(1000)).unwrap();
+    lb
+}
+
 fn booted(yaml: &str) -> Harness {
     let spec = BoardSpec::from_yaml("b.yaml", yaml).unwrap();
     let mut h = Harness::new(Device::new(Arc::new(spec), WorldSpec::conformance(), 7));
@@ -207,24 +229,12 @@ fn tts_stop_without_start_and_sentence_without_text_change_nothing() {
 mod loopback_turns {
     use super::*;
     use serde_json::json;
-    use xiaozhi_sim::backend::BackendSpec;
     use xiaozhi_sim::loopback::Loopback;
     use xiaozhi_sim::voice::codec::resample_clip;
     use xiaozhi_sim::voice::speak::natural_duration;
-    use xiaozhi_sim::world::WsConfig;
 
     fn paired(yaml: &str) -> Loopback {
-        let spec = BoardSpec::from_yaml("b.yaml", yaml).unwrap();
-        let mut world = WorldSpec::conformance();
-        world.websocket = Some(WsConfig {
-            url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
-            token: String::new(),
-            version: 1,
-        });
-        let mut d = Device::new(Arc::new(spec), world, 5);
-        d.power_on(SimTime::ZERO);
-        let mut lb = Loopback::new(d, Arc::new(BackendSpec::shipped("xinnan-py").unwrap()));
-        lb.run_until(SimTime::from_millis(1000)).unwrap();
+        let mut lb = xinnan_pair(yaml);
         let now = lb.now();
         lb.device.toggle_chat(now);
         lb.run_until(now + SimDuration::from_secs(3)).unwrap();
@@ -313,17 +323,10 @@ mod loopback_turns {
 mod hostile_frames {
     use super::*;
     use xiaozhi_sim::voice::frame::pack;
-    use xiaozhi_sim::world::WsConfig;
 
     fn ws_device(version: i32) -> Device {
         let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
-        let mut world = WorldSpec::conformance();
-        world.websocket = Some(WsConfig {
-            url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
-            token: String::new(),
-            version,
-        });
-        let mut d = Device::new(Arc::new(spec), world, 11);
+        let mut d = Device::new(Arc::new(spec), ws_world(version), 11);
         d.power_on(SimTime::ZERO);
         d.run_until(SimTime::from_millis(1000));
         d
@@ -370,20 +373,7 @@ mod hostile_frames {
 #[test]
 fn the_loopback_voice_turn_is_the_same_twice() {
     fn once() -> (String, String) {
-        use xiaozhi_sim::backend::BackendSpec;
-        use xiaozhi_sim::loopback::Loopback;
-        use xiaozhi_sim::world::WsConfig;
-        let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
-        let mut world = WorldSpec::conformance();
-        world.websocket = Some(WsConfig {
-            url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
-            token: String::new(),
-            version: 1,
-        });
-        let mut d = Device::new(Arc::new(spec), world, 5);
-        d.power_on(SimTime::ZERO);
-        let mut lb = Loopback::new(d, Arc::new(BackendSpec::shipped("xinnan-py").unwrap()));
-        lb.run_until(SimTime::from_millis(1000)).unwrap();
+        let mut lb = xinnan_pair(BREAD);
         let now = lb.now();
         lb.device.toggle_chat(now);
         lb.run_until(now + SimDuration::from_secs(3)).unwrap();

@@ -238,26 +238,7 @@ pub fn python_json(v: &Value) -> String {
                 }
                 out.push(']');
             }
-            Value::String(s) => {
-                out.push('"');
-                for c in s.chars() {
-                    match c {
-                        '"' => out.push_str("\\\""),
-                        '\\' => out.push_str("\\\\"),
-                        '\n' => out.push_str("\\n"),
-                        '\r' => out.push_str("\\r"),
-                        '\t' => out.push_str("\\t"),
-                        c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                            let mut buf = [0u16; 2];
-                            for unit in c.encode_utf16(&mut buf) {
-                                out.push_str(&format!("\\u{unit:04x}"));
-                            }
-                        }
-                        c => out.push(c),
-                    }
-                }
-                out.push('"');
-            }
+            Value::String(s) => out.push_str(&crate::voice::speak::py_str(s)),
             other => out.push_str(&other.to_string()),
         }
     }
