@@ -43,6 +43,15 @@ fn shipped(id: &str, text: &str) -> Result<Arc<BoardSpec>> {
     Ok(Arc::new(BoardSpec::from_yaml(&format!("boards/{id}.yaml"), text)?))
 }
 
+/// [`load`], then `--firmware` (when given) replaces the board file's firmware version.
+pub fn load_as(board: &str, firmware: Option<&str>) -> Result<Arc<BoardSpec>> {
+    let spec = load(board)?;
+    match firmware {
+        None => Ok(spec),
+        Some(version) => Ok(Arc::new(spec.with_firmware(version)?)),
+    }
+}
+
 /// Resolves `--board`: a shipped board id, a path to a YAML file, or the BOARD_NAME of a
 /// shipped build (e.g. `lichuang-c3-dev` for `lckfb/szpi-esp32c3`).
 pub fn load(board: &str) -> Result<Arc<BoardSpec>> {

@@ -32,7 +32,7 @@ pub fn headers(device: &Device) -> Vec<(&'static str, String)> {
         ("Client-Id", uuid),
         (
             "User-Agent",
-            format!("{}/{}", device.spec().name, device.spec().firmware.version),
+            format!("{}/{}", device.spec().name, device.spec().firmware.project_ver()),
         ),
         ("Accept-Language", device.spec().firmware.language.clone()),
         ("Content-Type", "application/json".to_string()),

@@ -16,11 +16,20 @@ fn board(id: &str) -> Arc<BoardSpec> {
 }
 
 fn replay(board_id: &str, requests: &str) -> Vec<ReplayRecord> {
+    replay_as(board_id, None, requests)
+}
+
+/// Replays `requests` (relative to `tests/conformance`) on `board_id` running `firmware`.
+fn replay_as(board_id: &str, firmware: Option<&str>, requests: &str) -> Vec<ReplayRecord> {
+    let spec = match firmware {
+        None => board(board_id),
+        Some(v) => Arc::new(board(board_id).with_firmware(v).expect("modelled version")),
+    };
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/conformance")
         .join(requests);
     let content = std::fs::read(&path).expect("request file");
-    let mut replayer = Replayer::new(board(board_id), 0, true);
+    let mut replayer = Replayer::new(spec, 0, true);
     split_lines(&content)
         .iter()
         .enumerate()
@@ -128,6 +137,44 @@ fn otto_robot_public_transcript_replays_identically() {
     let records = replay("otto-robot", "otto-robot.requests.txt");
     let bad = mismatches("otto-robot.expected.jsonl", &records);
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The public transcripts of older firmware (`conformance/versions/<tag>/`, recorded from the
+/// real code of each tag) replay identically on the twin running that tag.
+fn version_transcripts_replay_identically(tag: &str) {
+    for (requests, expected, lines) in [
+        (
+            "bread-compact-wifi.requests.jsonl",
+            "bread-compact-wifi.expected.jsonl",
+            33,
+        ),
+        (
+            "bread-compact-wifi.burst.requests.txt",
+            "bread-compact-wifi.burst.expected.jsonl",
+            4,
+        ),
+    ] {
+        let dir = format!("versions/v{tag}");
+        let records = replay_as("bread-compact-wifi", Some(tag), &format!("{dir}/{requests}"));
+        assert_eq!(records.len(), lines, "{dir}/{requests}");
+        let bad = mismatches(&format!("{dir}/{expected}"), &records);
+        assert!(bad.is_empty(), "{dir}/{expected}:\n{}", bad.join("\n"));
+    }
+}
+
+#[test]
+fn v1_8_9_transcripts_replay_identically() {
+    version_transcripts_replay_identically("1.8.9");
+}
+
+#[test]
+fn v1_9_4_transcripts_replay_identically() {
+    version_transcripts_replay_identically("1.9.4");
+}
+
+#[test]
+fn v2_2_6_transcripts_replay_identically() {
+    version_transcripts_replay_identically("2.2.6");
 }
 
 #[test]

@@ -12,6 +12,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::firmware::Firmware;
+pub use crate::firmware::FirmwareSpec;
 use crate::mcp::property::{Property, PropertyError, PropertyType, PropertyValue};
 use crate::spec::{self, SpecError};
 use crate::time::TickRate;
@@ -84,34 +86,6 @@ fn basic() -> String {
     "basic".into()
 }
 
-/// Application descriptor and build facts.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FirmwareSpec {
-    /// `PROJECT_VER` (`serverInfo.version`).
-    pub version: String,
-    /// `PROJECT_NAME` (system info `application.name`).
-    pub project_name: String,
-    /// `__DATE__ "T" __TIME__ "Z"` as the firmware concatenates it.
-    pub compile_time: String,
-    /// ESP-IDF version string (system info `application.idf_version`).
-    pub idf_version: String,
-    /// `Lang::CODE`.
-    pub language: String,
-}
-
-impl Default for FirmwareSpec {
-    fn default() -> Self {
-        FirmwareSpec {
-            version: "2.4.2".into(),
-            project_name: "xiaozhi".into(),
-            compile_time: "Aug  8 2026T08:33:45Z".into(),
-            idf_version: "v6.0.1".into(),
-            language: "zh-CN".into(),
-        }
-    }
-}
-
 /// The SoC and its build configuration.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -132,6 +106,9 @@ pub struct TargetSpec {
     pub revision: u32,
     /// The partition table (`partitions/v2/*.csv`).
     pub partitions: PartitionTable,
+    /// The assets partition holds a valid image (`Assets::partition_valid()`): 2.0.x–2.2.x
+    /// register `self.assets.set_download_url` only then. The recorder's devices have one.
+    pub assets_partition_valid: bool,
 }
 
 /// The upstream partition tables a board can use.
@@ -178,6 +155,7 @@ impl Default for TargetSpec {
             minimum_free_heap: 8_211_452,
             revision: 2,
             partitions: PartitionTable::V2_16m,
+            assets_partition_valid: true,
         }
     }
 }
@@ -696,6 +674,19 @@ impl BoardSpec {
         BoardSpec::from_yaml(&path.display().to_string(), &text)
     }
 
+    /// The same board running another firmware tag (`--firmware`).
+    pub fn with_firmware(&self, version: &str) -> Result<BoardSpec, crate::firmware::UnknownVersion> {
+        let firmware = Firmware::parse(version)?;
+        let mut spec = self.clone();
+        spec.firmware.version = firmware.tag.to_string();
+        Ok(spec)
+    }
+
+    /// The firmware the board runs, with its behaviour switches.
+    pub fn firmware(&self) -> Firmware {
+        self.firmware.firmware()
+    }
+
     /// Checks what serde cannot: impossible values, inconsistent facts. Returns the offending
     /// field path and why.
     fn validate(&self) -> Result<(), (String, String)> {
@@ -713,6 +704,16 @@ impl BoardSpec {
         }
         if self.board_type.is_empty() {
             return bad("type", "BOARD_TYPE must not be empty".into());
+        }
+        match Firmware::parse(&self.firmware.version) {
+            Err(e) => return bad("firmware.version", e.to_string()),
+            Ok(f) if self.firmware.range_error_aborts && f.user_only_tools => {
+                return bad(
+                    "firmware.range_error_aborts",
+                    format!("the L1–L2 flag applies over a 1.x line, not {}", f.label()),
+                );
+            }
+            Ok(_) => {}
         }
         if self.target.tick_hz == 0 || self.target.tick_hz > 1000 {
             return bad(

@@ -17,7 +17,7 @@
 //!   [`spec`] (data-file loading with `file:line:column` errors), [`cjson`] (the cJSON 1.7.19
 //!   dialect: parse, case-insensitive lookup, print).
 //! * **Data and protocol** (nothing here imports the device or the drivers) —
-//!   [`board`] (what a board is), [`world`] (what surrounds it), [`fault`] (faults as data),
+//!   [`board`] (what a board is), [`firmware`] (versions and their behaviour lines), [`world`] (what surrounds it), [`fault`] (faults as data),
 //!   [`mcp`] (`McpServer`, `McpTool`, `Property`, every wire string), [`audio`] (the acoustic
 //!   chain: codec laws, amplifier, speaker, room, measurements), [`hw`] (NVS, backlight,
 //!   display, camera), [`voice`] (binary audio frames, Opus, resampling).
@@ -38,6 +38,7 @@ pub mod bounds;
 pub mod cjson;
 pub mod device;
 pub mod fault;
+pub mod firmware;
 pub mod harness;
 pub mod hw;
 pub mod loopback;

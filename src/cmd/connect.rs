@@ -32,6 +32,10 @@ pub struct Args {
     /// Board id or path to a board YAML file.
     #[arg(long)]
     pub board: String,
+    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
+    /// the board file's `firmware.version`).
+    #[arg(long, value_name = "VERSION")]
+    pub firmware: Option<String>,
     /// Backend WebSocket URL, e.g. ws://127.0.0.1:8000/xiaozhi/v1/.
     #[arg(long, required_unless_present = "ota")]
     pub url: Option<String>,
@@ -127,7 +131,7 @@ pub fn build_device(opts: &Args) -> Result<Device> {
 
 /// A device with this run's identity (MAC, UUID, saved NVS).
 fn identity(opts: &Args, world: WorldSpec) -> Result<Device> {
-    let spec = boards::load(&opts.board)?;
+    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
     let mut device = Device::new(spec, world, opts.seed);
     if let Some(mac) = &opts.device_id {
         device.set_mac(mac).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;

@@ -62,6 +62,10 @@ pub struct Args {
     /// Board id or path to a board YAML file.
     #[arg(long, default_value = "bread-compact-wifi")]
     pub board: String,
+    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
+    /// the board file's `firmware.version`).
+    #[arg(long, value_name = "VERSION")]
+    pub firmware: Option<String>,
     /// Stop after this long at most.
     #[arg(long, default_value = "60s", value_parser = parse_std_duration)]
     pub duration: Duration,
@@ -162,7 +166,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     if opts.devices == 0 {
         bail!("--devices must be at least 1");
     }
-    let spec = boards::load(&opts.board)?;
+    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
     // One memo of the tool catalogue for every device of the fleet (they share the registry).
     let board = xiaozhi_sim::device::Board::new(spec.clone());
     let limit = raise_open_files_limit();

@@ -28,6 +28,10 @@ pub struct Args {
     /// Board id or path to a board YAML file.
     #[arg(long)]
     pub board: String,
+    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
+    /// the board file's `firmware.version`).
+    #[arg(long, value_name = "VERSION")]
+    pub firmware: Option<String>,
     /// Volume to set through `tools/call` first (0..100).
     #[arg(long)]
     pub volume: Option<i32>,
@@ -87,7 +91,7 @@ struct Report<'a> {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load(&opts.board)?;
+    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
     if let Some(v) = opts.volume
         && !(0..=100).contains(&v)
     {

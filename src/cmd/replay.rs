@@ -25,6 +25,10 @@ pub struct Args {
     /// Board id (see `xiaozhi-twin boards`) or path to a board YAML file.
     #[arg(long)]
     pub board: String,
+    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
+    /// the board file's `firmware.version`).
+    #[arg(long, value_name = "VERSION")]
+    pub firmware: Option<String>,
     /// Request file, one payload or directive per line.
     pub file: PathBuf,
     /// Print only the reply payloads, one per line (for piping and throughput runs).
@@ -36,7 +40,7 @@ pub struct Args {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load(&opts.board)?;
+    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
     let file = opts.file.as_path();
     let parse = |n: usize, raw: &[u8]| {
         ReplayLine::parse(n, raw).map_err(|e| anyhow::anyhow!("{}:{}: {}", file.display(), e.line, e.message))

@@ -33,6 +33,10 @@ pub struct Args {
     /// Board id or path to a board YAML file.
     #[arg(long)]
     pub board: String,
+    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
+    /// the board file's `firmware.version`).
+    #[arg(long, value_name = "VERSION")]
+    pub firmware: Option<String>,
     /// Repair what standard MCP clients cannot accept (see above).
     #[arg(long)]
     pub compat: bool,
@@ -148,7 +152,7 @@ impl Stdio {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load(&opts.board)?;
+    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
     let mut device = Device::new(spec, WorldSpec::conformance(), opts.seed);
     device.set_trace(opts.verbose);
     // Boot in virtual time (no point in making a client wait for the boot).

@@ -16,13 +16,17 @@ pub struct Args {
     /// Board id or path to a board YAML file.
     #[arg(long)]
     pub board: String,
+    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
+    /// the board file's `firmware.version`).
+    #[arg(long, value_name = "VERSION")]
+    pub firmware: Option<String>,
     /// List user-only tools too (`withUserTools: true`).
     #[arg(long)]
     pub with_user_tools: bool,
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load(&opts.board)?;
+    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
     let mut device = Device::new(spec, WorldSpec::conformance(), 0);
     device.set_trace(false);
     device.power_on(SimTime::ZERO);

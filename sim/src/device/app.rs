@@ -23,6 +23,7 @@ use crate::device::tools::Callback;
 use crate::device::upgrade::UpgradeStage;
 use crate::device::voice::{ListeningMode, Voice};
 use crate::device::{Core, Output, Receipt};
+use crate::firmware::CallPath;
 use crate::hw::backlight::Backlight;
 use crate::hw::camera::Camera;
 use crate::hw::display::Display;
@@ -200,6 +201,11 @@ pub struct Running {
     pub(crate) otto: Option<Otto>,
     /// Listening mode, abort flag, pending events and the decoder (`device::voice`).
     pub(crate) voice: Voice,
+    /// 1.7.5–1.9.1 `tool_call` threads blocked in a callback: when each resumes, its request id
+    /// and what the callback ends with.
+    pub(crate) threads: Vec<(crate::time::SimTime, i32, Result<ReturnValue, Vec<u8>>)>,
+    /// A `tool_call` thread or the receive path aborted: the device restarts after the receive.
+    pub(crate) abort_pending: bool,
 }
 
 fn uuid_v4(core: &mut Core) -> String {
@@ -270,6 +276,8 @@ impl Running {
             audio: AudioService::new(&spec.audio),
             otto: None,
             voice: Voice::default(),
+            threads: Vec::new(),
+            abort_pending: false,
         };
         if crate::device::builtin::needs_otto(&spec) {
             let trims = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
@@ -447,14 +455,26 @@ impl Running {
                 self.main.schedule(Task::Send { payload });
                 Receipt::Answered { id, is_error }
             }
-            Received::Call { id, tool, args } => {
+            Received::Aborted { reason, log } => {
+                log_line(core, log);
+                let why = reason.clone();
+                core.emit(|| Event::Panicked { reason: why });
+                self.abort_pending = true;
+                Receipt::Aborted { reason }
+            }
+            Received::Call { id, tool, args, stack } => {
                 let name = self.mcp.tool(tool).name().to_string();
                 let receipt = Receipt::Scheduled {
                     id,
                     tool: name,
                     args: args.clone(),
                 };
-                self.main.schedule(Task::Call { id, tool, args });
+                match stack {
+                    // 1.7.5–1.9.1: a `tool_call` thread runs the tool now (the recorder's rule:
+                    // to completion, before the next payload and any main-loop batch).
+                    Some(stack) => self.call_in_thread(core, id, tool, &args, stack),
+                    None => self.main.schedule(Task::Call { id, tool, args }),
+                }
                 receipt
             }
         }
@@ -588,8 +608,41 @@ impl Running {
                 wire::reply_error(id, &message)
             }
         };
+        if core.firmware.call_path == CallPath::MainTaskSends {
+            // 1.9.2–1.9.4: `SendMcpMessage` on the main task sends at once.
+            core.log(LogLevel::Info, "Application", || "Send MCP message in main thread");
+            return self.run_task(core, Task::Send { payload });
+        }
         self.main.schedule(Task::Send { payload });
         Step::Done
+    }
+
+    /// 1.7.5–1.9.1 `DoToolCall`: the tool runs in its own `tool_call` thread and its reply (or
+    /// what it throws) goes through `SendMcpMessage`, which schedules it on the main task. A
+    /// callback that blocks blocks only its thread: the reply is scheduled when it resumes.
+    fn call_in_thread(&mut self, core: &mut Core, id: i32, tool: usize, args: &[PropertyValue], stack: i32) {
+        core.emit(|| Event::Note {
+            text: format!("tool_thread start name=tool_call stack={stack} prio=1"),
+        });
+        match self.call(core, tool, args) {
+            Callback::Return(value) => {
+                self.reply_later(core, id, Ok(value));
+            }
+            Callback::Throw(message) => {
+                self.reply_later(core, id, Err(message));
+            }
+            Callback::Blocked(d, outcome) => {
+                let at = core.now + d;
+                self.threads.push((at, id, outcome));
+            }
+            Callback::Panic(reason) => {
+                core.emit(|| Event::Panicked { reason });
+                self.abort_pending = true;
+            }
+        }
+        core.emit(|| Event::Note {
+            text: "tool_thread exit".into(),
+        });
     }
 
     /// The earliest esp_timer deadline.
@@ -602,12 +655,17 @@ impl Running {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        earlier(earlier(earlier(backlight, power), otto), drain)
+        let thread = self.threads.iter().map(|(at, _, _)| *at).min();
+        earlier(earlier(earlier(earlier(backlight, power), otto), drain), thread)
     }
 
     /// Fires every esp_timer due at `core.now` (timer task outranks the main task).
     pub fn fire_timers(&mut self, core: &mut Core) {
         let now = core.now;
+        while let Some(i) = self.threads.iter().position(|(at, _, _)| *at <= now) {
+            let (_, id, outcome) = self.threads.remove(i);
+            self.reply_later(core, id, outcome);
+        }
         if let Some(b) = self.backlight.as_mut() {
             while let Some(step) = b.on_tick(now) {
                 core.emit(|| Event::BacklightStep {

@@ -12,7 +12,8 @@
 use std::fmt;
 use std::sync::{Arc, LazyLock, OnceLock};
 
-use crate::board::{BoardSpec, BoardTool};
+use crate::board::{BoardSpec, BoardTool, DisplayKind};
+use crate::firmware::{AssetsTool, CallPath, SnapshotTools, TakePhotoText, ThemeTool};
 use crate::hw::display::Display;
 use crate::mcp::property::{Property, PropertyType, PropertyValue};
 use crate::mcp::{McpServer, McpTool, ToolAction, wire};
@@ -71,6 +72,7 @@ struct Builtins {
     set_brightness: McpTool,
     set_theme: McpTool,
     take_photo: McpTool,
+    take_photo_older: McpTool,
     get_system_info: McpTool,
     reboot: McpTool,
     upgrade_firmware: McpTool,
@@ -135,6 +137,13 @@ impl Builtins {
             take_photo: McpTool::new(
                 wire::TOOL_TAKE_PHOTO,
                 wire::DESC_TAKE_PHOTO,
+                vec![Property::required("question", PropertyType::String)],
+                false,
+                ToolAction::TakePhoto,
+            ),
+            take_photo_older: McpTool::new(
+                wire::TOOL_TAKE_PHOTO,
+                wire::DESC_TAKE_PHOTO_OLDER,
                 vec![Property::required("question", PropertyType::String)],
                 false,
                 ToolAction::TakePhoto,
@@ -280,7 +289,10 @@ pub(crate) fn unregistered() -> Arc<McpServer> {
 pub(crate) fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {
     let spec = objects.spec;
     let builtins = &*BUILTINS;
-    let mut server = McpServer::new(&spec.name, &spec.firmware.version, objects.has_camera);
+    let fw = spec.firmware();
+    let mut server = McpServer::new(&spec.name, fw.project_ver, objects.has_camera)
+        .threaded(fw.call_path == CallPath::Thread)
+        .range_errors_abort(fw.range_error_aborts);
     let mut log = Vec::new();
 
     // Board constructor (runs at the first Board::GetInstance()).
@@ -325,27 +337,50 @@ pub(crate) fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registrati
         if objects.has_backlight {
             add(s, &mut common_log, builtins.set_brightness.clone());
         }
-        // HAVE_LVGL is on for every modelled board (no emote message style).
-        if objects.display.current_theme().is_some() {
+        let theme_tool = match fw.theme_tool {
+            // HAVE_LVGL is on for every modelled board (no emote message style).
+            ThemeTool::Registered => objects.display.current_theme().is_some(),
+            // 1.x `!display->GetTheme().empty()`: only the LCD display keeps a theme name.
+            ThemeTool::Named => objects.display.kind() == DisplayKind::Lcd,
+        };
+        if theme_tool {
             add(s, &mut common_log, builtins.set_theme.clone());
         }
         if objects.has_camera {
-            add(s, &mut common_log, builtins.take_photo.clone());
+            let take_photo = match fw.take_photo_text {
+                TakePhotoText::Newer => &builtins.take_photo,
+                TakePhotoText::Older => &builtins.take_photo_older,
+            };
+            add(s, &mut common_log, take_photo.clone());
         }
     });
     log.extend(common_log);
 
-    // AddUserOnlyTools.
+    // AddUserOnlyTools (2.x only).
+    if !fw.user_only_tools {
+        return (server, log);
+    }
     add(&mut server, &mut log, builtins.get_system_info.clone());
     add(&mut server, &mut log, builtins.reboot.clone());
     add(&mut server, &mut log, builtins.upgrade_firmware.clone());
     if objects.display.is_lvgl() {
         add(&mut server, &mut log, builtins.screen_get_info.clone());
-        if spec.target.lv_use_snapshot {
+        let snapshot = match fw.snapshot_tools {
+            SnapshotTools::Always => true,
+            SnapshotTools::WithLvSnapshot => spec.target.lv_use_snapshot,
+        };
+        if snapshot {
             add(&mut server, &mut log, builtins.screen_snapshot.clone());
             add(&mut server, &mut log, builtins.screen_preview_image.clone());
         }
     }
-    add(&mut server, &mut log, builtins.assets_set_download_url.clone());
+    let assets = match fw.assets_tool {
+        AssetsTool::Always => true,
+        AssetsTool::WithAssetsPartition => spec.target.assets_partition_valid,
+        AssetsTool::Absent => false,
+    };
+    if assets {
+        add(&mut server, &mut log, builtins.assets_set_download_url.clone());
+    }
     (server, log)
 }

@@ -130,6 +130,12 @@ pub enum Receipt {
         /// The reply is a JSON-RPC `error`, not a `result`.
         is_error: bool,
     },
+    /// Nothing caught what the receive path threw: the device aborts and reboots, no reply
+    /// (the L1–L2 range error, [`crate::firmware::Firmware::range_error_aborts`]).
+    Aborted {
+        /// What was thrown.
+        reason: String,
+    },
     /// A valid `tools/call` was queued for the main task (2 hops), with the coerced arguments.
     Scheduled {
         /// The request's JSON-RPC `id`.
@@ -151,6 +157,7 @@ impl std::fmt::Display for Receipt {
             Receipt::Answered { id, is_error: true } => {
                 write!(f, "answered with an error on the receive task (id {id})")
             }
+            Receipt::Aborted { reason } => write!(f, "the device aborted ({reason}): no reply, reboot"),
             Receipt::Scheduled { id, tool, .. } => write!(f, "{tool} queued for the main task (id {id})"),
         }
     }
@@ -203,6 +210,8 @@ enum Power {
 pub struct Core {
     /// The board file the device was built from.
     pub(crate) spec: Arc<BoardSpec>,
+    /// The firmware the board runs: its behaviour switches (`firmware.version`).
+    pub(crate) firmware: crate::firmware::Firmware,
     /// The board's catalogue memo (shared by devices of one [`Board`]).
     pub(crate) catalogues: Arc<catalogue::CatalogueCache>,
     /// The world the board lives in (Wi-Fi, OTA, WebSocket server, room, timings).
@@ -331,6 +340,7 @@ impl Device {
         rng.fill_bytes(&mut elf_sha256);
         Device {
             core: Core {
+                firmware: spec.firmware(),
                 spec,
                 catalogues,
                 world,
@@ -681,7 +691,18 @@ impl Device {
                 }),
             },
         };
-        run.receive(&mut self.core, received)
+        let receipt = run.receive(&mut self.core, received);
+        self.after_thread();
+        receipt
+    }
+
+    /// A `tool_call` thread (1.7.5–1.9.1) or a receive path that aborted takes the device down.
+    fn after_thread(&mut self) {
+        if let Some(run) = self.run.as_deref_mut()
+            && std::mem::take(&mut run.abort_pending)
+        {
+            self.restart(BootReason::Panic);
+        }
     }
 
     /// The driver finished the TCP connect + handshake of the last [`Output::WsOpen`]
@@ -741,7 +762,9 @@ impl Device {
         if let Some(channel::Link::WebSocket(ws)) = run.protocol.as_mut() {
             ws.last_incoming = now;
         }
-        outcome.map(|received| run.receive(&mut self.core, received))
+        let receipt = outcome.map(|received| run.receive(&mut self.core, received));
+        self.after_thread();
+        receipt
     }
 
     /// A user action: BOOT click or wake word (toggle chat: open the channel when idle).

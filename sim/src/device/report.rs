@@ -114,7 +114,7 @@ pub(crate) fn system_info_json(f: &SystemFacts<'_>) -> Vec<u8> {
     let sha: String = f.elf_sha256.iter().map(|b| format!("{b:02x}")).collect();
     j.push_str(&format!(
         "\"application\":{{\"name\":\"{}\",\"version\":\"{}\",\"compile_time\":\"{}\",\"idf_version\":\"{}\",\"elf_sha256\":\"{sha}\"}},",
-        fw.project_name, fw.version, fw.compile_time, fw.idf_version
+        fw.project_name, fw.project_ver(), fw.compile_time, fw.idf_version()
     ));
     j.push_str("\"partition_table\": [");
     for (i, (label, ty, subtype, address, size)) in t.partitions.rows().iter().enumerate() {
@@ -131,13 +131,10 @@ pub(crate) fn system_info_json(f: &SystemFacts<'_>) -> Vec<u8> {
         "\"display\":{{\"monochrome\":{mono},\"width\":{w},\"height\":{h}}},"
     ));
     let mut out = j.into_bytes();
-    out.extend_from_slice(
-        format!(
-            "\"board\":{{\"type\":\"{}\",\"name\":\"{}\",\"manufacturer\":\"{}\",",
-            s.board_type, s.name, s.manufacturer
-        )
-        .as_bytes(),
-    );
+    out.extend_from_slice(format!("\"board\":{{\"type\":\"{}\",\"name\":\"{}\",", s.board_type, s.name).as_bytes());
+    if s.firmware().board_manufacturer {
+        out.extend_from_slice(format!("\"manufacturer\":\"{}\",", s.manufacturer).as_bytes());
+    }
     if f.wifi.connected {
         out.extend_from_slice(b"\"ssid\":\"");
         out.extend_from_slice(f.wifi.ssid.as_bytes());

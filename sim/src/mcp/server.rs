@@ -76,7 +76,15 @@ pub enum Received {
         /// The camera explain URL/token to set (camera boards only).
         vision: Option<Vision>,
     },
-    /// A valid `tools/call`: run `tool` with `args` on the main task (2 hops).
+    /// An exception nothing catches left `ParseMessage` (the L1–L2 range error): `abort()`.
+    Aborted {
+        /// What was thrown (`std::invalid_argument` and its message).
+        reason: String,
+        /// The firmware's last log line (`abort() was called`).
+        log: String,
+    },
+    /// A valid `tools/call`: run `tool` with `args` on the main task (2 hops), or — on a
+    /// threaded server (1.7.5–1.9.1) — in a `tool_call` thread of `stack` bytes.
     Call {
         /// The request id after `valueint`.
         id: i32,
@@ -84,6 +92,9 @@ pub enum Received {
         tool: usize,
         /// The coerced arguments, one per property in declaration order (defaults filled in).
         args: Vec<PropertyValue>,
+        /// The tool thread's stack size (`params.stackSize` after `valueint`, default 6144);
+        /// `None` on servers that call on the main task.
+        stack: Option<i32>,
     },
 }
 
@@ -95,6 +106,8 @@ pub struct McpServer {
     board_name: String,
     version: String,
     has_camera: bool,
+    threaded: bool,
+    range_errors_abort: bool,
 }
 
 /// How one `tools/list` request turned out.
@@ -130,7 +143,22 @@ impl McpServer {
             board_name: board_name.to_string(),
             version: version.to_string(),
             has_camera,
+            threaded: false,
+            range_errors_abort: false,
         }
+    }
+
+    /// The L1–L2 argument walk: a range error is thrown past every handler (the device aborts).
+    pub fn range_errors_abort(mut self, abort: bool) -> Self {
+        self.range_errors_abort = abort;
+        self
+    }
+
+    /// The server of 1.7.5–1.9.1: `tools/call` checks `params.stackSize` and runs the tool in a
+    /// thread of its own (FIRMWARE-VERSIONS.md L3).
+    pub fn threaded(mut self, threaded: bool) -> Self {
+        self.threaded = threaded;
+        self
     }
 
     /// `McpServer::AddTool`: refuses a name already in the *current* list (returns false).
@@ -364,6 +392,15 @@ impl McpServer {
         if arguments.is_some_and(|a| !a.is_object()) {
             return error(wire::ERR_INVALID_ARGUMENTS.into());
         }
+        let stack = if self.threaded {
+            match params.get(b"stackSize") {
+                None => Some(wire::DEFAULT_TOOLCALL_STACK_SIZE),
+                Some(s) if s.is_number() => Some(s.valueint()),
+                Some(_) => return error(wire::ERR_INVALID_STACK_SIZE.into()),
+            }
+        } else {
+            None
+        };
         let Some(tool) = self.find(name) else {
             return error(wire::concat(wire::ERR_UNKNOWN_TOOL, name));
         };
@@ -372,10 +409,19 @@ impl McpServer {
         for p in properties {
             match p.coerce(arguments) {
                 Ok(v) => args.push(v),
+                Err(message) if self.range_errors_abort && wire::is_range_error(&message) => {
+                    let what = lossy(&message);
+                    return Received::Aborted {
+                        reason: format!("uncaught std::invalid_argument: {what}"),
+                        log: format!(
+                            "E cxx: terminate called after throwing an instance of 'std::invalid_argument' what(): {what}"
+                        ),
+                    };
+                }
                 Err(message) => return error(message),
             }
         }
-        Received::Call { id, tool, args }
+        Received::Call { id, tool, args, stack }
     }
 }
 

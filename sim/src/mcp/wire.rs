@@ -33,6 +33,10 @@ pub const ERR_MISSING_PARAMS: &str = "Missing params";
 pub const ERR_MISSING_NAME: &str = "Missing name";
 /// `tools/call` error when `params.arguments` is present but not an object.
 pub const ERR_INVALID_ARGUMENTS: &str = "Invalid arguments";
+/// `tools/call` with a `stackSize` that is not a number (1.7.5–1.9.1 only).
+pub const ERR_INVALID_STACK_SIZE: &str = "Invalid stackSize";
+/// `DEFAULT_TOOLCALL_STACK_SIZE` of 1.7.5–1.9.1: the `tool_call` thread's stack without `stackSize`.
+pub const DEFAULT_TOOLCALL_STACK_SIZE: i32 = 6144;
 /// `tools/call` error prefix, followed raw by the client's tool name (no exact-name match).
 pub const ERR_UNKNOWN_TOOL: &str = "Unknown tool: ";
 /// Argument-walk error prefix, followed by the declared property name: a required property
@@ -43,6 +47,12 @@ pub const ERR_BELOW_MINIMUM: &str = "Value is below minimum allowed: ";
 /// Argument-walk error prefix, followed by the property's `max`: integer above range after
 /// `valueint` truncation/saturation.
 pub const ERR_ABOVE_MAXIMUM: &str = "Value exceeds maximum allowed: ";
+
+/// The message is one of the two the range check *throws* (`std::invalid_argument`), as opposed
+/// to the argument walk's replied-at-once `Missing valid argument`.
+pub fn is_range_error(message: &[u8]) -> bool {
+    message.starts_with(ERR_BELOW_MINIMUM.as_bytes()) || message.starts_with(ERR_ABOVE_MAXIMUM.as_bytes())
+}
 /// Error prefix for any method other than the three, followed raw by the client's method.
 pub const ERR_METHOD_NOT_IMPLEMENTED: &str = "Method not implemented: ";
 /// Start of the `tools/list` empty-page error; then the `next_cursor` tool name (may be empty),
@@ -99,6 +109,8 @@ pub const TOOL_SET_THEME: &str = "self.screen.set_theme";
 pub const DESC_SET_THEME: &str = "Set the theme of the screen. The theme can be `light` or `dark`.";
 /// Common tool, registered when the board has a camera: capture, then explain via HTTP POST.
 pub const TOOL_TAKE_PHOTO: &str = "self.camera.take_photo";
+/// Description of [`TOOL_TAKE_PHOTO`] before v2.2.2 (1.x and 2.0.1–2.1.0).
+pub const DESC_TAKE_PHOTO_OLDER: &str = "Take a photo and explain it. Use this tool after the user asks you to see something.\nArgs:\n  `question`: The question that you want to ask about the photo.\nReturn:\n  A JSON object that provides the photo information.";
 /// Description of [`TOOL_TAKE_PHOTO`] in `tools/list`.
 pub const DESC_TAKE_PHOTO: &str = "Always remember you have a camera. If the user asks you to see something, use this tool to take a photo and then explain it.\nArgs:\n  `question`: The question that you want to ask about the photo.\nReturn:\n  A JSON object that provides the photo information.";
 /// Board tool (boards with a `LampController`): replies [`LAMP_POWER_ON`] / [`LAMP_POWER_OFF`].

@@ -3,6 +3,7 @@
 //! audio signals of every measurement when asked. Same scenario + seed ⇒ same report, byte for
 //! byte.
 
+use crate::firmware::CallPath;
 use std::sync::Arc;
 
 use crate::audio::measure::{Measurement, perceived_change};
@@ -712,6 +713,20 @@ impl Runner<'_> {
             decision.unwrap_or("(no decision recorded)"),
             describe_snapshot(before)
         );
+        let (queued, runs) = match self.board.firmware().call_path {
+            CallPath::MainTaskSchedules => (
+                "queued for the main task (2 hops)",
+                "the callback runs on the main task (2 hops)",
+            ),
+            CallPath::MainTaskSends => (
+                "queued for the main task, which sends the reply itself (1 hop)",
+                "the callback runs on the main task, which sends the reply itself (1 hop)",
+            ),
+            CallPath::Thread => (
+                "run at once in a tool_call thread; its reply is scheduled (1 hop)",
+                "the callback runs at once in a tool_call thread; its reply is scheduled (1 hop)",
+            ),
+        };
         let parameters = match out.receipts.first() {
             Some(Receipt::Scheduled { args, .. }) => {
                 let props = self
@@ -721,7 +736,7 @@ impl Runner<'_> {
                     .and_then(|m| m.find(tool.as_bytes()).map(|i| m.tool(i).properties().to_vec()))
                     .unwrap_or_default();
                 if props.is_empty() {
-                    "no parameters; queued for the main task (2 hops)".to_string()
+                    format!("no parameters; {queued}")
                 } else {
                     let shown: Vec<String> = props
                         .iter()
@@ -736,10 +751,7 @@ impl Runner<'_> {
                             format!("{} = {value}{range}", p.name())
                         })
                         .collect();
-                    format!(
-                        "accepted: {}; the callback runs on the main task (2 hops)",
-                        shown.join(", ")
-                    )
+                    format!("accepted: {}; {runs}", shown.join(", "))
                 }
             }
             Some(Receipt::Answered { is_error: true, .. }) => {
@@ -754,6 +766,7 @@ impl Runner<'_> {
             Some(Receipt::Dropped { reason }) => format!("dropped silently on the receive task: {}", reason.as_str()),
             Some(Receipt::NotRunning) => "lost: the device was not running".to_string(),
             Some(Receipt::OutOfMemory) => "dropped: parsing ran out of heap".to_string(),
+            Some(Receipt::Aborted { reason }) => format!("the device aborted on the receive task ({reason}); no reply"),
             None => "not sent".to_string(),
         };
         let response = match out.reply_for(id) {

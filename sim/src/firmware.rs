@@ -1,0 +1,425 @@
+//! Firmware versions as data: which upstream tags the twin answers as, and the behaviour line
+//! each one belongs to (`FIRMWARE-VERSIONS.md`).
+//!
+//! A board file's `firmware.version` (or `--firmware`) names a tag; [`Firmware::parse`] accepts
+//! exactly the tags of the modelled lines and refuses anything else with the supported ranges.
+//! Every behavioural difference between the lines is one named switch of [`Firmware`], decided
+//! here, in one place, and read where the behaviour lives (tool registration, the call path,
+//! reply scheduling, result encoding, system info). Nothing else compares version strings.
+//! [`FirmwareSpec`] is a board file's `firmware:` section. Knows nothing about devices or
+//! runtime state.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+/// A behaviour line: a run of tags that a backend cannot tell apart on the MCP layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Line {
+    /// v1.7.5 – v1.9.1: every `tools/call` runs in its own thread (`stackSize`).
+    L3,
+    /// v1.9.2 – v1.9.4 (the 1.x maintenance branch): the reply leaves from the tool's main-task
+    /// task, so replies leave in arrival order.
+    L4,
+    /// v2.0.1 – v2.1.0: user-only tools, the older `take_photo` text (and, to v2.0.5, replies sent
+    /// from the main task as on L4).
+    L6,
+    /// v2.2.2 – v2.2.6: the newer `take_photo` text.
+    L7,
+    /// v2.3.0 – v2.4.2: the contract (`FIRMWARE.md`).
+    L8,
+}
+
+impl Line {
+    /// `L3` … `L8`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Line::L3 => "L3",
+            Line::L4 => "L4",
+            Line::L6 => "L6",
+            Line::L7 => "L7",
+            Line::L8 => "L8",
+        }
+    }
+
+    /// The tags of the line, as the range users read.
+    pub fn range(self) -> &'static str {
+        match self {
+            Line::L3 => "1.7.5–1.9.1",
+            Line::L4 => "1.9.2–1.9.4",
+            Line::L6 => "2.0.1–2.1.0",
+            Line::L7 => "2.2.2–2.2.6",
+            Line::L8 => "2.3.0–2.4.2",
+        }
+    }
+}
+
+/// Every accepted tag (without the `v`), its `PROJECT_VER` and its line, oldest first. The
+/// `PROJECT_VER`s are the tags' `CMakeLists.txt` values (v1.8.5 still says 1.8.4; v1.9.2_2 says
+/// 1.9.2).
+const TAGS: &[(&str, &str, Line)] = &[
+    ("1.7.5", "1.7.5", Line::L3),
+    ("1.7.6", "1.7.6", Line::L3),
+    ("1.7.7", "1.7.7", Line::L3),
+    ("1.8.0", "1.8.0", Line::L3),
+    ("1.8.1", "1.8.1", Line::L3),
+    ("1.8.2", "1.8.2", Line::L3),
+    ("1.8.4", "1.8.4", Line::L3),
+    ("1.8.5", "1.8.4", Line::L3),
+    ("1.8.6", "1.8.6", Line::L3),
+    ("1.8.7", "1.8.7", Line::L3),
+    ("1.8.8", "1.8.8", Line::L3),
+    ("1.8.9", "1.8.9", Line::L3),
+    ("1.9.0", "1.9.0", Line::L3),
+    ("1.9.1", "1.9.1", Line::L3),
+    ("1.9.2", "1.9.2", Line::L4),
+    ("1.9.2_2", "1.9.2", Line::L4),
+    ("1.9.4", "1.9.4", Line::L4),
+    ("2.0.1", "2.0.1", Line::L6),
+    ("2.0.2", "2.0.2", Line::L6),
+    ("2.0.3", "2.0.3", Line::L6),
+    ("2.0.4", "2.0.4", Line::L6),
+    ("2.0.5", "2.0.5", Line::L6),
+    ("2.1.0", "2.1.0", Line::L6),
+    ("2.2.2", "2.2.2", Line::L7),
+    ("2.2.3", "2.2.3", Line::L7),
+    ("2.2.4", "2.2.4", Line::L7),
+    ("2.2.6", "2.2.6", Line::L7),
+    ("2.3.0", "2.3.0", Line::L8),
+    ("2.4.0", "2.4.0", Line::L8),
+    ("2.4.2", "2.4.2", Line::L8),
+];
+
+/// How a `tools/call` runs and how its reply reaches the socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallPath {
+    /// L3: the receive path checks `stackSize`, then starts a `tool_call` thread; the tool runs
+    /// there and its reply is scheduled on the main task (it leaves in batch 1).
+    Thread,
+    /// L4 and v2.0.1–v2.0.5: the call is scheduled on the main task and the tool's reply is sent
+    /// from inside that task (`SendMcpMessage` on the main-loop task sends at once): batch 1, in
+    /// arrival order — and `self.reboot` / `self.upgrade_firmware` do answer `true`.
+    MainTaskSends,
+    /// v2.1.0 onwards: the call is scheduled, and its reply is scheduled again (batch 2): a
+    /// later receive-path reply overtakes it.
+    MainTaskSchedules,
+}
+
+/// Which text `self.camera.take_photo` describes itself with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakePhotoText {
+    /// 1.x and 2.0.1 – 2.1.0.
+    Older,
+    /// 2.2.2 onwards ("Always remember you have a camera. …").
+    Newer,
+}
+
+/// When `self.screen.set_theme` is registered and what it accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThemeTool {
+    /// 1.x: only when the display has a theme name (LCD displays; OLEDs have none); accepts
+    /// `light`/`dark` in any case and answers `true` whatever the name.
+    Named,
+    /// 2.x: when the display has a current LVGL theme; answers whether the name was one of the
+    /// registered themes.
+    Registered,
+}
+
+/// When `self.assets.set_download_url` is registered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AssetsTool {
+    /// 1.x: never.
+    Absent,
+    /// 2.0.x – 2.2.x: only with a valid assets partition.
+    WithAssetsPartition,
+    /// 2.3.0 onwards: always.
+    Always,
+}
+
+/// When the LVGL user-only tools `self.screen.snapshot` and `self.screen.preview_image` exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotTools {
+    /// v2.0.1: on every LVGL display.
+    Always,
+    /// v2.0.2 onwards: only with `CONFIG_LV_USE_SNAPSHOT`.
+    WithLvSnapshot,
+}
+
+/// One firmware version: its tag, what it reports, and every switch the twin reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Firmware {
+    /// The tag without `v` (`1.9.2_2`).
+    pub tag: &'static str,
+    /// `PROJECT_VER` (`serverInfo.version`, the OTA check, system info).
+    pub project_ver: &'static str,
+    /// The behaviour line.
+    pub line: Line,
+    /// `AddUserOnlyTools` exists (and `tools/list` reads `withUserTools`): 2.x.
+    pub user_only_tools: bool,
+    /// How a `tools/call` runs and replies.
+    pub call_path: CallPath,
+    /// `SendMcpMessage` logs `Send MCP message in main thread` / `… in sub thread` (1.9.2–1.9.4
+    /// and 2.0.1).
+    pub send_logs: bool,
+    /// The L1–L2 flag (v1.6.6–v1.7.2, not a modelled tag): the argument walk's
+    /// `std::invalid_argument` is not caught, so an out-of-range integer aborts the device with
+    /// no reply. Off for every accepted tag; a board file may set `firmware.range_error_aborts`.
+    pub range_error_aborts: bool,
+    /// Camera failures are thrown (error replies, 2.x) rather than returned as text (1.x).
+    pub camera_failures_thrown: bool,
+    /// The `take_photo` description.
+    pub take_photo_text: TakePhotoText,
+    /// The theme tool's rule.
+    pub theme_tool: ThemeTool,
+    /// The assets tool's rule.
+    pub assets_tool: AssetsTool,
+    /// The snapshot/preview tools' rule.
+    pub snapshot_tools: SnapshotTools,
+    /// System info's `board` object carries `manufacturer` (2.4.2).
+    pub board_manufacturer: bool,
+    /// The device hello advertises `glyph_push` / `text_font` (2.4.0 onwards).
+    pub glyph_push: bool,
+    /// An incoming text message without a string `type` is ignored (2.4.0 onwards).
+    pub untyped_messages_ignored: bool,
+    /// The ESP-IDF release the tag builds with (system info `application.idf_version`).
+    pub idf_version: &'static str,
+}
+
+/// A `firmware.version` / `--firmware` value that names no modelled tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownVersion {
+    /// What was given.
+    pub given: String,
+    /// Why it was refused (malformed, or outside the modelled lines).
+    pub why: &'static str,
+}
+
+impl fmt::Display for UnknownVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "firmware version `{}` {}; supported: {}",
+            self.given,
+            self.why,
+            supported()
+        )
+    }
+}
+
+impl std::error::Error for UnknownVersion {}
+
+/// The supported tag ranges, one line: `1.7.5–1.9.1 (L3), 1.9.2–1.9.4 (L4), …`.
+pub fn supported() -> String {
+    [Line::L3, Line::L4, Line::L6, Line::L7, Line::L8]
+        .iter()
+        .map(|l| format!("{} ({})", l.range(), l.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Every accepted tag, oldest first.
+pub fn tags() -> impl Iterator<Item = &'static str> {
+    TAGS.iter().map(|(t, _, _)| *t)
+}
+
+impl Firmware {
+    /// The version the twin is by default (`FIRMWARE.md`: 2.4.2).
+    pub fn current() -> Firmware {
+        Firmware::parse("2.4.2").expect("2.4.2 is a modelled tag")
+    }
+
+    /// Accepts a modelled tag with or without the leading `v` (`1.9.4`, `v1.9.2_2`).
+    pub fn parse(given: &str) -> Result<Firmware, UnknownVersion> {
+        let refuse = |why| UnknownVersion {
+            given: given.to_string(),
+            why,
+        };
+        let bare = given.strip_prefix('v').unwrap_or(given);
+        let well_formed = {
+            let (numbers, suffix) = bare.split_once('_').unwrap_or((bare, "0"));
+            let parts: Vec<&str> = numbers.split('.').collect();
+            parts.len() == 3
+                && parts
+                    .iter()
+                    .chain(std::iter::once(&suffix))
+                    .all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()))
+        };
+        if !well_formed {
+            return Err(refuse("is not a version (expected MAJOR.MINOR.PATCH, e.g. 1.9.4)"));
+        }
+        let &(tag, project_ver, line) = TAGS
+            .iter()
+            .find(|(t, _, _)| *t == bare)
+            .ok_or_else(|| refuse("is not a tag of a modelled behaviour line"))?;
+        Ok(Firmware::of(tag, project_ver, line))
+    }
+
+    fn of(tag: &'static str, project_ver: &'static str, line: Line) -> Firmware {
+        let two = line >= Line::L6;
+        let minor = |m: &str| tag.starts_with(m);
+        Firmware {
+            tag,
+            project_ver,
+            line,
+            user_only_tools: two,
+            call_path: match line {
+                Line::L3 => CallPath::Thread,
+                Line::L4 => CallPath::MainTaskSends,
+                Line::L6 if minor("2.0.") => CallPath::MainTaskSends,
+                _ => CallPath::MainTaskSchedules,
+            },
+            send_logs: line == Line::L4 || tag == "2.0.1",
+            range_error_aborts: false,
+            camera_failures_thrown: two,
+            take_photo_text: if line >= Line::L7 {
+                TakePhotoText::Newer
+            } else {
+                TakePhotoText::Older
+            },
+            theme_tool: if two { ThemeTool::Registered } else { ThemeTool::Named },
+            assets_tool: match line {
+                Line::L3 | Line::L4 => AssetsTool::Absent,
+                Line::L6 | Line::L7 => AssetsTool::WithAssetsPartition,
+                Line::L8 => AssetsTool::Always,
+            },
+            snapshot_tools: if tag == "2.0.1" {
+                SnapshotTools::Always
+            } else {
+                SnapshotTools::WithLvSnapshot
+            },
+            // d91d6824 (v2.4.2~16): v2.3.0 and v2.4.0 have no `manufacturer` yet.
+            board_manufacturer: tag == "2.4.2",
+            glyph_push: minor("2.4."),
+            untyped_messages_ignored: minor("2.4."),
+            // The official CI images (`.github/workflows/build.yml`): release-v5.4 to 2.0.1,
+            // release-v5.5 to 2.1.0, v5.5.2 for 2.2.x–2.3.0 (the recorder's v2.2.6 says so too);
+            // 2.4.x keeps the twin's FIRMWARE.md value.
+            idf_version: match line {
+                Line::L3 | Line::L4 => "v5.4.1",
+                Line::L6 if tag == "2.0.1" => "v5.4.1",
+                Line::L6 => "v5.5.1",
+                Line::L7 => "v5.5.2",
+                Line::L8 if tag == "2.3.0" => "v5.5.2",
+                Line::L8 => "v6.0.1",
+            },
+        }
+    }
+
+    /// `2.4.2 (L8)`.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.tag, self.line.name())
+    }
+}
+
+/// Application descriptor and build facts.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FirmwareSpec {
+    /// The upstream tag the board runs (`2.4.2`, `1.9.4`, …): selects the behaviour line
+    /// ([`Firmware`]); `serverInfo.version` is that tag's `PROJECT_VER`.
+    pub version: String,
+    /// `PROJECT_NAME` (system info `application.name`).
+    pub project_name: String,
+    /// `__DATE__ "T" __TIME__ "Z"` as the firmware concatenates it.
+    pub compile_time: String,
+    /// ESP-IDF version string (system info `application.idf_version`); by default the IDF
+    /// release of the tag.
+    pub idf_version: Option<String>,
+    /// `Lang::CODE`.
+    pub language: String,
+    /// The L1–L2 flag of FIRMWARE-VERSIONS.md (v1.6.6–v1.7.2 behaviour over a 1.x line): an
+    /// out-of-range integer argument aborts the device with no reply.
+    pub range_error_aborts: bool,
+}
+
+impl Default for FirmwareSpec {
+    fn default() -> Self {
+        FirmwareSpec {
+            version: "2.4.2".into(),
+            project_name: "xiaozhi".into(),
+            compile_time: "Aug  8 2026T08:33:45Z".into(),
+            idf_version: None,
+            language: "zh-CN".into(),
+            range_error_aborts: false,
+        }
+    }
+}
+
+impl FirmwareSpec {
+    /// The version as a [`Firmware`] (validated when the board file was loaded).
+    pub fn firmware(&self) -> Firmware {
+        let mut firmware = Firmware::parse(&self.version).unwrap_or_else(|_| Firmware::current());
+        firmware.range_error_aborts = self.range_error_aborts;
+        firmware
+    }
+
+    /// `PROJECT_VER` of the tag.
+    pub fn project_ver(&self) -> &'static str {
+        self.firmware().project_ver
+    }
+
+    /// System info's `idf_version`: the board file's, else the tag's IDF release.
+    pub fn idf_version(&self) -> String {
+        self.idf_version
+            .clone()
+            .unwrap_or_else(|| self.firmware().idf_version.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tag_of_the_lines_is_accepted_and_reports_its_project_ver() {
+        assert_eq!(tags().count(), 30);
+        for tag in tags() {
+            let fw = Firmware::parse(tag).unwrap();
+            assert_eq!(Firmware::parse(&format!("v{tag}")).unwrap(), fw);
+        }
+        assert_eq!(Firmware::parse("1.9.2_2").unwrap().project_ver, "1.9.2");
+        assert_eq!(Firmware::parse("v1.8.5").unwrap().project_ver, "1.8.4");
+        assert_eq!(Firmware::parse("2.2.6").unwrap().line, Line::L7);
+        assert_eq!(Firmware::current().line, Line::L8);
+    }
+
+    #[test]
+    fn everything_else_is_refused_with_the_supported_ranges() {
+        for (given, why) in [
+            ("1.8.3", "not a tag"),
+            ("2.0.0", "not a tag"),
+            ("1.6.6", "not a tag"),
+            ("3.0.0", "not a tag"),
+            ("2.4", "not a version"),
+            ("latest", "not a version"),
+            ("", "not a version"),
+            ("1.9.4-rc1", "not a version"),
+            ("99999.1.1", "not a version"),
+        ] {
+            let e = Firmware::parse(given).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains(why), "{given}: {text}");
+            assert!(
+                text.contains("1.7.5–1.9.1 (L3)") && text.contains("2.3.0–2.4.2 (L8)"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_switches_follow_the_lines() {
+        let l3 = Firmware::parse("1.8.9").unwrap();
+        let l4 = Firmware::parse("1.9.4").unwrap();
+        let l7 = Firmware::parse("2.2.6").unwrap();
+        assert_eq!(l3.call_path, CallPath::Thread);
+        assert_eq!(l4.call_path, CallPath::MainTaskSends);
+        assert_eq!(l7.call_path, CallPath::MainTaskSchedules);
+        assert_eq!(Firmware::parse("2.0.5").unwrap().call_path, CallPath::MainTaskSends);
+        assert_eq!(Firmware::parse("2.1.0").unwrap().call_path, CallPath::MainTaskSchedules);
+        assert!(!Firmware::parse("2.4.0").unwrap().board_manufacturer);
+        assert!(!l4.user_only_tools && l7.user_only_tools);
+        assert_eq!(l7.assets_tool, AssetsTool::WithAssetsPartition);
+        assert_eq!(Firmware::parse("2.0.1").unwrap().snapshot_tools, SnapshotTools::Always);
+        assert!(Firmware::parse("2.4.0").unwrap().glyph_push && !Firmware::parse("2.3.0").unwrap().glyph_push);
+    }
+}
