@@ -181,6 +181,15 @@ pub struct Firmware {
     pub glyph_push: bool,
     /// An incoming text message without a string `type` is ignored (2.4.0 onwards).
     pub untyped_messages_ignored: bool,
+    /// `Application::Reboot()` closes the channel and waits 1000 ms before `esp_restart` (2.x);
+    /// on 1.x it restarts at once.
+    pub reboot_closes_first: bool,
+    /// WebSocket text frames are parsed with their length (`cJSON_ParseWithLength`, 2.2.6
+    /// onwards); earlier tags parse them as C strings (a NUL byte ends the input).
+    pub ws_parse_with_length: bool,
+    /// A `tts` message whose `state` is not a string is ignored (2.4.0 onwards); earlier tags
+    /// dereference the missing string and panic.
+    pub tts_state_checked: bool,
     /// The ESP-IDF release the tag builds with (system info `application.idf_version`).
     pub idf_version: &'static str,
 }
@@ -235,16 +244,7 @@ impl Firmware {
             why,
         };
         let bare = given.strip_prefix('v').unwrap_or(given);
-        let well_formed = {
-            let (numbers, suffix) = bare.split_once('_').unwrap_or((bare, "0"));
-            let parts: Vec<&str> = numbers.split('.').collect();
-            parts.len() == 3
-                && parts
-                    .iter()
-                    .chain(std::iter::once(&suffix))
-                    .all(|p| !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()))
-        };
-        if !well_formed {
+        if version_key(bare).is_none() {
             return Err(refuse("is not a version (expected MAJOR.MINOR.PATCH, e.g. 1.9.4)"));
         }
         let &(tag, project_ver, line) = TAGS
@@ -290,6 +290,9 @@ impl Firmware {
             // d91d6824 (v2.4.2~16): v2.3.0 and v2.4.0 have no `manufacturer` yet.
             board_manufacturer: tag == "2.4.2",
             glyph_push: minor("2.4."),
+            reboot_closes_first: two,
+            ws_parse_with_length: line == Line::L8 || tag == "2.2.6",
+            tts_state_checked: minor("2.4."),
             untyped_messages_ignored: minor("2.4."),
             // The official CI images (`.github/workflows/build.yml`): release-v5.4 to 2.0.1,
             // release-v5.5 to 2.1.0, v5.5.2 for 2.2.x–2.3.0 (the recorder's v2.2.6 says so too);
@@ -308,6 +311,117 @@ impl Firmware {
     /// `2.4.2 (L8)`.
     pub fn label(&self) -> String {
         format!("{} ({})", self.tag, self.line.name())
+    }
+}
+
+/// One comparison of a version constraint: `>=2.0.1`, `<2.0.5`, `=2.2.6` (or a bare tag).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Comparison {
+    op: Op,
+    /// Index of the tag in the tag order.
+    at: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Lt,
+    Le,
+    Eq,
+    Ge,
+    Gt,
+}
+
+/// Which firmware versions something holds for: comparisons against modelled tags, all of which
+/// must hold (`[">=2.0.1"]`, `[">=1.9.2", "<2.0.0"]`). Versions compare in tag order; a bound
+/// may be any well-formed version (`<2.0.0` needs no tag 2.0.0).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Constraint {
+    text: String,
+    all: Vec<Comparison>,
+}
+
+impl Constraint {
+    /// Parses `[">=2.0.1", "<2.2.2"]`-style comparisons; the error says which one is wrong.
+    pub fn parse(items: &[String]) -> Result<Constraint, String> {
+        if items.is_empty() {
+            return Err("an empty firmware constraint matches nothing; leave it out instead".into());
+        }
+        let mut all = Vec::new();
+        for item in items {
+            let t = item.trim();
+            let (op, rest) = [
+                (">=", Op::Ge),
+                ("<=", Op::Le),
+                (">", Op::Gt),
+                ("<", Op::Lt),
+                ("=", Op::Eq),
+            ]
+            .iter()
+            .find_map(|(p, op)| t.strip_prefix(p).map(|r| (*op, r.trim())))
+            .unwrap_or((Op::Eq, t));
+            let key = version_key(rest).ok_or_else(|| {
+                format!("`{item}` is not a version comparison (e.g. \">=2.0.1\", \"<2.0.5\", \"1.9.4\")")
+            })?;
+            // Position of the bound among the tags: exact tags compare by index; other versions by
+            // where they would sort (`<2.0.0` = before 2.0.1).
+            let below = TAGS
+                .iter()
+                .filter(|(t, _, _)| version_key(t).is_some_and(|k| k < key))
+                .count();
+            let exact = TAGS.iter().position(|(t, _, _)| version_key(t) == Some(key));
+            let comparison = match (op, exact) {
+                (_, Some(at)) => Comparison { op, at },
+                (Op::Eq, None) => {
+                    return Err(format!(
+                        "`{item}`: {rest} is not a modelled tag; supported: {}",
+                        supported()
+                    ));
+                }
+                // No such tag: `>= x` = `>= first tag above`, `< x` = `< first tag above`, etc.
+                (Op::Ge | Op::Gt, None) => Comparison { op: Op::Ge, at: below },
+                (Op::Lt | Op::Le, None) => Comparison { op: Op::Lt, at: below },
+            };
+            all.push(comparison);
+        }
+        Ok(Constraint {
+            text: items.join(", "),
+            all,
+        })
+    }
+
+    /// Whether `firmware` meets every comparison.
+    pub fn matches(&self, firmware: &Firmware) -> bool {
+        let Some(i) = TAGS.iter().position(|(t, _, _)| *t == firmware.tag) else {
+            return false;
+        };
+        self.all.iter().all(|c| match c.op {
+            Op::Lt => i < c.at,
+            Op::Le => i <= c.at,
+            Op::Eq => i == c.at,
+            Op::Ge => i >= c.at,
+            Op::Gt => i > c.at,
+        })
+    }
+
+    /// The comparisons as written (`>=2.0.1, <2.2.2`).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// `1.9.2_2` → (1, 9, 2, 2); `2.4.2` → (2, 4, 2, 0); `None` when malformed.
+fn version_key(v: &str) -> Option<(u32, u32, u32, u32)> {
+    let v = v.strip_prefix('v').unwrap_or(v);
+    let (numbers, suffix) = v.split_once('_').unwrap_or((v, "0"));
+    let parts: Vec<&str> = numbers.split('.').collect();
+    let num = |p: &str| {
+        (!p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse().ok())
+            .flatten()
+    };
+    match parts.as_slice() {
+        [a, b, c] => Some((num(a)?, num(b)?, num(c)?, num(suffix)?)),
+        _ => None,
     }
 }
 
@@ -404,6 +518,23 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn constraints_compare_in_tag_order() {
+        let c = |items: &[&str]| Constraint::parse(&items.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let at = |t: &str| Firmware::parse(t).unwrap();
+        let two = c(&[">=2.0.1"]).unwrap();
+        assert!(two.matches(&at("2.0.1")) && two.matches(&at("2.4.2")) && !two.matches(&at("1.9.4")));
+        let below = c(&["<2.0.0"]).unwrap();
+        assert!(below.matches(&at("1.9.4")) && !below.matches(&at("2.0.1")));
+        let band = c(&[">=1.9.2", "<=1.9.4"]).unwrap();
+        assert!(band.matches(&at("1.9.2_2")) && !band.matches(&at("1.9.1")) && !band.matches(&at("2.0.1")));
+        assert!(c(&["1.8.9"]).unwrap().matches(&at("1.8.9")));
+        assert!(c(&[">2.2.6"]).unwrap().matches(&at("2.3.0")));
+        assert!(c(&["2.0.0"]).unwrap_err().contains("not a modelled tag"));
+        assert!(c(&[">=two"]).unwrap_err().contains("not a version comparison"));
+        assert!(c(&[]).is_err());
     }
 
     #[test]

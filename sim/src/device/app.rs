@@ -23,7 +23,7 @@ use crate::device::tools::Callback;
 use crate::device::upgrade::UpgradeStage;
 use crate::device::voice::{ListeningMode, Voice};
 use crate::device::{Core, Output, Receipt};
-use crate::firmware::CallPath;
+use crate::firmware::{CallPath, ThemeTool};
 use crate::hw::backlight::Backlight;
 use crate::hw::camera::Camera;
 use crate::hw::display::Display;
@@ -246,7 +246,13 @@ impl Running {
             .nvs
             .get_str(names::DISPLAY, names::THEME)
             .map(|t| String::from_utf8_lossy(t).into_owned());
-        let display = Display::new(&spec.display, core.faults.display_init_fails, stored_theme.as_deref());
+        let named = core.firmware.theme_tool == ThemeTool::Named;
+        let display = Display::new(
+            &spec.display,
+            core.faults.display_init_fails,
+            stored_theme.as_deref(),
+            named,
+        );
         let camera = spec
             .camera
             .as_ref()
@@ -530,6 +536,10 @@ impl Running {
             } => {
                 core.log(LogLevel::Info, "Application", || "Rebooting...");
                 core.emit(|| Event::RebootEntered);
+                if !core.firmware.reboot_closes_first {
+                    // 1.x `Reboot()`: `esp_restart()` at once; the socket dies with the chip.
+                    return Step::Restart(BootReason::EspRestart);
+                }
                 // Close the channel if open; destroying the protocol destroys the socket anyway:
                 // TCP is closed without a WebSocket close frame.
                 self.drop_socket(core, "reboot");

@@ -14,7 +14,7 @@ use crate::trace::{LogLevel, NvsValue};
 /// Whether a board uses the otto controller.
 pub(crate) fn needs_otto(spec: &BoardSpec) -> bool {
     spec.board_tools.iter().any(|t| match t {
-        BoardTool::Tool(t) => matches!(&t.behavior, Behavior::Builtin { name } if name.needs_otto()),
+        BoardTool::Tool(t) => matches!(&t.behavior, Behavior::Builtin { name, .. } if name.needs_otto()),
         BoardTool::Lamp { .. } => false,
     })
 }
@@ -25,6 +25,7 @@ impl Running {
         &mut self,
         core: &mut Core,
         name: Builtin,
+        motion: Option<&str>,
         arg: &dyn Fn(&str) -> Option<PropertyValue>,
     ) -> Callback {
         let int = |n: &str| arg(n).map_or(0, |v| v.as_int());
@@ -95,6 +96,20 @@ impl Running {
                             return Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true)));
                         }
                         Callback::Return(ReturnValue::Bool(true))
+                    }
+                    Builtin::OttoMotion => {
+                        let motion = motion.unwrap_or_default();
+                        match otto::motion_item_v1(
+                            motion.as_bytes(),
+                            int("steps"),
+                            int("speed"),
+                            int("direction"),
+                            int("amount"),
+                            int("arm_swing"),
+                        ) {
+                            Some(item) => Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true))),
+                            None => Callback::Throw(format!("unknown motion {motion}").into_bytes()),
+                        }
                     }
                     Builtin::OttoAction => {
                         let action = bytes("action");

@@ -109,11 +109,19 @@ impl WsLink {
     }
 }
 
-/// `WebsocketProtocol::GetHelloMessage` (cJSON, key order as built).
-pub fn device_hello(version: i32, font: Option<&TextFontSpec>) -> Vec<u8> {
+/// `WebsocketProtocol::GetHelloMessage` (cJSON, key order as built). `glyph_push`: the 2.4.0
+/// features (`glyph_push`, `text_font`); earlier tags send `"features":{"mcp":true}` alone.
+pub fn device_hello(version: i32, font: Option<&TextFontSpec>, glyph_push: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"{\"type\":\"hello\",\"version\":");
     cjson::write_int(&mut out, version);
+    if !glyph_push {
+        out.extend_from_slice(b",\"features\":{\"mcp\":true}");
+        out.extend_from_slice(
+            b",\"transport\":\"websocket\",\"audio_params\":{\"format\":\"opus\",\"sample_rate\":16000,\"channels\":1,\"frame_duration\":60}}",
+        );
+        return out;
+    }
     out.extend_from_slice(b",\"features\":{\"mcp\":true,\"glyph_push\":");
     out.extend_from_slice(if font.is_some() { b"true" } else { b"false" });
     out.push(b'}');
@@ -349,7 +357,7 @@ impl Running {
                     self.set_state(core, DeviceState::Idle);
                     return Step::Done;
                 }
-                let hello = device_hello(ws.version, font.as_ref());
+                let hello = device_hello(ws.version, font.as_ref(), core.firmware.glyph_push);
                 core.push_output(Output::WsText { text: hello, at: now });
                 Step::Block(
                     timeout,
@@ -511,8 +519,13 @@ mod tests {
             bpp: 1,
         };
         assert_eq!(
-            String::from_utf8(device_hello(1, Some(&font))).unwrap(),
+            String::from_utf8(device_hello(1, Some(&font), true)).unwrap(),
             r#"{"type":"hello","version":1,"features":{"mcp":true,"glyph_push":true},"text_font":{"bundle":"b","charset":"basic","size":14,"bpp":1},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#
+        );
+        // v1.8.0–v2.3.0 (websocket_protocol.cc of those tags): no glyph features, font or not.
+        assert_eq!(
+            String::from_utf8(device_hello(1, Some(&font), false)).unwrap(),
+            r#"{"type":"hello","version":1,"features":{"mcp":true},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#
         );
     }
 

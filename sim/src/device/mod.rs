@@ -730,7 +730,12 @@ impl Device {
         let limits = Limits {
             heap_bytes: Some(self.core.spec.target.free_heap),
         };
-        let outcome = match self.parser.parse(frame, Terminator::Length, limits) {
+        let terminator = if self.core.firmware.ws_parse_with_length {
+            Terminator::Length
+        } else {
+            Terminator::Nul
+        };
+        let outcome = match self.parser.parse(frame, terminator, limits) {
             Err(_) => {
                 let shown = String::from_utf8_lossy(frame).into_owned();
                 self.core

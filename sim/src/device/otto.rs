@@ -219,6 +219,25 @@ pub(crate) fn action_item(
     }
 }
 
+/// The queue item of a pre-2.0.5 per-move tool (`QueueAction(type, steps, speed, direction,
+/// amount)` of `otto_controller.cc` at v1.7.5–v2.0.1): as [`action_item`], except that the hand
+/// moves always take `(1, speed, direction, 0)`.
+pub(crate) fn motion_item_v1(
+    name: &[u8],
+    steps: i32,
+    speed: i32,
+    direction: i32,
+    amount: i32,
+    arm_swing: i32,
+) -> Option<Item> {
+    match name {
+        b"hand_wave" => Some(Item::new(kind::HAND_WAVE, 1, speed, direction, 0)),
+        b"walk" | b"turn" | b"jump" | b"swing" | b"moonwalk" | b"bend" | b"shake_leg" | b"updown" | b"hands_up"
+        | b"hands_down" => action_item(name, steps, speed, direction, amount, arm_swing),
+        _ => None,
+    }
+}
+
 /// The controller's volatile state.
 #[derive(Clone, Debug)]
 pub(crate) struct Otto {

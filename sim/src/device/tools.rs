@@ -48,6 +48,10 @@ impl Running {
     /// name was found, or the NVS error that aborts.
     pub(super) fn apply_theme(&mut self, core: &mut Core, name: &[u8]) -> Result<bool, EspErr> {
         let Some(theme) = self.display.set_theme(name) else {
+            if self.display.is_named() {
+                let shown = String::from_utf8_lossy(name).into_owned();
+                core.log(LogLevel::Error, "LcdDisplay", || format!("Invalid theme name: {shown}"));
+            }
             return Ok(false);
         };
         core.emit(|| Event::ThemeApplied { theme: theme.clone() });
@@ -101,11 +105,19 @@ impl Running {
                     Some(e) => panic(e),
                 }
             }
+            // 1.x ignores what `SetTheme` did and answers `true`.
             ToolAction::SetTheme => match self.apply_theme(core, arg(0).as_bytes()) {
-                Ok(found) => Callback::Return(ReturnValue::Bool(found)),
+                Ok(found) => Callback::Return(ReturnValue::Bool(found || self.display.is_named())),
                 Err(e) => panic(e),
             },
-            ToolAction::TakePhoto => self.take_photo(core, arg(0).as_bytes()),
+            ToolAction::TakePhoto => {
+                let outcome = self.take_photo(core, arg(0).as_bytes());
+                if core.firmware.camera_failures_thrown {
+                    outcome
+                } else {
+                    failures_as_text(outcome)
+                }
+            }
             ToolAction::LampGetState { gpio } => {
                 let on = self.gpio_flags.get(&gpio).copied().unwrap_or(false);
                 Callback::Return(ReturnValue::Text(
@@ -304,8 +316,24 @@ impl Running {
                 ReturnSpec::Int(i) => ReturnValue::Int(*i),
                 ReturnSpec::Text(s) => ReturnValue::Text(s.as_bytes().to_vec()),
             }),
-            Behavior::Builtin { name } => self.builtin(core, *name, &arg_named),
+            Behavior::Builtin { name, motion } => self.builtin(core, *name, motion.as_deref(), &arg_named),
         }
+    }
+}
+
+/// 1.x `take_photo` / `Esp32Camera::Explain` return their failures as ordinary text,
+/// `{"success": false, "message": "…"}`, instead of throwing.
+fn failures_as_text(outcome: Callback) -> Callback {
+    let text = |message: Vec<u8>| {
+        let mut t = b"{\"success\": false, \"message\": \"".to_vec();
+        t.extend_from_slice(&message);
+        t.extend_from_slice(b"\"}");
+        ReturnValue::Text(t)
+    };
+    match outcome {
+        Callback::Throw(message) => Callback::Return(text(message)),
+        Callback::Blocked(d, Err(message)) => Callback::Blocked(d, Ok(text(message))),
+        other => other,
     }
 }
 

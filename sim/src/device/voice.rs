@@ -402,6 +402,13 @@ impl Running {
         match kind {
             b"tts" => {
                 let Some(state) = root.get(b"state").and_then(|s| s.c_string()) else {
+                    if !core.firmware.tts_state_checked {
+                        // Before 2.4.0: `strcmp(state->valuestring, …)` on a missing string.
+                        core.emit(|| Event::Panicked {
+                            reason: "LoadProhibited: tts without a string state".into(),
+                        });
+                        self.abort_pending = true;
+                    }
                     return;
                 };
                 match state {

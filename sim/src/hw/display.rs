@@ -15,13 +15,33 @@ pub struct Display {
     themes: Vec<String>,
     current: Option<String>,
     persist_theme: bool,
+    named: bool,
 }
 
 impl Display {
+    /// 1.x `LcdDisplay::SetTheme`: `dark`/`DARK`/`light`/`LIGHT` switch the colours and are
+    /// kept as given (so a status can report `LIGHT`); any other name changes nothing.
+    fn set_theme_named(&mut self, name: &[u8]) -> Option<String> {
+        if self.kind != DisplayKind::Lcd || !matches!(name, b"dark" | b"DARK" | b"light" | b"LIGHT") {
+            return None;
+        }
+        let name = String::from_utf8_lossy(name).into_owned();
+        self.current = Some(name.clone());
+        Some(name)
+    }
+
+    /// The display keeps a theme *name* (1.x), not registered theme objects.
+    pub fn is_named(&self) -> bool {
+        self.named
+    }
+
     /// Constructs the board's display. `init_failed` models an OLED panel that does not answer:
     /// the board falls back to `NoDisplay` (no themes, not an LVGL display, 0×0).
     /// `stored_theme` is NVS `display/theme` for LCD boards.
-    pub fn new(spec: &DisplaySpec, init_failed: bool, stored_theme: Option<&str>) -> Self {
+    ///
+    /// `named` is the 1.x theme model (`Display::current_theme_name_`, a string): only the LCD
+    /// display has a theme name, loaded from NVS verbatim (default `light`); OLEDs have none.
+    pub fn new(spec: &DisplaySpec, init_failed: bool, stored_theme: Option<&str>, named: bool) -> Self {
         if spec.kind == DisplayKind::None || init_failed {
             return Display {
                 kind: DisplayKind::None,
@@ -30,9 +50,17 @@ impl Display {
                 themes: Vec::new(),
                 current: None,
                 persist_theme: false,
+                named,
             };
         }
-        let current = if spec.persist_theme {
+        let current = if named {
+            (spec.kind == DisplayKind::Lcd).then(|| {
+                stored_theme
+                    .map(str::to_string)
+                    .or_else(|| spec.default_theme.clone())
+                    .unwrap_or_else(|| "light".into())
+            })
+        } else if spec.persist_theme {
             stored_theme
                 .filter(|t| spec.themes.iter().any(|x| x == t))
                 .map(str::to_string)
@@ -46,7 +74,8 @@ impl Display {
             height: spec.height,
             themes: spec.themes.clone(),
             current,
-            persist_theme: spec.persist_theme,
+            persist_theme: spec.persist_theme || (named && spec.kind == DisplayKind::Lcd),
+            named,
         }
     }
 
@@ -83,6 +112,9 @@ impl Display {
     /// Returns `None` for an unknown name; otherwise the theme applied. OLED displays re-apply
     /// their font but keep the current theme.
     pub fn set_theme(&mut self, name: &[u8]) -> Option<String> {
+        if self.named {
+            return self.set_theme_named(name);
+        }
         let theme = self.themes.iter().find(|t| t.as_bytes() == name)?.clone();
         if self.kind == DisplayKind::Lcd {
             self.current = Some(theme.clone());

@@ -14,9 +14,15 @@ use serde::Deserialize;
 
 use crate::firmware::Firmware;
 pub use crate::firmware::FirmwareSpec;
+
 use crate::mcp::property::{Property, PropertyError, PropertyType, PropertyValue};
 use crate::spec::{self, SpecError};
 use crate::time::TickRate;
+
+pub mod builtin;
+pub mod by_firmware;
+pub use builtin::{Builtin, MOTIONS};
+pub use by_firmware::FirmwareOverride;
 
 /// A validated board description.
 #[derive(Clone, Debug, Deserialize)]
@@ -65,6 +71,12 @@ pub struct BoardSpec {
     /// The built-in font the device hello advertises (`text_font`); default from the display.
     #[serde(default)]
     pub text_font: Option<TextFontSpec>,
+    /// Facts that differ by firmware version ([`by_firmware::FirmwareOverride`]).
+    #[serde(default)]
+    pub by_firmware: Vec<FirmwareOverride>,
+    /// The facts as the file states them, before a `by_firmware` entry replaced any.
+    #[serde(skip)]
+    base: Option<std::sync::Arc<by_firmware::BaseFacts>>,
 }
 
 /// The board's built-in font as the hello advertises it.
@@ -444,76 +456,10 @@ pub enum Behavior {
     Builtin {
         /// Which built-in behaviour.
         name: Builtin,
+        /// The movement `otto.motion` queues (the pre-2.0.5 controller's one tool per move).
+        #[serde(default)]
+        motion: Option<String>,
     },
-}
-
-/// A built-in tool behaviour a board file can name (`behavior: {builtin: {name: …}}`) where a
-/// callback does more than data can say (otto-robot's servo controller). The tool's texts and
-/// schema still come from the board file; `device::builtin` implements each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Builtin {
-    /// `self.otto.action`: queue a named movement.
-    OttoAction,
-    /// `self.otto.servo_sequences`: queue AI-written servo sequences.
-    OttoServoSequences,
-    /// `self.otto.stop`: stop all movement and return home.
-    OttoStop,
-    /// `self.otto.set_trim`: set and persist one servo's trim.
-    OttoSetTrim,
-    /// `self.otto.get_trims`: report the servo trims.
-    OttoGetTrims,
-    /// `self.otto.get_status`: `moving` or `idle`.
-    OttoGetStatus,
-    /// `self.battery.get_level`: battery level and charging state.
-    BatteryGetLevel,
-    /// `self.otto.get_ip`: the Wi-Fi IP address.
-    OttoGetIp,
-}
-
-impl Builtin {
-    /// Every built-in behaviour, in the order error messages list them.
-    pub const ALL: [Builtin; 8] = [
-        Builtin::OttoAction,
-        Builtin::OttoServoSequences,
-        Builtin::OttoStop,
-        Builtin::OttoSetTrim,
-        Builtin::OttoGetTrims,
-        Builtin::OttoGetStatus,
-        Builtin::BatteryGetLevel,
-        Builtin::OttoGetIp,
-    ];
-
-    /// The name a board file writes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Builtin::OttoAction => "otto.action",
-            Builtin::OttoServoSequences => "otto.servo_sequences",
-            Builtin::OttoStop => "otto.stop",
-            Builtin::OttoSetTrim => "otto.set_trim",
-            Builtin::OttoGetTrims => "otto.get_trims",
-            Builtin::OttoGetStatus => "otto.get_status",
-            Builtin::BatteryGetLevel => "battery.get_level",
-            Builtin::OttoGetIp => "otto.get_ip",
-        }
-    }
-
-    /// Behaviours that need the otto controller (its action queue and trims) on the board.
-    pub fn needs_otto(self) -> bool {
-        self.name().starts_with("otto.")
-    }
-}
-
-impl<'de> Deserialize<'de> for Builtin {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Builtin, D::Error> {
-        let name = String::deserialize(d)?;
-        Builtin::ALL.into_iter().find(|b| b.name() == name).ok_or_else(|| {
-            let known: Vec<&str> = Builtin::ALL.iter().map(|b| b.name()).collect();
-            serde::de::Error::custom(format!(
-                "unknown built-in behaviour `{name}`; known: {}",
-                known.join(", ")
-            ))
-        })
-    }
 }
 
 impl Behavior {
@@ -654,8 +600,18 @@ pub struct BatterySpec {
 impl BoardSpec {
     /// Parses and validates a board file's text; `origin` names the file in errors.
     pub fn from_yaml(origin: &str, text: &str) -> Result<BoardSpec, SpecError> {
-        let spec: BoardSpec = spec::from_yaml(origin, text)?;
-        spec.validate().map_err(|(field, message)| {
+        let mut spec: BoardSpec = spec::from_yaml(origin, text)?;
+        let checked = spec
+            .validate()
+            .and_then(|()| spec.resolve_by_firmware())
+            .and_then(|()| {
+                spec.override_variants().iter().try_for_each(|(i, variant)| {
+                    variant
+                        .validate()
+                        .map_err(|(field, message)| (format!("by_firmware[{i}].{field}"), message))
+                })
+            });
+        checked.map_err(|(field, message)| {
             let (line, column) = spec::find_field(text, &field);
             SpecError::Invalid {
                 origin: origin.to_string(),
@@ -679,6 +635,8 @@ impl BoardSpec {
         let firmware = Firmware::parse(version)?;
         let mut spec = self.clone();
         spec.firmware.version = firmware.tag.to_string();
+        // Constraints were checked when the file was loaded.
+        let _ = spec.resolve_by_firmware();
         Ok(spec)
     }
 
@@ -835,7 +793,22 @@ impl BoardSpec {
                             }
                         }
                         Behavior::Returns { .. } => {}
-                        Behavior::Builtin { .. } => {}
+                        Behavior::Builtin { name, motion } => {
+                            if (*name == Builtin::OttoMotion) != motion.is_some() {
+                                return Err((
+                                    at("behavior.builtin"),
+                                    "`motion` goes with `otto.motion` and only with it".into(),
+                                ));
+                            }
+                            if let Some(m) = motion
+                                && !MOTIONS.contains(&m.as_str())
+                            {
+                                return Err((
+                                    at("behavior.builtin.motion"),
+                                    format!("unknown motion `{m}`; known: {}", MOTIONS.join(", ")),
+                                ));
+                            }
+                        }
                     }
                 }
             }
