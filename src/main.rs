@@ -8,6 +8,7 @@ mod boards;
 mod cmd;
 mod junit;
 mod live;
+mod matrix;
 mod ota;
 mod scenarios;
 mod server;

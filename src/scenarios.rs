@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
+use xiaozhi_sim::firmware::Firmware;
 use xiaozhi_sim::scenario::ScenarioSpec;
 use xiaozhi_sim::scenario::record::ScenarioReport;
 use xiaozhi_sim::scenario::runner::{self, Evidence, Resources, RunOptions};
@@ -43,6 +44,7 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 /// A scenario ready to run: parsed, its board resolved, checked against the board's tools.
+#[derive(Clone)]
 pub struct Loaded {
     pub path: PathBuf,
     pub origin: String,
@@ -93,6 +95,33 @@ pub fn load(path: &Path) -> Result<Loaded> {
         board,
         text,
     })
+}
+
+/// A scenario's `firmware:` premise must hold somewhere: on its board's own version when no
+/// `--firmware` is given, else on at least one listed version (`file:line:col`, exit 2).
+pub fn check_premise(l: &Loaded, versions: &[Firmware]) -> Result<()> {
+    let Some(c) = l.spec.firmware_constraint() else {
+        return Ok(());
+    };
+    let own = [l.board.firmware()];
+    let candidates = if versions.is_empty() { &own[..] } else { versions };
+    if candidates.iter().any(|f| c.matches(f)) {
+        return Ok(());
+    }
+    let (line, column) = xiaozhi_sim::spec::find_field(&l.text, "firmware");
+    let listed: Vec<&str> = candidates.iter().map(|f| f.tag).collect();
+    Err(SpecError::Invalid {
+        origin: l.origin.clone(),
+        line,
+        column,
+        field: "firmware".into(),
+        message: format!(
+            "the premise needs firmware {}, which no version run here meets ({})",
+            c.text(),
+            listed.join(", ")
+        ),
+    }
+    .into())
 }
 
 fn resolve_board(scenario: &Path, board: &str) -> Result<Arc<BoardSpec>> {

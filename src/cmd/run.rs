@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+use xiaozhi_sim::backend::spec::BackendSpec;
+use xiaozhi_sim::firmware::Firmware;
+
 use crate::args::parse_std_duration;
+use crate::matrix::{self, Cell, Matrix, Row};
 use crate::scenarios::{self, Loaded};
 
 /// Run scenario files and print their acceptance records and checks.
@@ -49,6 +53,14 @@ pub struct Args {
     /// With --wire: the backend personality (name or YAML file).
     #[arg(long, default_value = "xinnan-py", requires = "wire")]
     pub personality: String,
+    /// Firmware versions to run on, comma-separated (e.g. 1.8.9,1.9.4,2.2.6,2.4.2): one version
+    /// overrides the boards' own; several print the version matrix (scenario × version: pass,
+    /// FAIL, n/a) and, for each cell that differs from the newest listed, the reason. With
+    /// --json the matrix is written as data. Exit status 1 only when a scenario fails on the
+    /// newest listed version. A scenario whose `firmware:` premise no listed version meets is an
+    /// error (exit 2), except that a one-version run skips such scenarios found in directories.
+    #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
+    pub firmware: Vec<String>,
     /// With --wire: give up on a scenario after this long (real time).
     #[arg(long, value_parser = parse_std_duration, default_value = "60s", requires = "wire")]
     pub limit: Duration,
@@ -65,9 +77,30 @@ pub fn run(opts: &Args) -> Result<bool> {
         personality: &opts.personality,
         limit: opts.limit,
     });
+    let versions = firmware_list(&opts.firmware)?;
+    if versions.len() > 1 && (opts.junit.is_some() || opts.out.is_some()) {
+        anyhow::bail!("--junit and --out take one firmware version at a time (a matrix run writes --json)");
+    }
     let files = scenarios::collect(&opts.paths)?;
     // Load everything first: a broken file stops the run before anything is reported.
     let mut loaded: Vec<Loaded> = files.iter().map(|f| scenarios::load(f)).collect::<Result<_>>()?;
+    for l in &loaded {
+        // A scenario named on the command line (or any, in a matrix) whose premise holds on no
+        // version run here is a mistake; one found in a directory is skipped as not applicable.
+        let named = opts.paths.iter().any(|p| p == &l.path);
+        if named || versions.len() != 1 {
+            scenarios::check_premise(l, &versions)?;
+        }
+    }
+    let mut not_applicable = 0;
+    if let [only] = versions.as_slice() {
+        let before = loaded.len();
+        loaded.retain(|l| l.spec.firmware_constraint().is_none_or(|c| c.matches(only)));
+        not_applicable = before - loaded.len();
+        for l in &mut loaded {
+            l.board = std::sync::Arc::new(l.board.with_firmware(only.tag)?);
+        }
+    }
     let mut skipped = 0;
     let personality = match &wire {
         Some(w) => {
@@ -94,6 +127,9 @@ pub fn run(opts: &Args) -> Result<bool> {
         }
         None => None,
     };
+    if versions.len() > 1 {
+        return run_matrix(opts, &loaded, &versions, wire.as_ref(), personality.as_ref());
+    }
     let mut reports = Vec::new();
     let mut all_passed = true;
     for l in &loaded {
@@ -118,13 +154,14 @@ pub fn run(opts: &Args) -> Result<bool> {
         if !report.passed {
             all_passed = false;
             eprintln!(
-                "FAILED: {} ({} of {} checks failed). Reproduce with: xiaozhi-twin run {}{} --seed {}",
+                "FAILED: {} ({} of {} checks failed). Reproduce with: xiaozhi-twin run {}{}{} --seed {}",
                 l.spec.name,
                 report.failed_checks().count(),
                 report.checks.len(),
                 l.origin,
                 wire.as_ref()
                     .map_or(String::new(), |w| format!(" --wire --personality {}", w.personality)),
+                versions.first().map_or(String::new(), |f| format!(" --firmware {}", f.tag)),
                 report.seed
             );
         }
@@ -152,6 +189,83 @@ pub fn run(opts: &Args) -> Result<bool> {
     } else {
         String::new()
     };
+    let skipped = if not_applicable > 0 {
+        format!("{skipped}, {not_applicable} not applicable on {}", versions[0].tag)
+    } else {
+        skipped
+    };
     println!("{passed}/{} scenarios passed ({checks} checks){skipped}", reports.len());
     Ok(all_passed)
+}
+
+/// `--firmware` values as modelled versions (duplicates refused).
+fn firmware_list(given: &[String]) -> Result<Vec<Firmware>> {
+    let mut out: Vec<Firmware> = Vec::new();
+    for v in given {
+        let f = Firmware::parse(v.trim())?;
+        if out.iter().any(|o| o.tag == f.tag) {
+            anyhow::bail!("--firmware lists {} twice", f.tag);
+        }
+        out.push(f);
+    }
+    Ok(out)
+}
+
+/// Every scenario on every version: the matrix.
+fn run_matrix(
+    opts: &Args,
+    loaded: &[Loaded],
+    versions: &[Firmware],
+    wire: Option<&Wire<'_>>,
+    personality: Option<&BackendSpec>,
+) -> Result<bool> {
+    let reference = (0..versions.len())
+        .max_by_key(|&i| xiaozhi_sim::firmware::tags().position(|t| t == versions[i].tag))
+        .unwrap_or(0);
+    let mut rows = Vec::new();
+    let mut reference_failed = false;
+    for l in loaded {
+        let mut cells = Vec::new();
+        for (i, fw) in versions.iter().enumerate() {
+            if let Some(c) = l.spec.firmware_constraint().filter(|c| !c.matches(fw)) {
+                cells.push(Cell::NotApplicable {
+                    needs: c.text().to_string(),
+                });
+                continue;
+            }
+            let mut on = l.clone();
+            on.board = std::sync::Arc::new(l.board.with_firmware(fw.tag)?);
+            let report = match (wire, personality) {
+                (Some(w), Some(p)) => {
+                    let mut result = crate::wire::run_one(&on, p.clone(), opts.seed, w.limit, false)?;
+                    crate::wire::require_completion(&mut result, w.limit);
+                    result.report
+                }
+                _ => scenarios::run_one(&on, opts.seed, false).0,
+            };
+            if report.passed {
+                cells.push(Cell::Pass);
+            } else {
+                reference_failed |= i == reference;
+                cells.push(Cell::Fail {
+                    reason: matrix::reason(&report, fw),
+                });
+            }
+        }
+        rows.push(Row {
+            scenario: l
+                .path
+                .file_stem()
+                .map_or_else(|| l.origin.clone(), |s| s.to_string_lossy().into_owned()),
+            file: l.origin.clone(),
+            cells,
+        });
+    }
+    let matrix = Matrix::new(versions.iter().map(|f| f.tag.to_string()).collect(), reference, rows);
+    print!("{}", matrix.to_text());
+    if let Some(path) = &opts.json {
+        let text = serde_json::to_string_pretty(&matrix)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the matrix", path.display()))?;
+    }
+    Ok(!reference_failed)
 }

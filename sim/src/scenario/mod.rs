@@ -57,6 +57,10 @@ pub struct ScenarioSpec {
     /// Seed of the device identity; `--seed` overrides it.
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Where the scenario's premise holds: version comparisons that must all hold
+    /// (`[">=2.0.1"]`); on other versions a matrix run reports it as not applicable.
+    #[serde(default)]
+    pub firmware: Option<Vec<String>>,
     /// The environment (defaults: the conformance world with a quiet room).
     #[serde(default)]
     pub world: Option<WorldSpec>,
@@ -485,6 +489,13 @@ impl ScenarioSpec {
         }
     }
 
+    /// The scenario's `firmware:` constraint (already validated), if it states one.
+    pub fn firmware_constraint(&self) -> Option<crate::firmware::Constraint> {
+        self.firmware
+            .as_deref()
+            .and_then(|c| crate::firmware::Constraint::parse(c).ok())
+    }
+
     /// Parses a scenario and reports every problem found (in file order, at most
     /// [`spec::MAX_ERRORS`]). The scenario is what could be read around the mistakes (for more
     /// checks, e.g. [`ScenarioSpec::check_against`]); it must not be run when there are errors.
@@ -500,6 +511,16 @@ impl ScenarioSpec {
     /// Rules serde cannot say: exactly one of `set`/`clear`, `tone` or `wav`.
     fn validate(&self, origin: &str, text: &str) -> Vec<SpecError> {
         let mut errors = Vec::new();
+        if let Some(Err(message)) = self.firmware.as_deref().map(crate::firmware::Constraint::parse) {
+            let (line, column) = spec::find_field(text, "firmware");
+            errors.push(SpecError::Invalid {
+                origin: origin.into(),
+                line,
+                column,
+                field: "firmware".into(),
+                message,
+            });
+        }
         for (i, f) in self.faults.iter().enumerate() {
             if f.set.is_some() == f.clear.is_some() {
                 let (line, column) = spec::find_field(text, &format!("faults[{i}]"));
