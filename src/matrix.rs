@@ -143,10 +143,7 @@ pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
         return "passed".into();
     };
     if let Some(tool) = check.what.strip_prefix("list contains ") {
-        return format!(
-            "`{tool}` is not listed — {}",
-            why_absent(tool.trim(), firmware)
-        );
+        return format!("`{tool}` is not listed — {}", why_absent(tool.trim(), firmware));
     }
     let replies = report
         .steps
@@ -166,9 +163,9 @@ pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
         );
     }
     let why = match firmware.call_path {
-        CallPath::MainTaskSends if check.what.starts_with("no reply") => Some(
-            "the reply is sent from the main task at once, before the reboot or upgrade it queued runs",
-        ),
+        CallPath::MainTaskSends if check.what.starts_with("no reply") => {
+            Some("the reply is sent from the main task at once, before the reboot or upgrade it queued runs")
+        }
         CallPath::MainTaskSends if mentions_order(&seen) => {
             Some("the tool's reply is sent from inside its main-task task, so replies leave in arrival order")
         }
@@ -209,7 +206,10 @@ fn why_absent(tool: &str, firmware: &Firmware) -> String {
     if tool == wire::TOOL_SET_THEME && firmware.theme_tool == ThemeTool::Named {
         return "1.x registers it only on a display with a theme name (LCD), not on OLEDs".into();
     }
-    format!("the board's tools on {} do not include it (its board file differs by version)", firmware.label())
+    format!(
+        "the board's tools on {} do not include it (its board file differs by version)",
+        firmware.label()
+    )
 }
 
 fn mentions_order(text: &str) -> bool {
@@ -260,7 +260,10 @@ mod tests {
         let m = Matrix::new(vec!["1.9.4".into(), "2.4.2".into()], 1, rows);
         assert_eq!(m.reference, "2.4.2");
         assert_eq!(m.changes.len(), 1);
-        assert_eq!((m.changes[0].scenario.as_str(), m.changes[0].reason.as_str()), ("a", "x"));
+        assert_eq!(
+            (m.changes[0].scenario.as_str(), m.changes[0].reason.as_str()),
+            ("a", "x")
+        );
         let text = m.to_text();
         assert!(text.contains("a on 1.9.4: x"), "{text}");
         assert!(text.contains("FAIL") && text.contains("pass"), "{text}");
@@ -269,7 +272,10 @@ mod tests {
     #[test]
     fn unknown_tools_are_explained_by_the_switch_that_removes_them() {
         let fw = Firmware::parse("1.9.4").unwrap();
-        assert_eq!(why_absent(wire::TOOL_REBOOT, &fw), "this version has no user-only tools");
+        assert_eq!(
+            why_absent(wire::TOOL_REBOOT, &fw),
+            "this version has no user-only tools"
+        );
         assert!(why_absent(wire::TOOL_SET_THEME, &fw).contains("theme name"));
         assert_eq!(
             quoted_after(r#"error "Unknown tool: self.reboot" was"#, wire::ERR_UNKNOWN_TOOL).as_deref(),

@@ -543,11 +543,11 @@ fn a_scenario_runs_through_the_backend_process_against_a_connecting_device() {
         )),
         "{out}"
     );
-    assert!(out.contains("pass  step 2 (line 11): no reply within 30s — no reply: the connection ended (tcp_closed_without_close_frame)"), "{out}");
-    assert!(out.contains("pass  step 2 (line 11): event device_rebooted — connection 1 ended (tcp_closed_without_close_frame); connection 2 opened"), "{out}");
-    assert!(out.contains("pass  step 3 (line 15): readback is 10 — got 10"), "{out}");
+    assert!(out.contains("pass  step 2 (line 12): no reply within 30s — no reply: the connection ended (tcp_closed_without_close_frame)"), "{out}");
+    assert!(out.contains("pass  step 2 (line 12): event device_rebooted — connection 1 ended (tcp_closed_without_close_frame); connection 2 opened"), "{out}");
+    assert!(out.contains("pass  step 3 (line 16): readback is 10 — got 10"), "{out}");
     assert!(
-        out.contains("not judged over the wire: step 2 (line 11): event reply_dropped"),
+        out.contains("not judged over the wire: step 2 (line 12): event reply_dropped"),
         "{out}"
     );
     assert!(out.contains("INCOMPLETE: no measured effect"), "{out}");
@@ -576,7 +576,7 @@ fn a_scenario_over_the_wire_fails_where_the_backend_personality_differs() {
     let (code, out, err) = finish(child, Duration::from_secs(20));
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(start.elapsed() < Duration::from_secs(15));
-    assert!(out.contains("FAIL  step 2 (line 11): no reply within 30s — no traffic: self.reboot is not among the tools this backend registered; spoken to the user as \"工具 self_reboot 不存在\" (not handed to the LLM)"), "{out}");
+    assert!(out.contains("FAIL  step 2 (line 12): no reply within 30s — no traffic: self.reboot is not among the tools this backend registered; spoken to the user as \"工具 self_reboot 不存在\" (not handed to the LLM)"), "{out}");
     assert!(
         out.contains("FAIL  step 0 (line 0): every step ran over the wire — time limit 4s reached"),
         "{out}"

@@ -189,3 +189,44 @@ fn a_panic_closes_the_socket_and_the_backend_sees_the_connection_end() {
     );
     assert!(lb.session().is_none(), "nothing is left connected after the panic");
 }
+
+/// The same pairing with the board running another firmware tag.
+fn pair_on(board_yaml: &str, firmware: &str, personality: &str) -> Loopback {
+    let spec = BoardSpec::from_yaml("b.yaml", board_yaml)
+        .unwrap()
+        .with_firmware(firmware)
+        .unwrap();
+    let yaml = board_yaml.replace("version: 2.4.2", &format!("version: {}", spec.firmware.version));
+    assert!(
+        yaml.contains(&format!("version: {firmware}")),
+        "the board file names its version"
+    );
+    pair_with(&yaml, BackendSpec::shipped(personality).unwrap())
+}
+
+/// What the real backends meet on a 1.9.4 device (FIRMWARE-VERSIONS.md L4): every personality
+/// still discovers (the hello has no glyph features, nothing else changes for them), xinnan-py
+/// sees 5 tools instead of 6 (no set_theme on the 1.x OLED), and cloud-gateway's
+/// `withUserTools` finds nothing extra — a reboot it is asked for is not in its list at all.
+#[test]
+fn on_1_9_4_the_backends_see_the_1_x_catalogue() {
+    for (name, _) in xiaozhi_sim::backend::spec::SHIPPED {
+        for fw in ["1.9.4", "1.8.9"] {
+            let lb = pair_on(BREAD, fw, name);
+            let r = &lb.reports()[0];
+            assert_eq!(r.phase, Phase::Ready, "{name} on {fw}");
+            assert_eq!(r.tools.len(), 5, "{name} on {fw}: {:?}", r.tools);
+        }
+    }
+    let lb = pair_on(BREAD, "2.4.2", "xinnan-py");
+    assert_eq!(lb.reports()[0].tools.len(), 6, "2.4.2: set_theme too");
+    let mut lb = pair_on(BREAD, "1.9.4", "cloud-gateway");
+    assert!(!lb.reports()[0].tools.iter().any(|t| t.name == "self.reboot"));
+    lb.call("self.reboot", json!({}));
+    let t = lb.now();
+    lb.run_until(t + SimDuration::from_secs(10)).expect("comes to rest");
+    let r = lb.reports().pop().unwrap();
+    let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
+    assert_eq!(call.outcome, Outcome::Error);
+    assert_eq!(lb.device.boots(), 1, "nothing reboots");
+}

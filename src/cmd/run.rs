@@ -161,7 +161,9 @@ pub fn run(opts: &Args) -> Result<bool> {
                 l.origin,
                 wire.as_ref()
                     .map_or(String::new(), |w| format!(" --wire --personality {}", w.personality)),
-                versions.first().map_or(String::new(), |f| format!(" --firmware {}", f.tag)),
+                versions
+                    .first()
+                    .map_or(String::new(), |f| format!(" --firmware {}", f.tag)),
                 report.seed
             );
         }
@@ -178,6 +180,10 @@ pub fn run(opts: &Args) -> Result<bool> {
                 w.personality
             ),
             None => "xiaozhi-twin run {file} --seed {seed}".to_string(),
+        };
+        let command = match versions.first() {
+            Some(f) => command.replace(" --seed", &format!(" --firmware {} --seed", f.tag)),
+            None => command,
         };
         let xml = crate::junit::document(&reports, &command)?;
         std::fs::write(path, xml).with_context(|| format!("{}: cannot write the JUnit file", path.display()))?;
