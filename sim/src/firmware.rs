@@ -190,6 +190,9 @@ pub struct Firmware {
     /// A `tts` message whose `state` is not a string is ignored (2.4.0 onwards); earlier tags
     /// dereference the missing string and panic.
     pub tts_state_checked: bool,
+    /// `DeviceStateMachine` refuses transitions its table does not allow (2.1.0 onwards);
+    /// earlier tags set the state with a plain setter (e.g. `upgrading` from `listening`).
+    pub state_table: bool,
     /// The ESP-IDF release the tag builds with (system info `application.idf_version`).
     pub idf_version: &'static str,
 }
@@ -291,6 +294,7 @@ impl Firmware {
             board_manufacturer: tag == "2.4.2",
             glyph_push: minor("2.4."),
             reboot_closes_first: two,
+            state_table: line >= Line::L7 || tag == "2.1.0",
             ws_parse_with_length: line == Line::L8 || tag == "2.2.6",
             tts_state_checked: minor("2.4."),
             untyped_messages_ignored: minor("2.4."),

@@ -91,6 +91,7 @@ pub struct Args {
 pub struct Summary {
     pub devices: u32,
     pub board: String,
+    pub firmware: String,
     pub backend: String,
     pub connected_peak: u64,
     pub hellos_completed: u64,
@@ -321,6 +322,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         Ok::<_, anyhow::Error>(Summary {
             devices: opts.devices,
             board: spec.name.clone(),
+            firmware: spec.firmware.version.clone(),
             backend: match &opts.url {
                 Some(u) => u.clone(),
                 None => format!("built-in ({})", personality.name),
@@ -344,8 +346,8 @@ pub fn run(opts: &Args) -> Result<bool> {
     })?;
     let fmt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2} ms"));
     println!(
-        "devices            {} × {} against {}",
-        summary.devices, summary.board, summary.backend
+        "devices            {} × {} {} against {}",
+        summary.devices, summary.board, summary.firmware, summary.backend
     );
     println!("connected (peak)   {}", summary.connected_peak);
     println!("hellos completed   {}", summary.hellos_completed);

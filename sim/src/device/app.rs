@@ -418,7 +418,7 @@ impl Running {
         if from == to {
             return true;
         }
-        if !from.can_go_to(to) {
+        if core.firmware.state_table && !from.can_go_to(to) {
             core.emit(|| Event::StateRejected {
                 from: from.name(),
                 to: to.name(),
@@ -457,6 +457,9 @@ impl Running {
                 }
                 if let Some(line) = log {
                     log_line(core, line);
+                }
+                if core.firmware.send_logs {
+                    core.log(LogLevel::Info, "Application", || "Send MCP message in sub thread");
                 }
                 self.main.schedule(Task::Send { payload });
                 Receipt::Answered { id, is_error }
@@ -620,7 +623,9 @@ impl Running {
         };
         if core.firmware.call_path == CallPath::MainTaskSends {
             // 1.9.2–1.9.4: `SendMcpMessage` on the main task sends at once.
-            core.log(LogLevel::Info, "Application", || "Send MCP message in main thread");
+            if core.firmware.send_logs {
+                core.log(LogLevel::Info, "Application", || "Send MCP message in main thread");
+            }
             return self.run_task(core, Task::Send { payload });
         }
         self.main.schedule(Task::Send { payload });
