@@ -21,6 +21,9 @@ pub struct Args {
     /// Play the before/after listener audio of the first scenes (needs the `playback` feature).
     #[arg(long)]
     pub play: bool,
+    /// Also write the scenes as one self-contained HTML report with timelines.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// (scenario file, embedded text, narration).
@@ -82,6 +85,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     println!("(firmware 78/xiaozhi-esp32 2.4.2 @ 48142026, simulated in virtual time)\n");
     let mut all_passed = true;
     let mut plays = Vec::new();
+    let mut reports = Vec::new();
     for (i, (origin, text, narration)) in SCENES.iter().enumerate() {
         let spec = ScenarioSpec::from_yaml(origin, text)?;
         let board = boards::load(&spec.board)?;
@@ -142,6 +146,13 @@ pub fn run(opts: &Args) -> Result<bool> {
         if i < 2 {
             plays.extend(evidence.into_iter().map(|e| (report.name.clone(), e)));
         }
+        reports.push(report);
+    }
+    if let Some(path) = &opts.html {
+        let html = crate::html::document("xiaozhi-twin demo", &reports)?;
+        std::fs::write(path, html)
+            .map_err(|e| anyhow::anyhow!("{}: cannot write the HTML report: {e}", path.display()))?;
+        println!("HTML report: {}", path.display());
     }
     println!("Run them yourself: xiaozhi-twin run scenarios/   (or write your own: see README.md)");
     if opts.play {

@@ -51,6 +51,9 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also write the sound lane of this render as a self-contained HTML file.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Play the listener signal on the sound card (needs the `playback` feature).
     #[arg(long)]
     pub play: bool,
@@ -167,6 +170,25 @@ pub fn run(opts: &Args) -> Result<bool> {
         files.push(b.display().to_string());
     }
     let m = &listening.measurement;
+    if let Some(path) = &opts.html {
+        let summary = format!(
+            "board {} ({}), {}; call {}; reply {}; readback {}; levels I2S {}, amp input {}; listener {} at {:.2} m (ambient {:.1} dBA); verdict {}",
+            opts.board,
+            spec.firmware.version,
+            described,
+            call.as_deref().unwrap_or("(none)"),
+            reply.as_deref().unwrap_or("(none)"),
+            readback.map_or("-".to_string(), |v| v.to_string()),
+            db(m.i2s_dbfs, "dBFS"),
+            db(m.amp_input_dbfs, "dBFS"),
+            db(m.spl_db, "dB SPL"),
+            m.distance_m,
+            m.ambient_dba,
+            m.verdict.name()
+        );
+        let html = crate::html::sound_document(&format!("xiaozhi-twin render: {}", opts.board), m, &summary)?;
+        std::fs::write(path, html).map_err(|e| anyhow::anyhow!("{}: cannot write the HTML: {e}", path.display()))?;
+    }
     if opts.json {
         let report = Report {
             board: &opts.board,

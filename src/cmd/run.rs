@@ -41,6 +41,10 @@ pub struct Args {
     /// failures with what was observed, the seed and the reproducing command (virtual seconds).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Write one self-contained HTML report (verdicts, acceptance records as tables, every
+    /// expectation, and a timeline per scenario: MCP, main task, volume, device, sound).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Write WAV evidence of every measurement under DIR/<scenario>/.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -78,8 +82,8 @@ pub fn run(opts: &Args) -> Result<bool> {
         limit: opts.limit,
     });
     let versions = firmware_list(&opts.firmware)?;
-    if versions.len() > 1 && (opts.junit.is_some() || opts.out.is_some()) {
-        anyhow::bail!("--junit and --out take one firmware version at a time (a matrix run writes --json)");
+    if versions.len() > 1 && (opts.junit.is_some() || opts.out.is_some() || opts.html.is_some()) {
+        anyhow::bail!("--junit, --html and --out take one firmware version at a time (a matrix run writes --json)");
     }
     let files = scenarios::collect(&opts.paths)?;
     // Load everything first: a broken file stops the run before anything is reported.
@@ -172,6 +176,10 @@ pub fn run(opts: &Args) -> Result<bool> {
     if let Some(path) = &opts.json {
         let text = serde_json::to_string_pretty(&reports)?;
         std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the report", path.display()))?;
+    }
+    if let Some(path) = &opts.html {
+        let html = crate::html::document("xiaozhi-twin run", &reports)?;
+        std::fs::write(path, html).with_context(|| format!("{}: cannot write the HTML report", path.display()))?;
     }
     if let Some(path) = &opts.junit {
         let command = match &wire {

@@ -158,6 +158,23 @@ pub struct ScenarioReport {
     /// Over the wire: expectations that cannot be judged from outside the device, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unobserved: Vec<String>,
+    /// What the HTML timeline draws besides the trace (not serialized: the JSON report stays).
+    #[serde(skip)]
+    pub timeline: Timeline,
+}
+
+/// Measurement windows and fault changes of a run, in virtual time (for the HTML report).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Timeline {
+    /// Every acoustic window measured, in order (probes before/after calls, plays, listens,
+    /// speech).
+    pub windows: Vec<Measurement>,
+    /// Every fault set (`true`) or cleared (`false`), with its time.
+    pub faults: Vec<(crate::time::SimTime, &'static str, bool)>,
+    /// Every payload delivered to the device, with its time.
+    pub requests: Vec<(crate::time::SimTime, Vec<u8>)>,
+    /// The audibility margin over ambient the verdicts used, dB.
+    pub margin_db: f64,
 }
 
 /// The device's trace of a run, kept as events and rendered only when read or serialized.

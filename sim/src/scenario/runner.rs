@@ -131,6 +131,8 @@ pub(super) struct Runner<'a> {
     pub(super) next_id: i64,
     pub(super) last: Option<Measurement>,
     pub(super) faults: Vec<(SimTime, crate::fault::Fault, bool)>,
+    /// Windows and fault changes for the report's timeline.
+    pub(super) timeline: crate::scenario::record::Timeline,
     pub(super) fault_cursor: usize,
     pub(super) records: Vec<Record>,
     pub(super) checks: Vec<Check>,
@@ -153,6 +155,7 @@ pub fn run(
     let board = shared.spec().clone();
     let seed = spec.seed(opts.seed);
     let world = spec.world();
+    let world_margin = world.room.margin_db;
     let mut device = Device::new(&shared, world, seed);
     device.set_trace(true);
     let mut faults: Vec<(SimTime, crate::fault::Fault, bool)> = spec
@@ -166,9 +169,11 @@ pub fn run(
     faults.sort_by_key(|(t, f, on)| (*t, *f, *on));
     // Construction faults due at power-on apply before the first boot.
     let mut fault_cursor = 0;
+    let mut initial_faults = Vec::new();
     while fault_cursor < faults.len() && faults[fault_cursor].0 == SimTime::ZERO {
         let (_, f, on) = faults[fault_cursor];
         device.set_fault(f, SimTime::ZERO, on);
+        initial_faults.push((SimTime::ZERO, f.name(), on));
         fault_cursor += 1;
     }
     let mut h = Harness::new(device);
@@ -184,6 +189,11 @@ pub fn run(
         last: None,
         faults,
         fault_cursor,
+        timeline: crate::scenario::record::Timeline {
+            faults: initial_faults,
+            margin_db: world_margin,
+            ..Default::default()
+        },
         records: Vec::new(),
         checks: Vec::new(),
         steps: Vec::new(),
@@ -216,6 +226,7 @@ pub fn run(
         files: Vec::new(),
         over: None,
         unobserved: Vec::new(),
+        timeline: runner.timeline,
     };
     (report, runner.evidence)
 }
@@ -239,6 +250,7 @@ impl Runner<'_> {
             let at = at.max(self.now());
             self.h.run_until(at);
             self.h.device.set_fault(f, at, on);
+            self.timeline.faults.push((at, f.name(), on));
             self.fault_cursor += 1;
         }
         self.h.run_until(t);
@@ -278,6 +290,7 @@ impl Runner<'_> {
     }
 
     fn deliver(&mut self, out: &mut StepOutcome, payload: Vec<u8>) {
+        self.timeline.requests.push((self.now(), payload.clone()));
         let r = self.h.deliver(&payload);
         out.receipts.push(r);
         out.sent.push(payload);
@@ -332,10 +345,14 @@ impl Runner<'_> {
         }
         out.controls = std::mem::take(&mut self.voice.controls);
         self.collect_trace(&mut out);
-        if let Some(m) = &out.measurement
-            && !matches!(step, Step::Speak(_))
-        {
-            self.last = Some(m.clone());
+        if let (Step::Call(_), Some(p)) = (step, &out.previous) {
+            self.timeline.windows.push(p.clone());
+        }
+        if let Some(m) = &out.measurement {
+            self.timeline.windows.push(m.clone());
+            if !matches!(step, Step::Speak(_)) {
+                self.last = Some(m.clone());
+            }
         }
         if let Some(e) = expect {
             self.evaluate(n, line, e, &out);
@@ -667,6 +684,7 @@ impl Runner<'_> {
             (None, None) => unreachable!("validated at load"),
         };
         self.h.device.set_fault(fault, now, on);
+        self.timeline.faults.push((now, fault.name(), on));
         let summary = format!(
             "{} fault {}{}",
             if on { "set" } else { "cleared" },

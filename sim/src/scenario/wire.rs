@@ -275,6 +275,7 @@ pub fn judge(
         files: Vec::new(),
         over: Some(run.over),
         unobserved: Vec::new(),
+        timeline: Default::default(),
     };
     let conn = |k: u32| connections.iter().find(|c| c.number == k);
     // Each call step's exchange (the `index`th call of its connection, for the same tool) and

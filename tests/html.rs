@@ -1,0 +1,192 @@
+//! The HTML report (`run --html`, `demo --html`, `render --html`): parsed with an HTML parser
+//! (scraper, on html5ever) for its tables and lanes, every inline SVG parsed as XML (quick-xml),
+//! and device text that looks like markup stays text.
+
+mod common;
+
+use common::{scratch_dir, scratch_file, twin};
+use scraper::{Html, Selector};
+
+fn sel(s: &str) -> Selector {
+    Selector::parse(s).unwrap()
+}
+
+fn written(args: &[&str], file: &std::path::Path) -> Html {
+    let out = twin(args);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Html::parse_document(&std::fs::read_to_string(file).unwrap())
+}
+
+/// Every `<svg>…</svg>` of the raw document parses as well-formed XML.
+fn svgs_parse(raw: &str) -> usize {
+    let mut n = 0;
+    let mut rest = raw;
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").expect("closed") + start + "</svg>".len();
+        let mut reader = quick_xml::Reader::from_str(&rest[start..end]);
+        let mut depth = 0i32;
+        loop {
+            match reader.read_event().expect("the SVG is well-formed XML") {
+                quick_xml::events::Event::Start(_) => depth += 1,
+                quick_xml::events::Event::End(_) => depth -= 1,
+                quick_xml::events::Event::Eof => break,
+                _ => {}
+            }
+        }
+        assert_eq!(depth, 0, "balanced elements");
+        n += 1;
+        rest = &rest[end..];
+    }
+    n
+}
+
+#[test]
+fn every_shipped_scenario_renders_with_tables_and_lanes() {
+    let dir = scratch_dir("html-all");
+    let file = dir.join("report.html");
+    let doc = written(
+        &["run", "scenarios/", "--quiet", "--html", file.to_str().unwrap()],
+        &file,
+    );
+    let shipped = std::fs::read_dir(common::root().join("scenarios"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "yaml"))
+        .count();
+    let sections: Vec<_> = doc.select(&sel("section.scenario")).collect();
+    assert_eq!(sections.len(), shipped);
+    for s in &sections {
+        let name = s.select(&sel("h2")).next().unwrap().text().collect::<String>();
+        assert_eq!(s.value().attr("data-verdict"), Some("pass"), "{name}");
+        assert_eq!(s.select(&sel("div.lanes svg")).count(), 1, "{name}: one timeline");
+        let svg_text: String = s.select(&sel("div.lanes svg text")).flat_map(|t| t.text()).collect();
+        for lane in ["MCP:", "main task:", "volume:", "device:", "sound at the listener"] {
+            assert!(svg_text.contains(lane), "{name}: lane {lane}");
+        }
+        let checks = s.select(&sel("table.checks tr")).count();
+        assert!(checks >= 2, "{name}: header and at least one expectation");
+        for record in s.select(&sel("table.record")) {
+            let rows: Vec<String> = record
+                .select(&sel("td.row"))
+                .map(|td| td.text().collect::<String>())
+                .collect();
+            assert_eq!(rows.first().map(String::as_str), Some("discovery"), "{name}");
+            assert_eq!(rows.last().map(String::as_str), Some("effect"), "{name}");
+            assert!(
+                rows.len() == 5 || (rows.len() == 6 && rows[4] == "claim"),
+                "{name}: {rows:?}"
+            );
+        }
+    }
+    let raw = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(svgs_parse(&raw), shipped);
+    assert!(!raw.contains("<script"), "no script at all");
+    // Self-contained: nothing is fetched, every link is to an anchor of the page.
+    assert_eq!(doc.select(&sel("[src], link, iframe, object")).count(), 0);
+    assert!(
+        doc.select(&sel("a[href]"))
+            .all(|a| a.value().attr("href").unwrap().starts_with('#'))
+    );
+}
+
+#[test]
+fn device_text_that_looks_like_markup_stays_text() {
+    let evil = r#"</script><img src=x onerror=alert(1)><b>bold</b>"#;
+    let scenario = format!(
+        "name: \"<i>markup</i> in a name\"\nboard: bread-compact-wifi\nsteps:\n  - call: {{ tool: '{evil}', expect: {{ error: 'Unknown tool: {evil}' }} }}\n"
+    );
+    let path = scratch_file("html", "evil.yaml", scenario.as_bytes());
+    let dir = scratch_dir("html-evil");
+    let file = dir.join("evil.html");
+    let doc = written(
+        &["run", path.to_str().unwrap(), "--html", file.to_str().unwrap()],
+        &file,
+    );
+    assert_eq!(doc.select(&sel("img")).count(), 0);
+    assert_eq!(doc.select(&sel("script")).count(), 0);
+    assert_eq!(doc.select(&sel("b")).count(), 0);
+    assert_eq!(doc.select(&sel("i")).count(), 0);
+    let text: String = doc.root_element().text().collect();
+    assert!(text.contains(evil), "the device's reply is shown as text");
+    assert!(text.contains("<i>markup</i> in a name"));
+    let raw = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(svgs_parse(&raw), 1);
+}
+
+/// The demo's reboot scene: the reboot request's span ends where its reply died at the restart;
+/// the amplifier scene: every window while the amplifier is off stays at ambient.
+#[test]
+fn the_demo_shows_the_dropped_reboot_reply_and_the_silent_amplifier() {
+    let dir = scratch_dir("html-demo");
+    let file = dir.join("demo.html");
+    let out = dir.join("wav");
+    let doc = written(
+        &["demo", "--out", out.to_str().unwrap(), "--html", file.to_str().unwrap()],
+        &file,
+    );
+    let scene = |title: &str| {
+        doc.select(&sel("section.scenario"))
+            .find(|s| {
+                s.select(&sel("h2"))
+                    .next()
+                    .unwrap()
+                    .text()
+                    .collect::<String>()
+                    .contains(title)
+            })
+            .unwrap_or_else(|| panic!("scene {title}"))
+    };
+    let reboot = scene("self.reboot returned true");
+    let dropped: Vec<_> = reboot.select(&sel("table.spans tr.dropped")).collect();
+    assert_eq!(dropped.len(), 1, "one reply died");
+    let outcome = dropped[0].text().collect::<String>();
+    assert!(outcome.contains("reply dropped at 2000.0 ms"), "{outcome}");
+    let amp = scene("true came back");
+    let windows: Vec<(f64, f64)> = amp
+        .select(&sel("table.windows tr[data-level]"))
+        .map(|tr| {
+            let v = |k| tr.value().attr(k).unwrap().parse::<f64>().unwrap();
+            (v("data-level"), v("data-ambient"))
+        })
+        .collect();
+    assert!(windows.len() >= 2);
+    let at_ambient = windows.iter().filter(|(l, a)| (l - a).abs() < 0.01).count();
+    assert!(
+        at_ambient >= 2,
+        "the windows under the fault stay at ambient: {windows:?}"
+    );
+    let raw = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(svgs_parse(&raw), doc.select(&sel("section.scenario")).count());
+}
+
+#[test]
+fn render_writes_the_sound_lane() {
+    let dir = scratch_dir("html-render");
+    let file = dir.join("render.html");
+    let doc = written(
+        &[
+            "render",
+            "--board",
+            "bread-compact-wifi",
+            "--volume",
+            "30",
+            "--html",
+            file.to_str().unwrap(),
+        ],
+        &file,
+    );
+    let text: String = doc.select(&sel("svg text")).flat_map(|t| t.text()).collect();
+    assert!(text.contains("sound at the listener"), "{text}");
+    assert!(
+        doc.select(&sel("pre"))
+            .next()
+            .unwrap()
+            .text()
+            .collect::<String>()
+            .contains("verdict")
+    );
+    assert_eq!(svgs_parse(&std::fs::read_to_string(&file).unwrap()), 1);
+}
