@@ -1,10 +1,11 @@
 //! `run --junit FILE`: the JUnit XML parses, has one testsuite per scenario file and one
 //! testcase per expectation, and a run with one false expectation has exactly one `<failure>`.
 //!
-//! Checked against the structure of the JUnit schema Jenkins and GitLab read (the `junit-10`
-//! XSD of the Jenkins JUnit plugin): `testsuites` → `testsuite[name, tests, failures, errors]`
-//! → `testcase[name, classname, time]` → `failure[message]`, `system-out`. The XSD itself is not
-//! run here (no validator in the default toolchain).
+//! Validated against the JUnit schema of Jenkins' xUnit plugin, `junit-10.xsd`
+//! (jenkinsci/xunit-plugin at 8c515de2, MIT; `tests/data/junit/`), with the pinned Python
+//! `xmlschema` of `tests/mcp_sdk/ensure_venv.sh`. One deviation is known and checked to be the
+//! only one: quick-junit (like cargo-nextest, which uses it) writes `skipped` on `<testsuites>`,
+//! an attribute that schema does not list for the root; Jenkins and GitLab read it regardless.
 
 mod common;
 
@@ -62,6 +63,7 @@ fn one_false_expectation_is_exactly_one_failure_with_the_right_counts() {
     ]);
     assert_eq!(out.status.code(), Some(1), "a false expectation fails the run");
     let xml = std::fs::read_to_string(&xml_path).unwrap();
+    validate_against_junit_10(&xml_path);
     let els = elements(&xml);
     assert_eq!(els[0].0, "testsuites");
     assert_eq!(attr(&els[0], "tests"), "6");
@@ -84,4 +86,60 @@ fn one_false_expectation_is_exactly_one_failure_with_the_right_counts() {
     assert!(attr(failures[0], "message").contains("40"), "{:?}", failures[0]);
     assert!(xml.contains("reproduce: xiaozhi-twin run"), "{xml}");
     assert!(xml.contains("--seed 5"), "{xml}");
+}
+
+/// Runs the schema validator; returns its error reasons (one per line).
+fn schema_errors(xml: &std::path::Path) -> Vec<String> {
+    let root = common::root();
+    let py = std::process::Command::new("bash")
+        .arg(root.join("tests/mcp_sdk/ensure_venv.sh"))
+        .output()
+        .expect("bash runs");
+    assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+    let python = String::from_utf8(py.stdout).unwrap().trim().to_string();
+    let script = [
+        "import sys, xmlschema",
+        "s = xmlschema.XMLSchema(sys.argv[1])",
+        "for e in s.iter_errors(sys.argv[2]):",
+        "    print(' '.join((e.reason or str(e)).split()))",
+    ]
+    .join("\n");
+    let out = std::process::Command::new(python)
+        .args(["-c", &script])
+        .arg(root.join("tests/data/junit/junit-10.xsd"))
+        .arg(xml)
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn validate_against_junit_10(xml_path: &std::path::Path) {
+    let errors = schema_errors(xml_path);
+    assert_eq!(
+        errors,
+        ["'skipped' attribute not allowed for element"],
+        "the only deviation from junit-10.xsd is the root's `skipped`"
+    );
+    // Without that one attribute the document validates, and the validator does catch mistakes.
+    let xml = std::fs::read_to_string(xml_path).unwrap();
+    let root_end = xml.find("<testsuite ").unwrap();
+    let fixed = format!(
+        "{}{}",
+        xml[..root_end].replacen(" skipped=\"0\"", "", 1),
+        &xml[root_end..]
+    );
+    let ok = xml_path.with_extension("stripped.xml");
+    std::fs::write(&ok, &fixed).unwrap();
+    assert_eq!(schema_errors(&ok), Vec::<String>::new());
+    let broken = ok.with_extension("broken.xml");
+    std::fs::write(&broken, fixed.replacen("<testcase name=", "<testcase nom=", 1)).unwrap();
+    assert!(
+        !schema_errors(&broken).is_empty(),
+        "a testcase without a name is refused"
+    );
 }
