@@ -116,7 +116,7 @@ fn scenario(out: &mut String, i: usize, r: &ScenarioReport) -> Result<()> {
     let l = lanes(r);
     out.push_str(&timeline_svg(r, &l)?);
     out.push_str(
-        "</div>\n<p class=\"legend\">MCP: one row per request id, from delivery to reply (red cross: the reply was dropped there; grey: no reply by the end). Main task: batches (ticks) and blocking delays (bars). Volume: the value set when the callback ran (line) and readbacks (dots). Device: state, boots (green), restarts (red), power cuts (black). Sound: device level at the listener per measured window (with ambient), the ambient level (dashed) and the audible threshold, ambient + margin (dotted; the same line when the margin is 0); shaded: a fault is set.</p>\n",
+        "</div>\n<p class=\"legend\">MCP: one row per request id, from delivery to reply (red cross: the reply was dropped there; grey: no reply by the end). Main task: batches (ticks) and blocking delays (bars). Volume: the value set when the callback ran (line) and readbacks (dots). Device: state, boots (green), restarts (red), power cuts (black), WebSocket opened (blue dot) and closed (orange dot). Sound: device level at the listener per measured window (with ambient), the ambient level (dashed) and the audible threshold, ambient + margin (dotted; the same line when the margin is 0); shaded: a fault is set.</p>\n",
     );
     lane_tables(out, r, &l);
     if !r.records.is_empty() {
@@ -199,6 +199,8 @@ struct Lanes {
     boots: Vec<f64>,
     restarts: Vec<f64>,
     cuts: Vec<f64>,
+    /// Socket opened (`true`) or closed (`false`).
+    sockets: Vec<(f64, bool)>,
 }
 
 fn lanes(r: &ScenarioReport) -> Lanes {
@@ -213,6 +215,7 @@ fn lanes(r: &ScenarioReport) -> Lanes {
         boots: Vec::new(),
         restarts: Vec::new(),
         cuts: Vec::new(),
+        sockets: Vec::new(),
     };
     for (t, payload) in &r.timeline.requests {
         if let Some(id) = id_of(payload) {
@@ -260,6 +263,8 @@ fn lanes(r: &ScenarioReport) -> Lanes {
                 l.cuts.push(t);
                 l.states.push((t, "off".into()));
             }
+            Event::Note { text } if text.starts_with("audio channel opened") => l.sockets.push((t, true)),
+            Event::Note { text } if text.starts_with("websocket destroyed") => l.sockets.push((t, false)),
             _ => {}
         }
     }
@@ -506,7 +511,7 @@ fn state_color(state: &str) -> RGBColor {
 fn device_lane(area: &Area<'_>, l: &Lanes) -> Result<()> {
     let mut chart = lane_chart(
         area,
-        "device: state; boots (green), restarts (red), power cuts (black)",
+        "device: state; boots (green), restarts (red), power cuts (black), socket open/closed (blue/orange dots)",
         0.0..2.0,
         l.end,
     )?;
@@ -523,6 +528,12 @@ fn device_lane(area: &Area<'_>, l: &Lanes) -> Result<()> {
                 .draw_series(std::iter::once(Text::new(label(state), (*t, 0.55), ("sans-serif", 10))))
                 .map_err(err)?;
         }
+    }
+    for &(t, open) in &l.sockets {
+        let color = if open { BLUE } else { RGBColor(230, 150, 30) };
+        chart
+            .draw_series(std::iter::once(Circle::new((t, 1.45), 4, color.filled())))
+            .map_err(err)?;
     }
     for (marks, color) in [(&l.boots, GREEN), (&l.restarts, RED), (&l.cuts, BLACK)] {
         chart
