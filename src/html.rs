@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 use xiaozhi_sim::audio::measure::Measurement;
+use xiaozhi_sim::cjson;
 use xiaozhi_sim::scenario::record::{Record, ScenarioReport};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::trace::Event;
@@ -178,9 +179,13 @@ struct Span {
     dropped: Option<f64>,
 }
 
+/// The id the firmware takes from a payload: cJSON's parse (as `ParseMessage` reads it) and
+/// `valueint`, so coerced or duplicate ids pair requests with replies as the device did.
 fn id_of(payload: &[u8]) -> Option<i64> {
-    let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
-    v.get("id")?.as_f64().map(|x| x as i64)
+    cjson::with_parsed(payload, cjson::Terminator::Nul, |root| {
+        let id = root.ok()?.get(b"id")?;
+        id.is_number().then(|| i64::from(id.valueint()))
+    })
 }
 
 fn ms(t: SimTime) -> f64 {

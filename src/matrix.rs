@@ -76,6 +76,9 @@ impl Matrix {
                 }
                 let reason = match cell {
                     Cell::Fail { reason } => reason.clone(),
+                    Cell::NotApplicable { needs } if needs.starts_with("board ") => {
+                        format!("not applicable: {needs} (as its board file describes it)")
+                    }
                     Cell::NotApplicable { needs } => format!("not applicable: the premise needs firmware {needs}"),
                     Cell::Pass => match base {
                         Cell::Fail { reason } => format!("passes here; on {} it fails: {reason}", versions[reference]),

@@ -105,7 +105,7 @@ fn tools_gives_each_versions_list() {
     );
 }
 
-/// otto_controller.cc at v1.7.5 … v2.0.1: 16 tools, one per move; with the 4 common tools the
+/// otto_controller.cc at v1.7.5 … v2.0.4: 16 tools, one per move; with the 4 common tools the
 /// list fits one page. From v2.0.5 the 8-tool controller; with the camera (v2.1.0 on) it pages.
 #[test]
 fn otto_robot_has_its_older_controller_before_2_0_5() {
@@ -136,14 +136,15 @@ fn otto_robot_has_its_older_controller_before_2_0_5() {
     assert!(r[0].contains("Value is below minimum allowed: 500"), "{r:?}");
 }
 
-/// v2.2.6's otto_emoji_display.cc has no `SetTheme("dark")`: a fresh device reports `light`;
-/// every other tag forces `dark` at boot.
+/// v2.2.4–v2.2.6's otto_emoji_display.cc has no `SetTheme("dark")` (removed by 332c6523): a
+/// fresh device reports `light`; every other tag forces `dark` at boot.
 #[test]
-fn otto_robot_boots_dark_except_on_2_2_6() {
+fn otto_robot_boots_dark_except_on_2_2_4_to_2_2_6() {
     let status = tool_call(1, "self.get_device_status", "{}");
     for (fw, theme) in [
         ("2.2.6", "light"),
-        ("2.2.4", "dark"),
+        ("2.2.4", "light"),
+        ("2.2.3", "dark"),
         ("2.4.2", "dark"),
         ("1.9.4", "dark"),
     ] {

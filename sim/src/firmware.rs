@@ -118,7 +118,7 @@ pub enum TakePhotoText {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ThemeTool {
     /// 1.x: only when the display has a theme name (LCD displays; OLEDs have none); accepts
-    /// `light`/`dark` in any case and answers `true` whatever the name.
+    /// `light`, `LIGHT`, `dark`, `DARK` (kept as given) and answers `true` whatever the name.
     Named,
     /// 2.x: when the display has a current LVGL theme; answers whether the name was one of the
     /// registered themes.
@@ -179,8 +179,6 @@ pub struct Firmware {
     pub board_manufacturer: bool,
     /// The device hello advertises `glyph_push` / `text_font` (2.4.0 onwards).
     pub glyph_push: bool,
-    /// An incoming text message without a string `type` is ignored (2.4.0 onwards).
-    pub untyped_messages_ignored: bool,
     /// `Application::Reboot()` closes the channel and waits 1000 ms before `esp_restart` (2.x);
     /// on 1.x it restarts at once.
     pub reboot_closes_first: bool,
@@ -202,8 +200,8 @@ pub struct Firmware {
 pub struct UnknownVersion {
     /// What was given.
     pub given: String,
-    /// Why it was refused (malformed, or outside the modelled lines).
-    pub why: &'static str,
+    /// Why it was refused (malformed, outside the modelled lines, or not a tag of the board).
+    pub why: String,
 }
 
 impl fmt::Display for UnknownVersion {
@@ -242,9 +240,9 @@ impl Firmware {
 
     /// Accepts a modelled tag with or without the leading `v` (`1.9.4`, `v1.9.2_2`).
     pub fn parse(given: &str) -> Result<Firmware, UnknownVersion> {
-        let refuse = |why| UnknownVersion {
+        let refuse = |why: &str| UnknownVersion {
             given: given.to_string(),
-            why,
+            why: why.to_string(),
         };
         let bare = given.strip_prefix('v').unwrap_or(given);
         if version_key(bare).is_none() {
@@ -297,13 +295,12 @@ impl Firmware {
             state_table: line >= Line::L7 || tag == "2.1.0",
             ws_parse_with_length: line == Line::L8 || tag == "2.2.6",
             tts_state_checked: minor("2.4."),
-            untyped_messages_ignored: minor("2.4."),
-            // The official CI images (`.github/workflows/build.yml`): release-v5.4 to 2.0.1,
-            // release-v5.5 to 2.1.0, v5.5.2 for 2.2.x–2.3.0 (the recorder's v2.2.6 says so too);
+            // The official CI images (`.github/workflows/build.yml`): release-v5.4 to 2.0.3,
+            // release-v5.5 from 2.0.4 to 2.1.0, v5.5.2 for 2.2.x–2.3.0 (the recorder's v2.2.6 says so too);
             // 2.4.x keeps the twin's FIRMWARE.md value.
             idf_version: match line {
                 Line::L3 | Line::L4 => "v5.4.1",
-                Line::L6 if tag == "2.0.1" => "v5.4.1",
+                Line::L6 if matches!(tag, "2.0.1" | "2.0.2" | "2.0.3") => "v5.4.1",
                 Line::L6 => "v5.5.1",
                 Line::L7 => "v5.5.2",
                 Line::L8 if tag == "2.3.0" => "v5.5.2",
@@ -445,6 +442,9 @@ pub struct FirmwareSpec {
     pub idf_version: Option<String>,
     /// `Lang::CODE`.
     pub language: String,
+    /// The tags this board file describes (`[">=2.2.4"]`): where upstream's board exists as
+    /// written. Other versions are refused (`--firmware` included). Unset: every modelled tag.
+    pub tags: Option<Vec<String>>,
     /// The L1–L2 flag of FIRMWARE-VERSIONS.md (v1.6.6–v1.7.2 behaviour over a 1.x line): an
     /// out-of-range integer argument aborts the device with no reply.
     pub range_error_aborts: bool,
@@ -458,6 +458,7 @@ impl Default for FirmwareSpec {
             compile_time: "Aug  8 2026T08:33:45Z".into(),
             idf_version: None,
             language: "zh-CN".into(),
+            tags: None,
             range_error_aborts: false,
         }
     }
@@ -467,7 +468,9 @@ impl FirmwareSpec {
     /// The version as a [`Firmware`] (validated when the board file was loaded).
     pub fn firmware(&self) -> Firmware {
         let mut firmware = Firmware::parse(&self.version).unwrap_or_else(|_| Firmware::current());
-        firmware.range_error_aborts = self.range_error_aborts;
+        // The flag exists only over a 1.x line (validated for the file's own version; a
+        // `--firmware` 2.x override drops it).
+        firmware.range_error_aborts = self.range_error_aborts && !firmware.user_only_tools;
         firmware
     }
 

@@ -92,18 +92,36 @@ pub fn run(opts: &Args) -> Result<bool> {
         // A scenario named on the command line (or any, in a matrix) whose premise holds on no
         // version run here is a mistake; one found in a directory is skipped as not applicable.
         let named = opts.paths.iter().any(|p| p == &l.path);
-        if named || versions.len() != 1 {
+        if named || versions.len() > 1 {
             scenarios::check_premise(l, &versions)?;
         }
     }
     let mut not_applicable = 0;
-    if let [only] = versions.as_slice() {
+    if versions.len() <= 1 {
         let before = loaded.len();
-        loaded.retain(|l| l.spec.firmware_constraint().is_none_or(|c| c.matches(only)));
+        loaded.retain(|l| {
+            let fw = versions.first().cloned().unwrap_or_else(|| l.board.firmware());
+            l.spec.firmware_constraint().is_none_or(|c| c.matches(&fw))
+        });
         not_applicable = before - loaded.len();
-        for l in &mut loaded {
-            l.board = std::sync::Arc::new(l.board.with_firmware(only.tag)?);
+    }
+    if let [only] = versions.as_slice() {
+        let mut kept = Vec::new();
+        for mut l in loaded {
+            match l.board.with_firmware(only.tag) {
+                Ok(b) => {
+                    l.board = std::sync::Arc::new(b);
+                    kept.push(l);
+                }
+                // A board that does not exist on that tag: an error for a file named on the
+                // command line, not applicable for one found in a directory.
+                Err(e) if opts.paths.iter().any(|p| p == &l.path) => {
+                    return Err(anyhow::anyhow!("{}: {e}", l.origin));
+                }
+                Err(_) => not_applicable += 1,
+            }
         }
+        loaded = kept;
     }
     let mut skipped = 0;
     let personality = match &wire {
@@ -204,7 +222,10 @@ pub fn run(opts: &Args) -> Result<bool> {
         String::new()
     };
     let skipped = if not_applicable > 0 {
-        format!("{skipped}, {not_applicable} not applicable on {}", versions[0].tag)
+        let on = versions
+            .first()
+            .map_or("their boards' firmware".to_string(), |f| f.tag.to_string());
+        format!("{skipped}, {not_applicable} not applicable on {on}")
     } else {
         skipped
     };
@@ -248,7 +269,16 @@ fn run_matrix(
                 continue;
             }
             let mut on = l.clone();
-            on.board = std::sync::Arc::new(l.board.with_firmware(fw.tag)?);
+            match l.board.with_firmware(fw.tag) {
+                Ok(b) => on.board = std::sync::Arc::new(b),
+                Err(_) => {
+                    let tags = l.board.firmware.tags.as_deref().unwrap_or_default().join(", ");
+                    cells.push(Cell::NotApplicable {
+                        needs: format!("board `{}` only on tags {tags}", l.board.name),
+                    });
+                    continue;
+                }
+            }
             let report = match (wire, personality) {
                 (Some(w), Some(p)) => {
                     let mut result = crate::wire::run_one(&on, p.clone(), opts.seed, w.limit, false)?;

@@ -55,6 +55,8 @@ impl BoardSpec {
         self.display.boot_theme = base.boot_theme.clone();
         let firmware =
             Firmware::parse(&self.firmware.version).map_err(|e| ("firmware.version".into(), e.to_string()))?;
+        // Reports and summaries name the bare tag (`v1.9.4` in a file is 1.9.4).
+        self.firmware.version = firmware.tag.to_string();
         let mut chosen = None;
         for (i, o) in self.by_firmware.iter().enumerate() {
             let c = Constraint::parse(&o.firmware).map_err(|e| (format!("by_firmware[{i}].firmware"), e))?;

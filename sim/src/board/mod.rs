@@ -633,6 +633,22 @@ impl BoardSpec {
     /// The same board running another firmware tag (`--firmware`).
     pub fn with_firmware(&self, version: &str) -> Result<BoardSpec, crate::firmware::UnknownVersion> {
         let firmware = Firmware::parse(version)?;
+        if let Some(c) = self
+            .firmware
+            .tags
+            .as_deref()
+            .and_then(|t| crate::firmware::Constraint::parse(t).ok())
+            && !c.matches(&firmware)
+        {
+            return Err(crate::firmware::UnknownVersion {
+                given: version.to_string(),
+                why: format!(
+                    "is not a tag of board `{}` as its file describes it ({})",
+                    self.name,
+                    c.text()
+                ),
+            });
+        }
         let mut spec = self.clone();
         spec.firmware.version = firmware.tag.to_string();
         // Constraints were checked when the file was loaded.
@@ -671,7 +687,20 @@ impl BoardSpec {
                     format!("the L1–L2 flag applies over a 1.x line, not {}", f.label()),
                 );
             }
-            Ok(_) => {}
+            Ok(f) => {
+                if let Some(tags) = &self.firmware.tags {
+                    match crate::firmware::Constraint::parse(tags) {
+                        Err(e) => return bad("firmware.tags", e),
+                        Ok(c) if !c.matches(&f) => {
+                            return bad(
+                                "firmware.version",
+                                format!("{} is outside this board's tags ({})", f.tag, c.text()),
+                            );
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            }
         }
         if self.target.tick_hz == 0 || self.target.tick_hz > 1000 {
             return bad(

@@ -697,7 +697,7 @@ impl Device {
     }
 
     /// A `tool_call` thread (1.7.5–1.9.1) or a receive path that aborted takes the device down.
-    fn after_thread(&mut self) {
+    pub(crate) fn after_thread(&mut self) {
         if let Some(run) = self.run.as_deref_mut()
             && std::mem::take(&mut run.abort_pending)
         {

@@ -724,8 +724,11 @@ impl Device {
                 .log(LogLevel::Warn, "Application", || "Incoming JSON message has no type");
             return None;
         }
-        let received = run.incoming_json(&mut self.core, root)?;
-        Some(run.receive(&mut self.core, received))
+        let receipt = run
+            .incoming_json(&mut self.core, root)
+            .map(|received| run.receive(&mut self.core, received));
+        self.after_thread();
+        receipt
     }
 
     /// What became of the speech this device was sent (all boots).
