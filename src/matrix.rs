@@ -93,17 +93,11 @@ impl Matrix {
             }
         }
         Matrix {
+            reference: versions[reference].clone(),
             versions,
-            reference: String::new(),
             rows,
             changes,
         }
-        .with_reference(reference)
-    }
-
-    fn with_reference(mut self, reference: usize) -> Matrix {
-        self.reference = self.versions[reference].clone();
-        self
     }
 
     /// The table and the reasons, as printed.

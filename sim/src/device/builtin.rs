@@ -97,30 +97,21 @@ impl Running {
                         }
                         Callback::Return(ReturnValue::Bool(true))
                     }
-                    Builtin::OttoMotion => {
-                        let motion = motion.unwrap_or_default();
-                        match otto::motion_item_v1(
-                            motion.as_bytes(),
+                    // The 2.x `action` tool names its move in an argument; the pre-2.0.5 per-move
+                    // tools name it in the board file (`motion`).
+                    Builtin::OttoAction | Builtin::OttoMotion => {
+                        let (name, pick): (Vec<u8>, otto::ItemOf) = match motion {
+                            Some(m) => (m.as_bytes().to_vec(), otto::motion_item_v1),
+                            None => (bytes("action"), otto::action_item),
+                        };
+                        let args = (
                             int("steps"),
                             int("speed"),
                             int("direction"),
                             int("amount"),
                             int("arm_swing"),
-                        ) {
-                            Some(item) => Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true))),
-                            None => Callback::Throw(format!("unknown motion {motion}").into_bytes()),
-                        }
-                    }
-                    Builtin::OttoAction => {
-                        let action = bytes("action");
-                        match otto::action_item(
-                            &action,
-                            int("steps"),
-                            int("speed"),
-                            int("direction"),
-                            int("amount"),
-                            int("arm_swing"),
-                        ) {
+                        );
+                        match pick(&name, args.0, args.1, args.2, args.3, args.4) {
                             Some(item) => Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true))),
                             None => text(otto::ERR_INVALID_ACTION),
                         }

@@ -181,6 +181,9 @@ fn sequence_ms(json: &[u8]) -> i64 {
     })
 }
 
+/// A move name and (steps, speed, direction, amount, arm_swing) to the queued item.
+pub(crate) type ItemOf = fn(&[u8], i32, i32, i32, i32, i32) -> Option<Item>;
+
 /// Maps an `action` argument to the queued item (`otto_controller.cc:553-660`).
 pub(crate) fn action_item(
     name: &[u8],
@@ -220,7 +223,7 @@ pub(crate) fn action_item(
 }
 
 /// The queue item of a pre-2.0.5 per-move tool (`QueueAction(type, steps, speed, direction,
-/// amount)` of `otto_controller.cc` at v1.7.5–v2.0.1): as [`action_item`], except that the hand
+/// amount)` of `otto_controller.cc` at v1.7.5–v2.0.4): as [`action_item`], except that the hand
 /// moves always take `(1, speed, direction, 0)`.
 pub(crate) fn motion_item_v1(
     name: &[u8],
@@ -232,8 +235,9 @@ pub(crate) fn motion_item_v1(
 ) -> Option<Item> {
     match name {
         b"hand_wave" => Some(Item::new(kind::HAND_WAVE, 1, speed, direction, 0)),
-        b"walk" | b"turn" | b"jump" | b"swing" | b"moonwalk" | b"bend" | b"shake_leg" | b"updown" | b"hands_up"
-        | b"hands_down" => action_item(name, steps, speed, direction, amount, arm_swing),
+        n if crate::board::MOTIONS.iter().any(|m| m.as_bytes() == n) => {
+            action_item(name, steps, speed, direction, amount, arm_swing)
+        }
         _ => None,
     }
 }
