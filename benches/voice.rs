@@ -9,7 +9,8 @@
 //!
 //! Elements are **virtual microseconds**, so `Melem/s` reads as "times real time". Before the
 //! benches run, the memory of a device idle and in the middle of a voice turn is printed
-//! (resident set over 200 devices, `/proc/self/statm`).
+//! (resident set over 200 devices, `/proc/self/statm`), with codecs of their own and sharing one
+//! codec pool (`voice/receive_tts_pooled` is the shared case's speed row).
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::loopback::Loopback;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::voice::codec::{Decoder, Encoder, resample_clip};
+use xiaozhi_sim::voice::memo::{CodecPool, SharedCodecs};
 use xiaozhi_sim::voice::speak::{Timbre, synthesize};
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
@@ -109,26 +111,47 @@ fn resident_kib() -> Option<f64> {
 }
 
 /// Resident memory per device: 200 idle devices, then the same 200 mid-turn (speech queued,
-/// decoder and encoder made, microphone streaming).
-fn memory() {
+/// decoder and encoder made, microphone streaming); with `shared`, the devices share one codec
+/// pool (what `fleet --voice` does: decoder and encoder output come from the memo, the
+/// utterance is held once).
+fn memory(shared: bool) {
     let b = board();
     let n = 200;
     let Some(base) = resident_kib() else { return };
-    let mut hs: Vec<Harness> = (0..n).map(|_| booted(&b)).collect();
+    let pool: Arc<dyn CodecPool> = SharedCodecs::new(256 << 20);
+    let mut hs: Vec<Harness> = (0..n)
+        .map(|_| {
+            let mut h = booted(&b);
+            if shared {
+                h.device.share_codecs(pool.clone());
+            }
+            h
+        })
+        .collect();
     let idle = resident_kib().unwrap_or(base);
-    let packets = synthesize(&Timbre::default(), SimDuration::from_secs(3), 24_000);
-    let speech = resample_clip(
+    let packets = if shared {
+        pool.speech(&Timbre::default(), SimDuration::from_secs(3), 24_000)
+            .to_vec()
+    } else {
+        synthesize(&Timbre::default(), SimDuration::from_secs(3), 24_000)
+    };
+    let speech: Arc<[i16]> = resample_clip(
         &Timbre::default().render(SimDuration::from_secs(2), 24_000),
         24_000,
         16_000,
-    );
+    )
+    .into();
     for h in &mut hs {
         h.device.set_trace(false);
         let now = h.now();
         h.device.toggle_chat(now);
         h.run_until(now + SimDuration::from_millis(100));
         let now = h.now();
-        h.device.say(now, &speech);
+        if shared {
+            h.device.say_shared(now, speech.clone());
+        } else {
+            h.device.say(now, &speech);
+        }
         h.run_until(now + SimDuration::from_secs(2));
         let now = h.now();
         h.agenda.start_turn(now);
@@ -141,7 +164,12 @@ fn memory() {
     }
     let mid = resident_kib().unwrap_or(idle);
     eprintln!(
-        "voice/memory: {:.1} KiB per idle device, {:.1} KiB per device mid voice turn (resident, {n} devices)",
+        "voice/memory{}: {:.1} KiB per idle device, {:.1} KiB per device mid voice turn (resident, {n} devices)",
+        if shared {
+            " (shared codec pool, pool included)"
+        } else {
+            ""
+        },
         (idle - base) / f64::from(n),
         (mid - base) / f64::from(n)
     );
@@ -149,11 +177,31 @@ fn memory() {
 }
 
 fn benches(c: &mut Criterion) {
-    memory();
+    memory(false);
+    memory(true);
     let b = board();
     let mut group = c.benchmark_group("voice");
     let packets = synthesize(&Timbre::default(), SimDuration::from_secs(3), 24_000);
     group.throughput(Throughput::Elements(3_000_000));
+    // The fleet's case: the reply was decoded once already (a warm pool); each device still
+    // runs its own queues, resampled output, codec law, amplifier, speaker, room and measurement.
+    let pool: Arc<dyn CodecPool> = SharedCodecs::new(256 << 20);
+    {
+        let mut h = booted(&b);
+        h.device.share_codecs(pool.clone());
+        receive(&mut h, packets.clone());
+    }
+    group.bench_function("receive_tts_pooled", |bench| {
+        bench.iter_batched(
+            || {
+                let mut h = booted(&b);
+                h.device.share_codecs(pool.clone());
+                (h, packets.clone())
+            },
+            |(mut h, p)| black_box(receive(&mut h, p)),
+            BatchSize::SmallInput,
+        )
+    });
     group.bench_function("receive_tts", |bench| {
         bench.iter_batched(
             || (booted(&b), packets.clone()),

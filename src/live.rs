@@ -254,6 +254,8 @@ pub struct LiveOptions {
     pub script: Option<Vec<crate::user::Line>>,
     /// Keep state transitions, control messages and requests for a report.
     pub record: bool,
+    /// Voice turns of a fleet device (`fleet --voice`): the plan and the fleet's counters.
+    pub turns: Option<(Arc<crate::fleet::turns::Plan>, Arc<crate::fleet::turns::Metrics>)>,
 }
 
 /// The `id` of an MCP request (`method` present) or reply inside a xiaozhi frame.
@@ -290,6 +292,13 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
     };
     let mut script_at = 0usize;
     let mut script_next = Instant::now();
+    // One timer for the whole run, moved rather than made anew on every wake.
+    let timer = tokio::time::sleep_until(Instant::now());
+    tokio::pin!(timer);
+    let mut driver = opts
+        .turns
+        .as_ref()
+        .map(|(plan, metrics)| crate::fleet::turns::Driver::new(plan.clone(), metrics.clone()));
     loop {
         let now = clock.now();
         device.run_until(now);
@@ -307,8 +316,12 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                 script_next = Instant::now() + takes;
             }
         }
+        // The fleet's talking user.
+        if let Some(d) = driver.as_mut() {
+            d.tick(&mut device, now, ws.is_some());
+        }
         // The simulated user.
-        let state = device.snapshot().state;
+        let state = device.state();
         let channel_down = ws.is_none() && pending_dial.is_none();
         match opts.wake {
             Wake::OnBoot
@@ -358,11 +371,19 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                         let text = p["result"]["content"][0]["text"].as_str().map(str::to_string);
                         stats.replies_out.push((ms(at), p["id"].as_i64(), text));
                     }
+                    if let Some(d) = driver.as_mut()
+                        && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&text)
+                    {
+                        d.text_sent(&v);
+                    }
                     if let Some(sock) = ws.as_mut() {
                         stats.frames_out += 1;
                         if let Some(c) = &opts.counters
                             && let Some(at) = mcp_id(&text, false).and_then(|id| asked.remove(&id))
                         {
+                            if let Some(d) = driver.as_ref() {
+                                d.mcp_reply(at.elapsed());
+                            }
                             c.replies.fetch_add(1, Ordering::Relaxed);
                             let us = at.elapsed().as_micros().min(u32::MAX as u128) as u32;
                             c.reply_us.lock().unwrap_or_else(|e| e.into_inner()).push(us);
@@ -374,10 +395,16 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                             ws = None;
                             set_open(false);
                             device.handle_ws_closed(clock.now());
+                            if let Some(d) = driver.as_mut() {
+                                d.closed();
+                            }
                         }
                     }
                 }
                 Output::WsClose { .. } => {
+                    if let Some(d) = driver.as_mut() {
+                        d.closed();
+                    }
                     if ws.take().is_some() {
                         set_open(false);
                         stats.closes += 1;
@@ -388,12 +415,17 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                 }
                 Output::WsBinary { frame, .. } => {
                     stats.binary_out += u64::from(ws.is_some());
-                    if let Some(sock) = ws.as_mut()
-                        && sock.send(Message::Binary(frame.into())).await.is_err()
-                    {
-                        ws = None;
-                        set_open(false);
-                        device.handle_ws_closed(clock.now());
+                    if let Some(sock) = ws.as_mut() {
+                        if sock.send(Message::Binary(frame.into())).await.is_err() {
+                            ws = None;
+                            set_open(false);
+                            device.handle_ws_closed(clock.now());
+                            if let Some(d) = driver.as_mut() {
+                                d.closed();
+                            }
+                        } else if let Some(d) = driver.as_mut() {
+                            d.mic_frame_sent(&device);
+                        }
                     }
                 }
                 Output::Mcp { .. } | Output::Control { .. } => {}
@@ -407,6 +439,9 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                     ws = Some(sock);
                     set_open(true);
                     device.handle_ws_open_result(clock.now(), true);
+                    if let Some(d) = driver.as_mut() {
+                        d.connected(true);
+                    }
                 }
                 Ok(Err(e)) => {
                     stats.connect_failures += 1;
@@ -414,10 +449,16 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                         eprintln!("[{}] connect failed: {e:#}", opts.label);
                     }
                     device.handle_ws_open_result(clock.now(), false);
+                    if let Some(d) = driver.as_mut() {
+                        d.connected(false);
+                    }
                 }
                 Err(_) => {
                     stats.connect_failures += 1;
                     device.handle_ws_open_result(clock.now(), false);
+                    if let Some(d) = driver.as_mut() {
+                        d.connected(false);
+                    }
                 }
             }
             continue;
@@ -440,6 +481,9 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
         let mut until = next.map_or(wake_check, |n| n.min(wake_check));
         if let Some(s) = stop_at {
             until = until.min(s);
+        }
+        if timer.deadline() != until {
+            timer.as_mut().reset(until);
         }
         match ws.as_mut() {
             Some(sock) => {
@@ -476,26 +520,37 @@ pub async fn run_device(mut device: Device, opts: LiveOptions) -> Result<(Device
                                     });
                                 }
                                 device.handle_ws_text(now, t.as_bytes());
+                                if let Some(d) = driver.as_mut()
+                                    && let Ok(v) = serde_json::from_str::<serde_json::Value>(t.as_str())
+                                {
+                                    d.text_in(&v, &device);
+                                }
                             }
                             Some(Ok(Message::Binary(b))) => {
                                 stats.binary_in += 1;
                                 device.handle_ws_binary(now, &b);
+                                if let Some(d) = driver.as_mut() {
+                                    d.audio_in();
+                                }
                             }
                             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                             Some(Ok(Message::Close(_))) | Some(Err(_)) | None => {
                                 ws = None;
                                 set_open(false);
                                 device.handle_ws_closed(now);
+                                if let Some(d) = driver.as_mut() {
+                                    d.closed();
+                                }
                             }
                         }
                     }
-                    _ = tokio::time::sleep_until(until) => {}
+                    _ = &mut timer => {}
                     _ = stopped(&mut stop) => {}
                 }
             }
             None => {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(until) => {}
+                    _ = &mut timer => {}
                     _ = stopped(&mut stop) => {}
                 }
             }

@@ -6,6 +6,7 @@
 mod args;
 mod boards;
 mod cmd;
+mod fleet;
 mod html;
 mod junit;
 mod live;

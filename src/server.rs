@@ -23,7 +23,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use xiaozhi_sim::backend::script::{Script, SpeakVoice, Step};
 use xiaozhi_sim::backend::{Action, BackendSpec, Session, SessionReport, spec::SHIPPED};
-use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::time::{SimDuration, SimTime};
+use xiaozhi_sim::voice::memo::CodecPool;
 use xiaozhi_sim::voice::speak::{Timbre, natural_duration};
 
 use crate::live::{Clock, read_http_head, small_ws_config};
@@ -82,6 +83,40 @@ pub struct ConnReport {
     pub session: SessionReport,
 }
 
+/// A misbehaving backend, for the fleet's fault runs (`fleet --voice --backend-fault`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendFault {
+    /// Behaves.
+    #[default]
+    None,
+    /// Never sends `tts start` (the audio still comes: the device drops it).
+    NeverTtsStart,
+    /// Stops mid-reply: after 10 audio frames of a reply, nothing more of it (no `tts stop`).
+    StopMidReply,
+    /// Floods: every audio frame sent 10 times (10× real time).
+    Flood,
+    /// Closes every Nth connection as its reply starts.
+    CloseEvery(u64),
+}
+
+impl std::str::FromStr for BackendFault {
+    type Err = String;
+    fn from_str(s: &str) -> Result<BackendFault, String> {
+        match s {
+            "none" => Ok(BackendFault::None),
+            "never-tts-start" => Ok(BackendFault::NeverTtsStart),
+            "stop-mid-reply" => Ok(BackendFault::StopMidReply),
+            "flood" => Ok(BackendFault::Flood),
+            _ => match s.strip_prefix("close-every:").map(str::parse::<u64>) {
+                Some(Ok(n)) if n >= 1 => Ok(BackendFault::CloseEvery(n)),
+                _ => Err(format!(
+                    "`{s}`: use none, never-tts-start, stop-mid-reply, flood or close-every:N (N ≥ 1)"
+                )),
+            },
+        }
+    }
+}
+
 /// State shared by every connection of one server.
 pub struct Server {
     spec: Arc<BackendSpec>,
@@ -98,11 +133,31 @@ pub struct Server {
     scripts_done: AtomicU64,
     /// The highest device connection number (1, 2 after a reboot, …) whose script has ended.
     last_script_done: watch::Sender<u32>,
+    /// Opus work shared by every connection (a fleet's backend encodes a reply once).
+    codecs: Option<Arc<dyn CodecPool>>,
+    fault: BackendFault,
 }
 
 impl Server {
     pub fn new(spec: BackendSpec, script: Script, verbose: bool, print: bool) -> Arc<Server> {
+        Server::with(spec, script, verbose, print, None, BackendFault::None)
+    }
+
+    /// [`Server::new`] with a shared codec pool and a fault.
+    pub fn with(
+        spec: BackendSpec,
+        script: Script,
+        verbose: bool,
+        print: bool,
+        codecs: Option<Arc<dyn CodecPool>>,
+        fault: BackendFault,
+    ) -> Arc<Server> {
+        if let Some(pool) = &codecs {
+            prepare_speech(&spec, &script, pool);
+        }
         Arc::new(Server {
+            codecs,
+            fault,
             spec: Arc::new(spec),
             script: Arc::new(script),
             clock: Clock::new(SimTime::ZERO),
@@ -265,6 +320,11 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
     let clock = server.clock;
     let opened = clock.now();
     let mut session = Session::accept(server.spec.clone(), opened, &headers, n);
+    if let Some(pool) = &server.codecs {
+        session.share_codecs(pool.clone());
+    }
+    let mut reply_frames = 0u32;
+    let mut muted = false;
     let device_connection = {
         let mut m = server.per_device.lock().unwrap_or_else(|e| e.into_inner());
         let c = m.entry(session.device_id().to_string()).or_insert(0);
@@ -285,21 +345,59 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
     let mut waiting_reply = false;
     let mut waiting_utterance: Option<usize> = None;
     let mut script_done = false;
+    let timer = tokio::time::sleep_until(Instant::now());
+    tokio::pin!(timer);
     let ending = 'conn: loop {
         // Send what the session decided.
         while let Some(action) = session.poll_action() {
             match action {
                 Action::Send(text) => {
+                    // Only a fault run looks into what it sends.
+                    let tts_state = if server.fault == BackendFault::None {
+                        None
+                    } else {
+                        serde_json::from_str::<serde_json::Value>(&text)
+                            .ok()
+                            .filter(|v| v["type"] == "tts")
+                            .and_then(|v| v["state"].as_str().map(str::to_string))
+                    };
+                    let tts = |state: &str| tts_state.as_deref() == Some(state);
+                    let starts = tts("start");
+                    if starts {
+                        reply_frames = 0;
+                        muted = false;
+                    }
+                    let skip = match server.fault {
+                        BackendFault::NeverTtsStart => starts,
+                        BackendFault::StopMidReply => muted && tts("stop"),
+                        _ => false,
+                    };
+                    if skip {
+                        continue;
+                    }
                     if server.verbose {
                         eprintln!("backend[{n}] → {text}");
                     }
                     if ws.send(Message::text(text)).await.is_err() {
                         break 'conn Ending::TcpClosedWithoutCloseFrame;
                     }
+                    if starts && matches!(server.fault, BackendFault::CloseEvery(k) if n.is_multiple_of(k)) {
+                        let _ = ws.close(None).await;
+                        break 'conn Ending::BackendClosed;
+                    }
                 }
                 Action::Binary(frame) => {
-                    if ws.send(Message::Binary(frame.into())).await.is_err() {
-                        break 'conn Ending::TcpClosedWithoutCloseFrame;
+                    reply_frames += 1;
+                    if server.fault == BackendFault::StopMidReply && reply_frames > 10 {
+                        muted = true;
+                        continue;
+                    }
+                    let copies = if server.fault == BackendFault::Flood { 10 } else { 1 };
+                    let frame = tokio_tungstenite::tungstenite::Bytes::from(frame);
+                    for _ in 0..copies {
+                        if ws.send(Message::Binary(frame.clone())).await.is_err() {
+                            break 'conn Ending::TcpClosedWithoutCloseFrame;
+                        }
                     }
                 }
                 Action::Close => {
@@ -357,6 +455,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
             until = Some(until.map_or(r, |u| u.min(r)));
         }
         let sleep = until.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        if timer.deadline() != sleep {
+            timer.as_mut().reset(sleep);
+        }
         tokio::select! {
             msg = ws.next() => {
                 let now = clock.now();
@@ -373,7 +474,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
                     Some(Err(_)) | None => break 'conn Ending::TcpClosedWithoutCloseFrame,
                 }
             }
-            _ = tokio::time::sleep_until(sleep) => {
+            _ = &mut timer => {
                 session.handle_timeout(clock.now());
             }
             cmd = commands.recv() => {
@@ -460,23 +561,45 @@ async fn run_step(session: &mut Session, ws: &mut ServerWs, now: SimTime, step: 
         }
         Step::AwaitUtterance => StepResult::WaitUtterance(session.utterances()),
         Step::Speak { text, duration, voice } => {
-            let timbre = match voice {
-                SpeakVoice::Default => Timbre::default(),
-                SpeakVoice::Tone(freq_hz, dbfs) => Timbre::Tone { freq_hz, dbfs },
-                SpeakVoice::Wav(path) => match crate::wav::read_pcm(std::path::Path::new(&path)) {
-                    Ok((rate, samples)) => Timbre::Pcm {
-                        rate,
-                        samples: samples.into(),
-                    },
-                    Err(e) => {
-                        eprintln!("backend: speak: {e:#}; speaking with the built-in voice");
-                        Timbre::default()
-                    }
-                },
-            };
-            let d = duration.unwrap_or_else(|| natural_duration(&text));
+            let (timbre, d) = sound_of(&text, duration, &voice);
             session.speak(now, &text, &timbre, d);
             StepResult::Continue
+        }
+    }
+}
+
+/// What a `speak` line sounds like, and for how long.
+fn sound_of(text: &str, duration: Option<SimDuration>, voice: &SpeakVoice) -> (Timbre, SimDuration) {
+    let timbre = match voice {
+        SpeakVoice::Default => Timbre::default(),
+        SpeakVoice::Tone(freq_hz, dbfs) => Timbre::Tone {
+            freq_hz: *freq_hz,
+            dbfs: *dbfs,
+        },
+        SpeakVoice::Wav(path) => match crate::wav::read_pcm(std::path::Path::new(path)) {
+            Ok((rate, samples)) => Timbre::Pcm {
+                rate,
+                samples: samples.into(),
+            },
+            Err(e) => {
+                eprintln!("backend: speak: {e:#}; speaking with the built-in voice");
+                Timbre::default()
+            }
+        },
+    };
+    (timbre, duration.unwrap_or_else(|| natural_duration(text)))
+}
+
+/// Encodes every sentence of `script` into `pool` before the first device connects, so no
+/// connection waits (and no runtime worker blocks) while a reply is encoded.
+fn prepare_speech(spec: &BackendSpec, script: &Script, pool: &Arc<dyn CodecPool>) {
+    let Some(rate) = spec.voice.as_ref().map(|v| v.tts_rate) else {
+        return;
+    };
+    for line in (1..=3).flat_map(|n| script.steps_for(n)) {
+        if let Step::Speak { text, duration, voice } = &line.step {
+            let (timbre, d) = sound_of(text, *duration, voice);
+            let _ = pool.speech(&timbre, d, rate);
         }
     }
 }

@@ -49,10 +49,20 @@ pub const MAX_WAV_SECONDS: u64 = 600;
 /// Reads a WAV file as mono int16 PCM (channels averaged, other widths scaled); at most
 /// [`MAX_WAV_SECONDS`] of it.
 pub fn read_pcm(path: &Path) -> Result<(u32, Vec<i16>)> {
-    let mut r = hound::WavReader::open(path).with_context(|| format!("{}: not a readable WAV file", path.display()))?;
+    let r = hound::WavReader::open(path).with_context(|| format!("{}: not a readable WAV file", path.display()))?;
+    pcm_of(r, &path.display().to_string())
+}
+
+/// [`read_pcm`] of a WAV file in memory (the shipped utterance).
+pub fn parse_pcm(bytes: &[u8]) -> Result<(u32, Vec<i16>)> {
+    let r = hound::WavReader::new(std::io::Cursor::new(bytes)).context("not a readable WAV file")?;
+    pcm_of(r, "the built-in WAV")
+}
+
+fn pcm_of<R: std::io::Read>(mut r: hound::WavReader<R>, name: &str) -> Result<(u32, Vec<i16>)> {
     let spec = r.spec();
     if spec.sample_rate == 0 {
-        anyhow::bail!("{}: the WAV header says 0 Hz", path.display());
+        anyhow::bail!("{name}: the WAV header says 0 Hz");
     }
     let channels = usize::from(spec.channels.max(1));
     let cap = (u64::from(spec.sample_rate) * MAX_WAV_SECONDS) as usize * channels;

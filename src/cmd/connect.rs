@@ -179,6 +179,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         counters: None,
         script,
         record,
+        turns: None,
     };
     let (device, stats) = runtime.block_on(async {
         tokio::select! {

@@ -1,6 +1,12 @@
 //! `xiaozhi-twin fleet`: many simulated devices, each with its own MAC, UUID and NVS, against
 //! one backend from one process; a progress bar while they come up and a summary at the end.
 //!
+//! With `--voice` the devices talk: each runs voice turns (wake, an utterance, the reply heard)
+//! and the summary gives turns, failures by reason, latencies per phase as mergeable
+//! histograms, TTS pacing and the twin's own costs (`crate::fleet`); `--find-capacity` ramps
+//! the count until an SLO breaks; `--shard i/N` runs one part of a run and `fleet merge` adds
+//! the parts up.
+//!
 //! Without `--url` the fleet brings its own backend server (`crate::server`, as `xiaozhi-twin
 //! backend` runs it) on a loopback port and runs a script on every device (default: 10 tool
 //! calls), so the round trips are measured where a backend sees them. With `--url` the backend
@@ -27,7 +33,10 @@ use xiaozhi_sim::world::WsConfig;
 
 use crate::args::parse_std_duration;
 use crate::boards;
+use crate::fleet::summary::{Shard, Summary as VoiceSummary};
+use crate::fleet::{VOICE_SCRIPT, VoiceRun, raise_open_files_limit, rss_kib};
 use crate::live::{Counters, LiveOptions, Wake, run_device};
+use crate::server::BackendFault;
 use crate::server::{Ending, Server, load_personality, serve};
 
 /// The script every device runs against the built-in backend: 10 calls.
@@ -51,8 +60,20 @@ call self.audio_speaker.set_volume {\"volume\": 45}
 /// --script (default: 10 tool calls) after hello + initialize + tools/list and the fleet
 /// ends when all are done; with --url it runs for --duration. Exit status 0
 /// when every device finished without a drop, 1 otherwise.
+///
+/// With --voice every device talks: it wakes, says --utterance (a shipped 2 s voice by
+/// default) into its microphone in real time, and hears the reply (TTS frames decoded through
+/// its codec, amplifier and speaker with --decode full, or timed from the Opus TOC bytes with
+/// --decode none), --turns times with --think between. The summary gives turns started /
+/// completed / failed (and why), latencies per phase (end of speech → stt, → first audio, →
+/// tts stop; MCP request → reply), TTS pacing, throughput and what the twin itself used; exit
+/// status 0 when no turn failed. --find-capacity ramps the device count until --slo breaks.
+/// `fleet merge A.json B.json …` adds up the --json summaries of --shard runs.
 #[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// Number of devices.
     #[arg(long, default_value_t = 100)]
     pub devices: u32,
@@ -75,15 +96,91 @@ pub struct Args {
     /// Personality of the built-in backend.
     #[arg(long, default_value = "xinnan-py")]
     pub personality: String,
-    /// Script of the built-in backend (default: 10 calls).
+    /// Script of the built-in backend (default: 10 calls; with --voice, one turn: hear the
+    /// utterance, say that the volume is down; it runs once per turn).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// First device seed (device i gets seed + i).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write the summary as JSON.
+    /// Write the summary as JSON (with --voice: mergeable HDR histograms).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Devices talk: voice turns instead of the MCP script.
+    #[arg(long)]
+    pub voice: bool,
+    /// Voice turns per device.
+    #[arg(long, default_value_t = 1, requires = "voice")]
+    pub turns: u32,
+    /// Between the end of a reply and the next utterance.
+    #[arg(long, default_value = "2s", value_parser = parse_std_duration, requires = "voice")]
+    pub think: Duration,
+    /// What each device says: a WAV file (any rate hound reads; resampled to 16 kHz). Default:
+    /// the shipped 2 s speech-like voice.
+    #[arg(long, value_name = "FILE", requires = "voice")]
+    pub utterance: Option<PathBuf>,
+    /// `full`: decode the replies and measure their loudness; `none`: packet lengths from the
+    /// Opus TOC bytes (for very large fleets).
+    #[arg(long, default_value = "full", value_parser = ["full", "none"], requires = "voice")]
+    pub decode: String,
+    /// Devices started per second (default: one per --stagger).
+    #[arg(long, value_name = "DEVICES_PER_S", requires = "voice")]
+    pub ramp: Option<f64>,
+    /// How long each phase of a turn may take before the turn fails.
+    #[arg(long, default_value = "15s", value_parser = parse_std_duration, requires = "voice")]
+    pub turn_timeout: Duration,
+    /// Run one part of the fleet: devices i, i+N, … (ids, MACs and UUIDs as in the whole run).
+    #[arg(long, value_name = "i/N", value_parser = parse_shard, requires = "voice")]
+    pub shard: Option<Shard>,
+    /// The built-in backend misbehaves: never-tts-start, stop-mid-reply, flood, close-every:N.
+    #[arg(long, value_name = "FAULT", default_value = "none", requires = "voice")]
+    pub backend_fault: BackendFault,
+    /// Ramp the device count (from --devices, doubling, then bisecting) until --slo breaks or
+    /// the twin's own budget does; report the largest count that held.
+    #[arg(long, requires = "slo")]
+    pub find_capacity: bool,
+    /// Service level for --find-capacity, e.g. `first_audio_p99<1500ms` (several with `,`;
+    /// metrics: stt, first_audio, tts_stop, mcp_reply with _p50/_p90/_p99/_max, and failed,
+    /// failed_pct).
+    #[arg(long, value_name = "EXPR", requires = "voice")]
+    pub slo: Option<String>,
+    /// Largest count --find-capacity tries.
+    #[arg(long, default_value_t = 20_000)]
+    pub max_devices: u32,
+    /// --find-capacity: the curve as an SVG picture.
+    #[arg(long, value_name = "FILE.svg")]
+    pub out: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `fleet` subcommands.
+#[derive(clap::Subcommand)]
+pub enum Command {
+    /// Merge the --json summaries of `fleet --voice --shard i/N` runs into one (counts add,
+    /// histograms merge); refuses files of other runs, versions or boards.
+    Merge {
+        /// Summary files.
+        #[arg(required = true, num_args = 1..)]
+        files: Vec<PathBuf>,
+        /// Write the merged summary here.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+}
+
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    let bad = || format!("`{s}`: use i/N with 0 ≤ i < N, e.g. 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (index, count): (u32, u32) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if count == 0 || index >= count {
+        return Err(bad());
+    }
+    Ok(Shard { index, count })
 }
 
 /// The end-of-run summary.
@@ -110,51 +207,6 @@ pub struct Summary {
     pub wall_s: f64,
 }
 
-/// Resident set size of this process in KiB (Linux; 0 elsewhere).
-pub fn rss_kib() -> u64 {
-    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else {
-        return 0;
-    };
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    pages * 4
-}
-
-/// Raises the soft open-files limit to the hard one; returns the soft limit in force.
-#[allow(unsafe_code)] // the one FFI call of the project: getrlimit/setrlimit
-pub fn raise_open_files_limit() -> u64 {
-    #[cfg(unix)]
-    {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
-        unsafe {
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-                return 0;
-            }
-            if lim.rlim_cur < lim.rlim_max {
-                let raised = libc::rlimit {
-                    rlim_cur: lim.rlim_max,
-                    rlim_max: lim.rlim_max,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                    return raised.rlim_cur;
-                }
-            }
-        }
-        lim.rlim_cur
-    }
-    #[cfg(not(unix))]
-    {
-        0
-    }
-}
-
 fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
@@ -164,6 +216,131 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
+    if let Some(Command::Merge { files, json }) = &opts.command {
+        return merge(files, json.as_deref());
+    }
+    if opts.voice {
+        return run_voice(opts);
+    }
+    run_mcp(opts)
+}
+
+fn merge(files: &[PathBuf], json: Option<&std::path::Path>) -> Result<bool> {
+    let mut merged: Option<VoiceSummary> = None;
+    for f in files {
+        let s = VoiceSummary::read(f)?;
+        match merged.as_mut() {
+            None => merged = Some(s),
+            Some(m) => m.merge(&s, &f.display().to_string())?,
+        }
+    }
+    let Some(m) = merged else { bail!("no summary files") };
+    let count = m.shards.first().map_or(1, |s| s.count);
+    if m.shards.len() as u32 != count {
+        let have: Vec<String> = m.shards.iter().map(|s| format!("{}/{}", s.index, s.count)).collect();
+        eprintln!(
+            "fleet merge: {} of {count} shards merged ({}); the summary covers those only",
+            m.shards.len(),
+            have.join(", ")
+        );
+    }
+    m.print();
+    if let Some(path) = json {
+        std::fs::write(path, serde_json::to_string_pretty(&m)? + "\n")
+            .with_context(|| format!("{}", path.display()))?;
+    }
+    Ok(m.turns.failed == 0)
+}
+
+fn voice_run(opts: &Args) -> Result<VoiceRun> {
+    if opts.devices == 0 {
+        bail!("--devices must be at least 1");
+    }
+    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let (utterance, name) = match &opts.utterance {
+        Some(p) => {
+            let (rate, pcm) = crate::wav::read_pcm(p)?;
+            if pcm.is_empty() {
+                bail!("{}: the utterance is empty", p.display());
+            }
+            let pcm = xiaozhi_sim::voice::codec::resample_clip(&pcm, rate, xiaozhi_sim::voice::codec::MIC_RATE);
+            (pcm, p.display().to_string())
+        }
+        None => {
+            let (rate, pcm) = crate::wav::parse_pcm(crate::fleet::DEFAULT_UTTERANCE)?;
+            (pcm, format!("built-in ({rate} Hz speech-like, 2 s)"))
+        }
+    };
+    let personality = load_personality(&opts.personality)?;
+    // The backend's script is one turn; it runs once per turn (repeated --turns times).
+    let (origin, text, default_script) = match &opts.script {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
+            false,
+        ),
+        None => ("default voice fleet script".to_string(), VOICE_SCRIPT.to_string(), true),
+    };
+    Script::parse(&origin, &text)?;
+    let mut turns_text = text.clone();
+    if !turns_text.ends_with('\n') {
+        turns_text.push('\n');
+    }
+    let script = Script::parse(&origin, &turns_text.repeat(opts.turns.max(1) as usize))?;
+    let voice_dbfs = personality.voice.as_ref().map_or(-40.0, |v| v.voice_dbfs);
+    let voiced_end = crate::fleet::turns::voiced_end(&utterance, voice_dbfs);
+    if voiced_end == 0 {
+        bail!("{name}: no 60 ms frame of the utterance is voice (RMS ≥ {voice_dbfs} dBFS)");
+    }
+    let nominal = if opts.url.is_none() && default_script {
+        crate::fleet::nominal_first_audio(&personality)
+    } else {
+        None
+    };
+    Ok(VoiceRun {
+        spec,
+        devices: opts.devices,
+        shard: opts.shard.unwrap_or(Shard { index: 0, count: 1 }),
+        url: opts.url.clone(),
+        personality,
+        script,
+        fault: opts.backend_fault,
+        plan: crate::fleet::turns::Plan {
+            utterance: utterance.into(),
+            voiced_end,
+            turns: opts.turns.max(1),
+            think: opts.think,
+            timeout: opts.turn_timeout,
+            nominal_first_audio: nominal,
+        },
+        utterance_name: name,
+        decode_full: opts.decode == "full",
+        ramp: opts.ramp.unwrap_or_else(|| 1.0 / opts.stagger.as_secs_f64().max(1e-6)),
+        duration: opts.duration,
+        seed: opts.seed,
+        quiet: opts.quiet,
+    })
+}
+
+fn run_voice(opts: &Args) -> Result<bool> {
+    let run = voice_run(opts)?;
+    if opts.find_capacity {
+        let slo = crate::fleet::capacity::Slo::parse(opts.slo.as_deref().unwrap_or_default())?;
+        return crate::fleet::capacity::find(&run, &slo, opts.max_devices, opts.out.as_deref(), opts.json.as_deref());
+    }
+    if opts.slo.is_some() {
+        bail!("--slo is read by --find-capacity only");
+    }
+    let summary = crate::fleet::run_voice(&run)?;
+    summary.print();
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_string_pretty(&summary)? + "\n")
+            .with_context(|| format!("{}", path.display()))?;
+    }
+    Ok(summary.turns.failed == 0 && summary.turns.completed == summary.turns.planned)
+}
+
+fn run_mcp(opts: &Args) -> Result<bool> {
     if opts.devices == 0 {
         bail!("--devices must be at least 1");
     }
@@ -237,6 +414,7 @@ pub fn run(opts: &Args) -> Result<bool> {
                 counters: Some(counters.clone()),
                 script: None,
                 record: false,
+                turns: None,
             };
             let delay = opts.stagger * i;
             tasks.spawn(async move {

@@ -12,7 +12,8 @@ use serde::Serialize;
 use crate::backend::spec::{BinaryFraming, VoiceSpec};
 use crate::backend::{Action, Session, ms};
 use crate::time::{SimDuration, SimTime};
-use crate::voice::codec::{Decoder, FRAME_MS, MIC_RATE};
+use crate::voice::codec::{FRAME_MS, MIC_RATE};
+use crate::voice::memo::{CodecPool, DecodeStream};
 use crate::voice::speak::{Agenda, Said, Timbre, llm_message, stt_message, synthesize};
 
 /// How an utterance ended.
@@ -36,6 +37,8 @@ pub struct Utterance {
     pub ended_ms: f64,
     /// Voice duration, first to last voice frame, ms.
     pub voice_ms: f64,
+    /// When the last voice frame arrived, ms (`ended_ms` less the end-of-speech wait).
+    pub last_voice_ms: f64,
     /// Microphone frames received during it.
     pub frames: u64,
     /// How it ended.
@@ -81,7 +84,7 @@ pub struct VoiceReport {
 
 #[derive(Default)]
 struct Ear {
-    decoder: Option<Box<Decoder>>,
+    decoder: Option<DecodeStream>,
     speech_start: Option<SimTime>,
     last_voice: Option<SimTime>,
     frames: u64,
@@ -95,6 +98,8 @@ pub(crate) struct VoiceSide {
     pub(crate) report: VoiceReport,
     version: i32,
     sentences_in_turn: usize,
+    /// Where Opus work is done when many sessions share it (`Session::share_codecs`).
+    codecs: Option<std::sync::Arc<dyn CodecPool>>,
 }
 
 impl std::fmt::Debug for VoiceSide {
@@ -137,16 +142,22 @@ impl Session {
         let v = &mut self.voice;
         v.report.frames_in += 1;
         v.report.bytes_in += frame.len() as u64;
-        let Some(spec) = self.spec.voice.clone() else { return };
+        let Some((voice_dbfs, end_of_speech)) = self.spec.voice.as_ref().map(|v| (v.voice_dbfs, v.end_of_speech.0))
+        else {
+            return;
+        };
         let ear = &mut self.voice.ear;
         if ear.speech_start.is_some() {
             ear.frames += 1;
         }
+        let codecs = self.voice.codecs.clone();
         let voiced = frame.len() > 2 && {
-            let d = ear.decoder.get_or_insert_with(|| {
-                Box::new(Decoder::new(MIC_RATE as i32, FRAME_MS as i32, MIC_RATE).expect("16 kHz"))
-            });
-            d.decode(frame).is_ok_and(|pcm| rms_dbfs(&pcm) >= spec.voice_dbfs)
+            if ear.decoder.is_none() {
+                ear.decoder = DecodeStream::open(codecs.as_ref(), MIC_RATE as i32, FRAME_MS as i32, MIC_RATE).ok();
+            }
+            ear.decoder
+                .as_mut()
+                .is_some_and(|d| d.decode(frame).is_ok_and(|pcm| rms_dbfs(&pcm) >= voice_dbfs))
         };
         if voiced {
             if ear.speech_start.is_none() {
@@ -155,7 +166,7 @@ impl Session {
             }
             ear.last_voice = Some(now);
         } else if let (Some(_), Some(last)) = (ear.speech_start, ear.last_voice)
-            && now.saturating_since(last) >= spec.end_of_speech.0
+            && now.saturating_since(last) >= end_of_speech
         {
             self.end_utterance(now, UtteranceEnd::EndOfSpeech, None);
         }
@@ -173,6 +184,7 @@ impl Session {
             started_ms: ms(started),
             ended_ms: ms(now),
             voice_ms,
+            last_voice_ms: ms(ear.last_voice.unwrap_or(now)),
             frames: ear.frames,
             how,
             text: text.clone(),
@@ -259,7 +271,10 @@ impl Session {
             let sid = self.session_id.clone();
             self.voice.agenda.message(now, llm_message(e, &sid));
         }
-        let packets = synthesize(timbre, duration, spec.tts_rate);
+        let packets = match &self.voice.codecs {
+            Some(pool) => pool.speech(timbre, duration, spec.tts_rate).to_vec(),
+            None => synthesize(timbre, duration, spec.tts_rate),
+        };
         self.voice.report.spoken.push(Spoken {
             text: text.to_string(),
             at_ms: ms(now),
@@ -301,6 +316,12 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Does this session's Opus work (its ear, its speech) in `pool`, shared with other
+    /// sessions: the built-in backend of a fleet encodes a reply once for every device.
+    pub fn share_codecs(&mut self, pool: std::sync::Arc<dyn CodecPool>) {
+        self.voice.codecs = Some(pool);
     }
 
     /// The voice part of the report.

@@ -12,6 +12,7 @@ pub(crate) mod builtin;
 pub(crate) mod catalogue;
 pub mod channel;
 pub(crate) mod main_loop;
+pub(crate) mod mic;
 pub(crate) mod otto;
 pub(crate) mod report;
 pub mod state;
@@ -234,6 +235,10 @@ pub struct Core {
     pub(crate) audio: AudioLog,
     /// What became of the speech the device was sent (evidence; survives reboots).
     pub(crate) speech: SpeechLog,
+    /// Where Opus work is done when many devices share it (`None`: codecs of its own).
+    pub(crate) codecs: Option<Arc<dyn crate::voice::memo::CodecPool>>,
+    /// Received speech is not decoded: packet lengths come from their TOC bytes.
+    pub(crate) durations_only: bool,
     trace: bool,
     events: Vec<TraceEvent>,
     outputs: VecDeque<Output>,
@@ -353,6 +358,8 @@ impl Device {
                 elf_sha256,
                 audio: AudioLog::default(),
                 speech: SpeechLog::default(),
+                codecs: None,
+                durations_only: false,
                 trace: true,
                 events: Vec::new(),
                 outputs: VecDeque::new(),
@@ -368,6 +375,19 @@ impl Device {
     /// Turns event recording on or off (off for throughput runs).
     pub fn set_trace(&mut self, on: bool) {
         self.core.trace = on;
+    }
+
+    /// Received speech is not decoded (a fleet's `--decode none`): each packet plays for the
+    /// length its TOC byte gives, as silence, so queues, drops, drain timing and power-down are
+    /// kept but levels are not measured.
+    pub fn set_durations_only(&mut self, on: bool) {
+        self.core.durations_only = on;
+    }
+
+    /// Does this device's Opus work in `pool` (shared by many devices; every output is the one
+    /// the device's own codec would give: `voice::memo`). Takes effect for the next codec made.
+    pub fn share_codecs(&mut self, pool: Arc<dyn crate::voice::memo::CodecPool>) {
+        self.core.codecs = Some(pool);
     }
 
     /// Which cJSON entry point inbound payloads go through: `Length` for WebSocket frames,
@@ -461,6 +481,11 @@ impl Device {
             mic_packets_sent: app.map_or(0, |a| a.voice.mic_sent),
             mic_packets_dropped: app.map_or(0, |a| a.voice.mic_dropped),
         }
+    }
+
+    /// The device state while the board runs (cheaper than [`Device::snapshot`]).
+    pub fn state(&self) -> Option<DeviceState> {
+        self.app().map(|a| a.state)
     }
 
     /// The application, while the board runs.

@@ -18,14 +18,16 @@ use crate::cjson::Item;
 use crate::cjson::{Limits, Terminator};
 use crate::device::app::{Running, Task};
 use crate::device::channel::{Link, Socket};
+use crate::device::mic::MicQueue;
 use crate::device::state::DeviceState;
 use crate::device::{Core, Device, Output, Receipt, app};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::BootReason;
 use crate::trace::{Event, LogLevel};
-use crate::voice::codec::{Decoder, Encoder, FRAME_MS};
+use crate::voice::codec::FRAME_MS;
 use crate::voice::log::Drop;
 use crate::voice::log::SpeechLog;
+use crate::voice::memo::{DecodeStream, EncodeStream};
 
 /// `MAX_DECODE_PACKETS_IN_QUEUE` (2400 ms / 60 ms).
 pub(crate) const DECODE_QUEUE: usize = 40;
@@ -80,20 +82,21 @@ pub(crate) struct Voice {
     drained_event_queued: bool,
     drained_notified: bool,
     drain_at: Option<SimTime>,
-    /// `opus_decoder_` (+ resampler), made at the first packet; `None` until then.
-    decoder: Option<Box<Decoder>>,
+    /// `opus_decoder_` (+ resampler), made at the first packet; `None` until then. Its own,
+    /// or a position in the codec pool the device was given (`Device::share_codecs`).
+    decoder: Option<DecodeStream>,
     decoder_for: (i32, i32),
     decoder_failed: bool,
     /// Decoded frames not yet finished: `[start, end)` on the codec.
     frames: VecDeque<(SimTime, SimTime)>,
     /// `opus_encoder_`, made when voice processing first runs.
-    encoder: Option<Box<Encoder>>,
+    encoder: Option<EncodeStream>,
     /// What the user says into the microphone (16 kHz), not yet captured.
-    pub(crate) mic: VecDeque<i16>,
+    pub(crate) mic: MicQueue,
     /// The next 60 ms microphone frame is captured at this time (while voice processing runs).
     mic_tick: Option<SimTime>,
     /// `audio_send_queue_`: encoded packets waiting for the main loop.
-    send_queue: VecDeque<Vec<u8>>,
+    send_queue: VecDeque<std::sync::Arc<[u8]>>,
     send_event_queued: bool,
     /// Microphone packets dropped because the send queue was full.
     pub(crate) mic_dropped: u64,
@@ -105,6 +108,8 @@ pub(crate) struct Voice {
     mic_silent_frames: u32,
     /// The TOC byte of the last encoded microphone packet (code 0), sent alone in DTX.
     mic_toc: u8,
+    /// Silence played for undecoded packets (`Device::set_durations_only`).
+    silence: Option<std::sync::Arc<[i16]>>,
 }
 
 impl Default for Voice {
@@ -124,7 +129,7 @@ impl Default for Voice {
             decoder_failed: false,
             frames: VecDeque::new(),
             encoder: None,
-            mic: VecDeque::new(),
+            mic: MicQueue::default(),
             mic_tick: None,
             send_queue: VecDeque::new(),
             send_event_queued: false,
@@ -134,6 +139,7 @@ impl Default for Voice {
             // SILK wideband, 60 ms, mono: what the firmware's settings produce.
             mic_silent_frames: 1,
             mic_toc: 0x58,
+            silence: None,
         }
     }
 }
@@ -570,17 +576,44 @@ impl Running {
             _ => (24_000, 60),
         };
         let out_rate = core.spec.audio.output_sample_rate;
+        if core.durations_only {
+            // `--decode none`: the packet's length from its TOC byte, played as silence of that
+            // length (the queues, timing and power-down are the same; levels are not measured).
+            let Some(n48) = crate::voice::codec::toc_duration_48k(packet) else {
+                core.speech.dropped(Drop::Undecodable);
+                return;
+            };
+            let dec = u32::try_from(rate).unwrap_or(24_000);
+            let out = if out_rate > 0 { out_rate } else { dec };
+            let n = (u64::from(n48) * u64::from(out) / 48_000) as usize;
+            let samples = match &self.voice.silence {
+                Some(z) if z.len() == n => z.clone(),
+                _ => {
+                    let z: std::sync::Arc<[i16]> = vec![0; n].into();
+                    self.voice.silence = Some(z.clone());
+                    z
+                }
+            };
+            let duration = SimDuration::from_micros(n as u64 * 1_000_000 / u64::from(out.max(1)));
+            let source = Source::Pcm { rate: out, samples };
+            let (start, end) = self.audio.play(&mut core.audio, now, source, duration, self.volume);
+            core.speech.decoded(start, end, (dec, out));
+            self.voice.frames.push_back((start, end));
+            self.voice.drained_notified = false;
+            self.arm_drain_check(core);
+            return;
+        }
         if self.voice.decoder.is_none() || self.voice.decoder_for != (rate, frame_ms) {
             // SetDecodeSampleRate: a changed rate closes the decoder and opens a new one.
             self.voice.decoder_for = (rate, frame_ms);
-            match Decoder::new(rate, frame_ms, out_rate) {
+            match DecodeStream::open(core.codecs.as_ref(), rate, frame_ms, out_rate) {
                 Ok(d) => {
                     if rate as u32 != out_rate {
                         core.log(LogLevel::Info, "AudioService", || {
                             format!("Resampling audio from {rate} to {out_rate}")
                         });
                     }
-                    self.voice.decoder = Some(Box::new(d));
+                    self.voice.decoder = Some(d);
                     self.voice.decoder_failed = false;
                 }
                 Err(_) => {
@@ -601,7 +634,7 @@ impl Running {
             core.speech.dropped(Drop::Undecodable);
             return;
         };
-        let rates = (decoder.rate(), decoder.out_rate());
+        let rates = decoder.rates();
         let pcm = match decoder.decode(packet) {
             Ok(pcm) => pcm,
             Err(_) => {
@@ -618,7 +651,7 @@ impl Running {
         let duration = SimDuration::from_micros(pcm.len() as u64 * 1_000_000 / u64::from(out.max(1)));
         let source = Source::Pcm {
             rate: out,
-            samples: pcm.into(),
+            samples: pcm,
         };
         let (start, end) = self.audio.play(&mut core.audio, now, source, duration, self.volume);
         core.speech.decoded(start, end, rates);
@@ -750,12 +783,21 @@ impl Device {
     pub fn say(&mut self, now: SimTime, samples_16k: &[i16]) {
         self.run_until(now);
         if let Some(run) = self.run.as_deref_mut() {
-            const MAX: usize = 16_000 * 600;
-            let mic = &mut run.voice.mic;
-            mic.extend(samples_16k.iter().take(MAX));
-            let over = mic.len().saturating_sub(MAX);
-            mic.drain(..over);
+            run.voice.mic.push(samples_16k.into());
         }
+    }
+
+    /// [`Device::say`] with samples many devices share (a fleet's utterance is held once).
+    pub fn say_shared(&mut self, now: SimTime, samples_16k: std::sync::Arc<[i16]>) {
+        self.run_until(now);
+        if let Some(run) = self.run.as_deref_mut() {
+            run.voice.mic.push(samples_16k);
+        }
+    }
+
+    /// Samples the user has said that the microphone has not captured yet.
+    pub fn mic_pending(&self) -> usize {
+        self.run.as_deref().map_or(0, |r| r.voice.mic.len())
     }
 
     /// Push-to-talk: pressed (`StartListening`) or released (`StopListening`).
@@ -784,17 +826,19 @@ impl Running {
         }
         self.voice.mic_tick = Some(due + SimDuration::from_millis(u64::from(FRAME_MS)));
         let n = crate::voice::codec::MIC_RATE as usize * FRAME_MS as usize / 1000;
-        let take = n.min(self.voice.mic.len());
-        let frame: Vec<i16> = self.voice.mic.drain(..take).collect();
+        let frame = self.voice.mic.take(n);
         let silent = frame.iter().all(|&x| x == 0);
         let packet = if silent && self.voice.mic_silent_frames > 0 {
             // DTX: libopus 1.3.1 sends the TOC byte alone for continued digital silence
             // (seen in the committed mic vector); opus-rs has no DTX, so the twin does the same
             // without running the encoder (and makes no encoder for a microphone that only
             // ever hears silence).
-            vec![self.voice.mic_toc]
+            std::sync::Arc::from(&[self.voice.mic_toc][..])
         } else {
-            let encoder = self.voice.encoder.get_or_insert_with(|| Box::new(Encoder::mic()));
+            let encoder = self
+                .voice
+                .encoder
+                .get_or_insert_with(|| EncodeStream::open(core.codecs.as_ref()));
             let p = encoder.encode(&frame);
             if let Some(&toc) = p.first() {
                 self.voice.mic_toc = toc & 0xfc;

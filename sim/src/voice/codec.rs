@@ -37,6 +37,8 @@ pub enum DecodeError {
 /// `opus_decoder_` + `output_resampler_`: decodes at the rate the server announced and
 /// resamples to the codec's output rate.
 pub struct Decoder {
+    /// The arguments it was made with (a reset makes it again).
+    made: (i32, i32, u32),
     rate: u32,
     frame: usize,
     out_rate: u32,
@@ -84,6 +86,7 @@ impl Decoder {
             None
         };
         Ok(Decoder {
+            made: (rate, frame_ms, out_rate),
             rate: r,
             frame,
             out_rate,
@@ -110,15 +113,13 @@ impl Decoder {
     }
 
     /// `esp_opus_dec_reset` (`ResetDecoder`): the decoder forgets the stream; queued
-    /// resampler input goes too.
+    /// resampler input goes too. The twin makes both again, so a reset decoder is exactly a
+    /// fresh one (what the shared codec memo relies on: `voice::memo`).
     pub fn reset(&mut self) {
-        if let Ok(fresh) = OpusDecoder::new(self.rate as i32, 1) {
-            self.opus = fresh;
+        let (rate, frame_ms, out_rate) = self.made;
+        if let Ok(fresh) = Decoder::new(rate, frame_ms, out_rate) {
+            *self = fresh;
         }
-        if let Some(r) = self.resampler.as_mut() {
-            r.reset();
-        }
-        self.pending.clear();
     }
 
     /// One packet to PCM at [`Decoder::out_rate`] (int16). With a resampler, output comes in
@@ -152,6 +153,29 @@ impl Decoder {
         }
         Ok(out)
     }
+}
+
+/// How long an Opus packet plays, in 48 kHz samples, from its TOC byte (RFC 6716 §3.1: the
+/// configuration's frame size times the frame count of code 0–3); `None` for a packet no
+/// decoder would take (empty, a code 1 packet of odd length, a code 3 packet without its
+/// count byte, or more than 120 ms).
+pub fn toc_duration_48k(packet: &[u8]) -> Option<u32> {
+    let toc = *packet.first()?;
+    let config = toc >> 3;
+    let frame = match config {
+        0..=11 => [480, 960, 1920, 2880][usize::from(config % 4)],
+        12..=15 => [480, 960][usize::from(config % 2)],
+        _ => [120, 240, 480, 960][usize::from(config % 4)],
+    };
+    let frames = match toc & 3 {
+        0 => 1,
+        1 if packet.len() % 2 == 1 => 2,
+        1 => return None,
+        2 => 2,
+        _ => u32::from(*packet.get(1)? & 0x3f),
+    };
+    let total = frame * frames;
+    (frames > 0 && total <= 5760).then_some(total)
 }
 
 /// An Opus encoder with named settings.
@@ -283,6 +307,21 @@ mod tests {
         // Level survives within 1 dB after the codec and resampler settle.
         let level = 20.0 * (rms(&out[4800..]) / rms(&pcm[4800..])).log10();
         assert!(level.abs() < 1.0, "{level:.2} dB");
+    }
+
+    #[test]
+    fn toc_durations_match_what_the_decoder_gives() {
+        let mut enc = Encoder::tts(24_000);
+        let p = enc.encode(&tone(24_000, 1440, 300.0, 5000.0));
+        assert_eq!(toc_duration_48k(&p), Some(2880));
+        let mut mic = Encoder::mic();
+        assert_eq!(toc_duration_48k(&mic.encode(&[0; 960])), Some(2880));
+        // CELT 20 ms, code 3 with 3 frames; code 1 needs an odd length; empty is nothing.
+        assert_eq!(toc_duration_48k(&[31 << 3 | 3, 3]), Some(2880));
+        assert_eq!(toc_duration_48k(&[31 << 3 | 3, 7]), None);
+        assert_eq!(toc_duration_48k(&[31 << 3 | 1, 0]), None);
+        assert_eq!(toc_duration_48k(&[]), None);
+        assert_eq!(toc_duration_48k(&[3 << 3 | 2, 0, 0]), Some(5760));
     }
 
     #[test]

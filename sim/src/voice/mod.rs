@@ -5,4 +5,5 @@
 pub mod codec;
 pub mod frame;
 pub mod log;
+pub mod memo;
 pub mod speak;

@@ -1,0 +1,624 @@
+//! Codec work done once for many devices: a memo of Opus streams that gives every device the
+//! exact output its own decoder (or encoder) would give, without each device holding one.
+//!
+//! A codec is a deterministic state machine: from a fresh state, the same inputs in the same
+//! order give the same outputs, bit for bit. A fleet of devices that hear the same reply (or
+//! say the same utterance) therefore run the same computation thousands of times, each in a
+//! ~176 KiB opus-rs decoder (or a ~227 KiB encoder). The memo keeps a trie per stream kind:
+//! a node is "the stream after these inputs"; its edge holds the input and the output it gave.
+//! A device holds only its position in the trie. A step that an earlier device already took is
+//! a lookup; a new step needs the codec state at the device's node, which the memo keeps for
+//! the few nodes it stepped last, and otherwise rebuilds by replaying the path from a fresh
+//! codec (the inputs are on the edges). Outputs are shared (`Arc`), so a device's playback log
+//! points at the same samples as every other device's.
+//!
+//! Nothing is approximated: a position is exact, a lookup compares the whole input, and a
+//! rebuilt state is the state the device's own codec would be in. When the memo is full (a
+//! fleet whose streams all differ), a step that would add a node hands the device a private
+//! codec at its position instead, and the device goes on with that until its stream is reset.
+//!
+//! [`CodecPool`] is the interface the device and the backend see; [`SharedCodecs`] implements
+//! it behind a mutex so a multi-threaded driver can share one pool (offline runs have one
+//! caller at a time; the outputs never depend on who stepped first).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::time::SimDuration;
+use crate::voice::codec::{DecodeError, Decoder, Encoder};
+use crate::voice::speak::{Timbre, synthesize};
+
+/// A codec the memo can drive.
+pub trait Stepper: Sized {
+    /// What selects a fresh state (e.g. decode rate, frame, output rate).
+    type Key: Ord + Clone;
+    /// One input unit's element (bytes of a packet, samples of a frame).
+    type Elem: Copy + Eq;
+    /// What a step gives.
+    type Out: Clone;
+    /// A fresh codec, or `None` if the key cannot make one.
+    fn fresh(key: &Self::Key) -> Option<Self>;
+    /// One step.
+    fn step(&mut self, input: &[Self::Elem]) -> Self::Out;
+    /// Approximate heap bytes of one output (for the memo's budget).
+    fn out_bytes(out: &Self::Out) -> usize;
+}
+
+struct Node<S: Stepper> {
+    parent: u32,
+    input: Box<[S::Elem]>,
+    out: Option<S::Out>,
+    children: Vec<u32>,
+}
+
+/// How many codec states the memo keeps at once (at the nodes it stepped last).
+const LIVE: usize = 4;
+
+/// What a step gave.
+pub enum Stepped<S: Stepper> {
+    /// The output, and the device's new position in the memo.
+    Shared(u32, S::Out),
+    /// The memo is full: the output, and a private codec positioned after this input.
+    Private(Box<S>, S::Out),
+}
+
+/// Counters of a memo (for reports and benchmarks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MemoStats {
+    /// Steps answered from the memo.
+    pub hits: u64,
+    /// Steps computed (a new edge).
+    pub computed: u64,
+    /// Codec states rebuilt by replaying a path.
+    pub rebuilds: u64,
+    /// Inputs replayed for those rebuilds.
+    pub replayed: u64,
+    /// Steps handed to a private codec because the memo was full.
+    pub private: u64,
+    /// Nodes held.
+    pub nodes: u64,
+    /// Approximate bytes held by the nodes.
+    pub bytes: u64,
+}
+
+/// A trie of streams of one codec kind.
+pub struct Memo<S: Stepper> {
+    nodes: Vec<Node<S>>,
+    roots: BTreeMap<S::Key, u32>,
+    root_key: BTreeMap<u32, S::Key>,
+    live: Vec<(u32, S)>,
+    budget: usize,
+    stats: MemoStats,
+}
+
+const NO_PARENT: u32 = u32::MAX;
+
+impl<S: Stepper> Memo<S> {
+    /// An empty memo that holds about `budget` bytes of inputs and outputs at most.
+    pub fn new(budget: usize) -> Memo<S> {
+        Memo {
+            nodes: Vec::new(),
+            roots: BTreeMap::new(),
+            root_key: BTreeMap::new(),
+            live: Vec::new(),
+            budget,
+            stats: MemoStats::default(),
+        }
+    }
+
+    /// The position of a fresh stream of `key` (`None` if no codec can be made for it).
+    pub fn root(&mut self, key: &S::Key) -> Option<u32> {
+        if let Some(&r) = self.roots.get(key) {
+            return Some(r);
+        }
+        let state = S::fresh(key)?;
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            parent: NO_PARENT,
+            input: Box::new([]),
+            out: None,
+            children: Vec::new(),
+        });
+        self.roots.insert(key.clone(), id);
+        self.root_key.insert(id, key.clone());
+        self.keep_live(id, state);
+        Some(id)
+    }
+
+    fn child(&self, at: u32, input: &[S::Elem]) -> Option<u32> {
+        self.nodes
+            .get(at as usize)?
+            .children
+            .iter()
+            .copied()
+            .find(|&c| &*self.nodes[c as usize].input == input)
+    }
+
+    fn keep_live(&mut self, at: u32, state: S) {
+        if self.live.len() >= LIVE {
+            self.live.remove(0);
+        }
+        self.live.push((at, state));
+    }
+
+    /// The codec state at `at`: a kept one, or rebuilt by replaying the path from the root.
+    fn state_at(&mut self, at: u32) -> Option<S> {
+        if let Some(i) = self.live.iter().position(|(n, _)| *n == at) {
+            return Some(self.live.remove(i).1);
+        }
+        let mut path = Vec::new();
+        let mut n = at;
+        while self.nodes.get(n as usize)?.parent != NO_PARENT {
+            path.push(n);
+            n = self.nodes[n as usize].parent;
+        }
+        let key = self.root_key.get(&n)?.clone();
+        let mut state = S::fresh(&key)?;
+        self.stats.rebuilds += 1;
+        for &p in path.iter().rev() {
+            self.stats.replayed += 1;
+            let _ = state.step(&self.nodes[p as usize].input);
+        }
+        Some(state)
+    }
+
+    /// One step of the stream at `at` (a position this memo gave). `None` only for a position
+    /// that is not this memo's.
+    pub fn step(&mut self, at: u32, input: &[S::Elem]) -> Option<Stepped<S>> {
+        if let Some(c) = self.child(at, input) {
+            self.stats.hits += 1;
+            let out = self.nodes[c as usize].out.clone()?;
+            return Some(Stepped::Shared(c, out));
+        }
+        let mut state = self.state_at(at)?;
+        let out = state.step(input);
+        let cost = std::mem::size_of::<Node<S>>() + std::mem::size_of_val(input) + S::out_bytes(&out);
+        if self.stats.bytes as usize + cost > self.budget {
+            self.stats.private += 1;
+            return Some(Stepped::Private(Box::new(state), out));
+        }
+        self.stats.computed += 1;
+        self.stats.bytes += cost as u64;
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            parent: at,
+            input: input.into(),
+            out: Some(out.clone()),
+            children: Vec::new(),
+        });
+        self.nodes[at as usize].children.push(id);
+        self.stats.nodes = self.nodes.len() as u64;
+        self.keep_live(id, state);
+        Some(Stepped::Shared(id, out))
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> MemoStats {
+        self.stats
+    }
+}
+
+/// A decoder's key: the rate the server announced, its frame duration, the codec's output rate.
+pub type DecodeKey = (i32, i32, u32);
+
+/// Output of one decoded packet: int16 samples at the decoder's output rate.
+pub type Decoded = Result<Arc<[i16]>, DecodeError>;
+
+impl Stepper for Decoder {
+    type Key = DecodeKey;
+    type Elem = u8;
+    type Out = Decoded;
+    fn fresh(key: &DecodeKey) -> Option<Decoder> {
+        Decoder::new(key.0, key.1, key.2).ok()
+    }
+    fn step(&mut self, input: &[u8]) -> Decoded {
+        self.decode(input).map(Arc::from)
+    }
+    fn out_bytes(out: &Decoded) -> usize {
+        out.as_ref().map_or(0, |s| s.len() * 2)
+    }
+}
+
+impl Stepper for Encoder {
+    type Key = ();
+    type Elem = i16;
+    type Out = Arc<[u8]>;
+    fn fresh(_: &()) -> Option<Encoder> {
+        Some(Encoder::mic())
+    }
+    fn step(&mut self, input: &[i16]) -> Arc<[u8]> {
+        self.encode(input).into()
+    }
+    fn out_bytes(out: &Arc<[u8]>) -> usize {
+        out.len()
+    }
+}
+
+/// Where a device's and a backend's codec work is done when it is shared.
+pub trait CodecPool: Send + Sync {
+    /// The position of a fresh decoder for `key`, and its (decode, output) rates; `None` when
+    /// no decoder can be made at that rate.
+    fn decode_root(&self, key: DecodeKey) -> Option<(u32, u32, u32)>;
+    /// One packet through the decoder at `at`.
+    fn decode(&self, at: u32, packet: &[u8]) -> Option<Stepped<Decoder>>;
+    /// The position of a fresh microphone encoder.
+    fn encode_root(&self) -> Option<u32>;
+    /// One microphone frame through the encoder at `at`.
+    fn encode(&self, at: u32, frame: &[i16]) -> Option<Stepped<Encoder>>;
+    /// A backend's speech, encoded once per distinct sound ([`synthesize`]).
+    fn speech(&self, timbre: &Timbre, duration: SimDuration, rate: u32) -> Arc<[Vec<u8>]>;
+    /// Counters: decoder memo, encoder memo, speech clips encoded.
+    fn stats(&self) -> (MemoStats, MemoStats, u64);
+}
+
+/// What identifies a sound to encode; PCM timbres compare their samples.
+#[derive(Clone, PartialEq)]
+struct SpeechKey {
+    kind: u8,
+    params: [u64; 2],
+    pcm: Option<Arc<[i16]>>,
+    duration: SimDuration,
+    rate: u32,
+}
+
+impl SpeechKey {
+    fn of(timbre: &Timbre, duration: SimDuration, rate: u32) -> SpeechKey {
+        let (kind, params, pcm) = match timbre {
+            Timbre::Speechlike { dbfs } => (0, [dbfs.to_bits(), 0], None),
+            Timbre::Tone { freq_hz, dbfs } => (1, [freq_hz.to_bits(), dbfs.to_bits()], None),
+            Timbre::Pcm { rate, samples } => (2, [u64::from(*rate), samples.len() as u64], Some(samples.clone())),
+        };
+        SpeechKey {
+            kind,
+            params,
+            pcm,
+            duration,
+            rate,
+        }
+    }
+}
+
+/// The memos of one pool.
+pub struct Memos {
+    decode: Memo<Decoder>,
+    decode_rates: BTreeMap<DecodeKey, (u32, u32)>,
+    encode: Memo<Encoder>,
+    speech: Vec<(SpeechKey, Arc<[Vec<u8>]>)>,
+    speech_encoded: u64,
+}
+
+/// Most distinct speech clips a pool keeps.
+const SPEECH_CLIPS: usize = 64;
+
+impl Memos {
+    /// Memos that hold about `budget` bytes each at most.
+    pub fn new(budget: usize) -> Memos {
+        Memos {
+            decode: Memo::new(budget),
+            decode_rates: BTreeMap::new(),
+            encode: Memo::new(budget),
+            speech: Vec::new(),
+            speech_encoded: 0,
+        }
+    }
+}
+
+/// A pool shared by many devices and backend sessions.
+pub struct SharedCodecs(Mutex<Memos>);
+
+impl SharedCodecs {
+    /// A pool whose memos hold about `budget` bytes each at most.
+    pub fn new(budget: usize) -> Arc<SharedCodecs> {
+        Arc::new(SharedCodecs(Mutex::new(Memos::new(budget))))
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Memos) -> T) -> T {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut m)
+    }
+}
+
+impl CodecPool for SharedCodecs {
+    fn decode_root(&self, key: DecodeKey) -> Option<(u32, u32, u32)> {
+        self.with(|m| {
+            let r = m.decode.root(&key)?;
+            let (rate, out) = match m.decode_rates.get(&key) {
+                Some(&rates) => rates,
+                None => {
+                    let d = Decoder::new(key.0, key.1, key.2).ok()?;
+                    m.decode_rates.insert(key, (d.rate(), d.out_rate()));
+                    (d.rate(), d.out_rate())
+                }
+            };
+            Some((r, rate, out))
+        })
+    }
+    fn decode(&self, at: u32, packet: &[u8]) -> Option<Stepped<Decoder>> {
+        self.with(|m| m.decode.step(at, packet))
+    }
+    fn encode_root(&self) -> Option<u32> {
+        self.with(|m| m.encode.root(&()))
+    }
+    fn encode(&self, at: u32, frame: &[i16]) -> Option<Stepped<Encoder>> {
+        self.with(|m| m.encode.step(at, frame))
+    }
+    fn speech(&self, timbre: &Timbre, duration: SimDuration, rate: u32) -> Arc<[Vec<u8>]> {
+        let key = SpeechKey::of(timbre, duration, rate);
+        if let Some(hit) = self.with(|m| m.speech.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone())) {
+            return hit;
+        }
+        // Encoded outside the lock (a 3 s clip at complexity 10 takes a while); two sessions
+        // may both encode the same clip once, with the same bytes.
+        let packets: Arc<[Vec<u8>]> = synthesize(timbre, duration, rate).into();
+        self.with(|m| {
+            m.speech_encoded += 1;
+            if m.speech.len() >= SPEECH_CLIPS {
+                m.speech.remove(0);
+            }
+            m.speech.push((key, packets.clone()));
+        });
+        packets
+    }
+    fn stats(&self) -> (MemoStats, MemoStats, u64) {
+        self.with(|m| (m.decode.stats(), m.encode.stats(), m.speech_encoded))
+    }
+}
+
+/// A decoder stream as a device or a backend session holds it: its own codec, or a position
+/// in a shared pool.
+pub enum DecodeStream {
+    /// A codec of its own (the default; also a pool's fallback when its memo is full).
+    Own(Box<Decoder>),
+    /// A position in a pool's decoder memo.
+    Shared {
+        /// The pool.
+        pool: Arc<dyn CodecPool>,
+        /// The fresh stream's position (a reset goes back here).
+        root: u32,
+        /// The current position.
+        at: u32,
+        /// Decode and output rates.
+        rates: (u32, u32),
+        /// A private decoder the pool handed over when it was full (until the next reset).
+        private: Option<Box<Decoder>>,
+    },
+}
+
+impl std::fmt::Debug for DecodeStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeStream::Own(d) => f.debug_tuple("Own").field(d).finish(),
+            DecodeStream::Shared { at, rates, .. } => {
+                f.debug_struct("Shared").field("at", at).field("rates", rates).finish()
+            }
+        }
+    }
+}
+
+impl DecodeStream {
+    /// `SetDecodeSampleRate(rate, frame_ms)` for a codec that outputs `out_rate`, in `pool` if
+    /// given.
+    pub fn open(
+        pool: Option<&Arc<dyn CodecPool>>,
+        rate: i32,
+        frame_ms: i32,
+        out_rate: u32,
+    ) -> Result<DecodeStream, DecodeError> {
+        match pool {
+            None => Decoder::new(rate, frame_ms, out_rate).map(|d| DecodeStream::Own(Box::new(d))),
+            Some(p) => match p.decode_root((rate, frame_ms, out_rate)) {
+                Some((root, r, o)) => Ok(DecodeStream::Shared {
+                    pool: p.clone(),
+                    root,
+                    at: root,
+                    rates: (r, o),
+                    private: None,
+                }),
+                None => Err(DecodeError::NoDecoder(rate)),
+            },
+        }
+    }
+
+    /// Decode rate and output rate, Hz.
+    pub fn rates(&self) -> (u32, u32) {
+        match self {
+            DecodeStream::Own(d) => (d.rate(), d.out_rate()),
+            DecodeStream::Shared { rates, .. } => *rates,
+        }
+    }
+
+    /// `ResetDecoder`: back to a fresh stream.
+    pub fn reset(&mut self) {
+        match self {
+            DecodeStream::Own(d) => d.reset(),
+            DecodeStream::Shared { root, at, private, .. } => {
+                *at = *root;
+                *private = None;
+            }
+        }
+    }
+
+    /// One packet. A pool that is full hands over a private decoder, kept until the next reset
+    /// (which returns to the pool).
+    pub fn decode(&mut self, packet: &[u8]) -> Decoded {
+        match self {
+            DecodeStream::Own(d) => d.decode(packet).map(Arc::from),
+            DecodeStream::Shared { private: Some(d), .. } => d.decode(packet).map(Arc::from),
+            DecodeStream::Shared { pool, at, private, .. } => match pool.decode(*at, packet) {
+                Some(Stepped::Shared(n, out)) => {
+                    *at = n;
+                    out
+                }
+                Some(Stepped::Private(state, out)) => {
+                    *private = Some(state);
+                    out
+                }
+                None => Err(DecodeError::Undecodable("lost position in the codec pool")),
+            },
+        }
+    }
+}
+
+/// The microphone encoder as a device holds it (see [`DecodeStream`]).
+pub enum EncodeStream {
+    /// An encoder of its own.
+    Own(Box<Encoder>),
+    /// A position in a pool's encoder memo.
+    Shared {
+        /// The pool.
+        pool: Arc<dyn CodecPool>,
+        /// The current position.
+        at: u32,
+    },
+}
+
+impl std::fmt::Debug for EncodeStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EncodeStream::Own(e) => f.debug_tuple("Own").field(e).finish(),
+            EncodeStream::Shared { at, .. } => f.debug_struct("Shared").field("at", at).finish(),
+        }
+    }
+}
+
+impl EncodeStream {
+    /// A fresh microphone encoder (`Encoder::mic`), in `pool` if given.
+    pub fn open(pool: Option<&Arc<dyn CodecPool>>) -> EncodeStream {
+        match pool.and_then(|p| Some((p, p.encode_root()?))) {
+            Some((p, at)) => EncodeStream::Shared { pool: p.clone(), at },
+            None => EncodeStream::Own(Box::new(Encoder::mic())),
+        }
+    }
+
+    /// One frame to one packet.
+    pub fn encode(&mut self, frame: &[i16]) -> Arc<[u8]> {
+        match self {
+            EncodeStream::Own(e) => e.encode(frame).into(),
+            EncodeStream::Shared { pool, at } => match pool.encode(*at, frame) {
+                Some(Stepped::Shared(n, out)) => {
+                    *at = n;
+                    out
+                }
+                Some(Stepped::Private(state, out)) => {
+                    *self = EncodeStream::Own(state);
+                    out
+                }
+                None => Arc::from(&[][..]),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::voice::speak::synthesize;
+
+    fn packets(secs: u64, dbfs: f64) -> Vec<Vec<u8>> {
+        synthesize(&Timbre::Speechlike { dbfs }, SimDuration::from_secs(secs), 24_000)
+    }
+
+    /// Decodes `streams` in one decoder stream (reset between streams): its own, or `pool`'s.
+    fn decode_all(pool: Option<&Arc<dyn CodecPool>>, streams: &[Vec<Vec<u8>>]) -> Vec<Vec<Decoded>> {
+        let mut d = DecodeStream::open(pool, 24_000, 60, 16_000).unwrap();
+        streams
+            .iter()
+            .map(|s| {
+                d.reset();
+                s.iter().map(|p| d.decode(p)).collect()
+            })
+            .collect()
+    }
+
+    fn own(streams: &[Vec<Vec<u8>>]) -> Vec<Vec<Decoded>> {
+        decode_all(None, streams)
+    }
+
+    fn shared(pool: &Arc<dyn CodecPool>, streams: &[Vec<Vec<u8>>]) -> Vec<Vec<Decoded>> {
+        decode_all(Some(pool), streams)
+    }
+
+    #[test]
+    fn a_pool_gives_every_device_what_its_own_decoder_gives_branches_resets_and_all() {
+        let a = packets(2, -3.0);
+        let b = packets(1, -20.0);
+        // A stream that shares a prefix with `a` and then drops packets (a branch mid-stream),
+        // and one with junk in it (a failed step is part of the stream too).
+        let mut dropped = a.clone();
+        dropped.drain(10..14);
+        let mut junk = a[..8].to_vec();
+        junk.push(vec![0xff, 0xff, 0xff]);
+        junk.extend_from_slice(&a[8..16]);
+        let streams = vec![a.clone(), b.clone(), dropped, junk, a.clone()];
+        let expected = own(&streams);
+        let pool: Arc<dyn CodecPool> = SharedCodecs::new(64 << 20);
+        // Devices that interleave: the second walks the same streams after the first, a third
+        // walks them in another order.
+        assert_eq!(shared(&pool, &streams), expected);
+        assert_eq!(shared(&pool, &streams), expected);
+        let rev: Vec<_> = streams.iter().rev().cloned().collect();
+        let mut exp_rev = expected.clone();
+        exp_rev.reverse();
+        assert_eq!(shared(&pool, &rev), exp_rev);
+        let (dec, _, _) = pool.stats();
+        assert!(dec.hits > dec.computed, "{dec:?}");
+        assert!(dec.rebuilds >= 1, "a branch off a cold node replays its path: {dec:?}");
+    }
+
+    #[test]
+    fn a_full_pool_hands_over_a_private_decoder_with_the_same_output() {
+        let a = packets(2, -3.0);
+        let expected = own(std::slice::from_ref(&a));
+        // Room for a few nodes only.
+        let pool: Arc<dyn CodecPool> = SharedCodecs::new(20_000);
+        assert_eq!(shared(&pool, std::slice::from_ref(&a)), expected);
+        let (dec, _, _) = pool.stats();
+        assert!(dec.private >= 1 && dec.computed < a.len() as u64, "{dec:?}");
+        // A second device still gets the same bytes (lookups, then its own private decoder).
+        assert_eq!(shared(&pool, std::slice::from_ref(&a)), expected);
+    }
+
+    #[test]
+    fn interleaved_devices_share_one_computation() {
+        let a = packets(3, -3.0);
+        let pool: Arc<dyn CodecPool> = SharedCodecs::new(64 << 20);
+        let mut devices: Vec<DecodeStream> = (0..50)
+            .map(|_| DecodeStream::open(Some(&pool), 24_000, 60, 16_000).unwrap())
+            .collect();
+        let mut mine = DecodeStream::open(None, 24_000, 60, 16_000).unwrap();
+        for p in &a {
+            let want = mine.decode(p);
+            for d in &mut devices {
+                assert_eq!(d.decode(p), want);
+            }
+        }
+        let (dec, _, _) = pool.stats();
+        assert_eq!(dec.computed, a.len() as u64);
+        assert_eq!(dec.hits, 49 * a.len() as u64);
+        assert_eq!(dec.rebuilds, 0);
+    }
+
+    #[test]
+    fn the_encoder_memo_matches_an_own_encoder_and_speech_is_encoded_once() {
+        let pcm = Timbre::default().render(SimDuration::from_secs(1), 16_000);
+        let frames: Vec<&[i16]> = pcm.chunks(960).collect();
+        let mut e = EncodeStream::open(None);
+        let want: Vec<Arc<[u8]>> = frames.iter().map(|f| e.encode(f)).collect();
+        let pool: Arc<dyn CodecPool> = SharedCodecs::new(64 << 20);
+        for _ in 0..3 {
+            let mut s = EncodeStream::open(Some(&pool));
+            let got: Vec<Arc<[u8]>> = frames.iter().map(|f| s.encode(f)).collect();
+            assert_eq!(got, want);
+        }
+        let t = Timbre::default();
+        let one = pool.speech(&t, SimDuration::from_millis(600), 24_000);
+        let two = pool.speech(&t, SimDuration::from_millis(600), 24_000);
+        assert!(Arc::ptr_eq(&one, &two));
+        assert_eq!(&*one, &synthesize(&t, SimDuration::from_millis(600), 24_000)[..]);
+        let (_, enc, clips) = pool.stats();
+        assert_eq!(
+            (enc.computed, enc.hits, clips),
+            (frames.len() as u64, 2 * frames.len() as u64, 1)
+        );
+    }
+}

@@ -1,0 +1,446 @@
+//! `fleet --voice --find-capacity --slo EXPR`: the largest device count a backend holds.
+//!
+//! The count starts at `--devices` and doubles while the SLO holds, then bisects between the
+//! last count that held and the first that broke (to within 10 %). Each step is a whole voice
+//! fleet (fresh devices; with the built-in backend, a fresh backend). A step also breaks when
+//! the twin's own budget does (its added first-audio latency p99 over 50 ms, frames dropped by
+//! the devices without a backend fault to explain them, or the twin's CPU above 90 % of the
+//! machine's cores): then the knee reported is the twin's, and it says so, because a knee
+//! the twin caused says nothing about the backend.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::fleet::summary::{Latency, Summary};
+use crate::fleet::{VoiceRun, run_voice};
+use crate::server::BackendFault;
+
+/// The twin's own first-audio budget (the target), ms.
+pub const TWIN_ADDED_P99_MS: f64 = 50.0;
+/// The twin's CPU budget: this share of the machine's cores.
+pub const TWIN_CPU_SHARE: f64 = 0.9;
+
+/// One term of an SLO: `metric < value`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Term {
+    pub metric: String,
+    pub strict: bool,
+    pub limit: f64,
+    pub text: String,
+}
+
+/// A service level: all terms must hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slo(pub Vec<Term>);
+
+const PHASES: [&str; 5] = ["stt", "first_audio", "tts_stop", "mcp_reply", "twin_added_first_audio"];
+const STATS: [&str; 4] = ["p50", "p90", "p99", "max"];
+
+impl Slo {
+    /// `first_audio_p99<1500ms`, `tts_stop_p50<=6s`, `failed==0` is written `failed<1`,
+    /// `failed_pct<1`; terms separated by `,`.
+    pub fn parse(text: &str) -> Result<Slo> {
+        let mut terms = Vec::new();
+        for raw in text.split(',') {
+            let t = raw.trim();
+            if t.is_empty() {
+                continue;
+            }
+            let (metric, strict, value) = if let Some((m, v)) = t.split_once("<=") {
+                (m.trim(), false, v.trim())
+            } else if let Some((m, v)) = t.split_once('<') {
+                (m.trim(), true, v.trim())
+            } else {
+                bail!("--slo `{t}`: expected METRIC<VALUE (e.g. first_audio_p99<1500ms)");
+            };
+            let latency = PHASES
+                .iter()
+                .any(|p| STATS.iter().any(|s| metric == format!("{p}_{s}")));
+            let limit = if latency {
+                let (num, scale) = if let Some(n) = value.strip_suffix("ms") {
+                    (n, 1.0)
+                } else if let Some(n) = value.strip_suffix('s') {
+                    (n, 1000.0)
+                } else {
+                    (value, 1.0)
+                };
+                num.trim().parse::<f64>().map(|x| x * scale).ok()
+            } else if matches!(metric, "failed" | "failed_pct") {
+                value.trim_end_matches('%').trim().parse::<f64>().ok()
+            } else {
+                let known: Vec<String> = PHASES
+                    .iter()
+                    .flat_map(|p| STATS.iter().map(move |s| format!("{p}_{s}")))
+                    .chain(["failed".into(), "failed_pct".into()])
+                    .collect();
+                bail!("--slo `{t}`: unknown metric `{metric}` (known: {})", known.join(", "));
+            };
+            let Some(limit) = limit.filter(|x| x.is_finite()) else {
+                bail!("--slo `{t}`: `{value}` is not a number (with ms or s for latencies)");
+            };
+            terms.push(Term {
+                metric: metric.to_string(),
+                strict,
+                limit,
+                text: t.to_string(),
+            });
+        }
+        if terms.is_empty() {
+            bail!("--slo: no terms (e.g. first_audio_p99<1500ms)");
+        }
+        Ok(Slo(terms))
+    }
+
+    fn value(metric: &str, s: &Summary) -> Option<f64> {
+        let lat = |name: &str| -> Option<&Latency> {
+            let l = &s.latency;
+            Some(match name {
+                "stt" => &l.stt,
+                "first_audio" => &l.first_audio,
+                "tts_stop" => &l.tts_stop,
+                "mcp_reply" => &l.mcp_reply,
+                "twin_added_first_audio" => &l.twin_added_first_audio,
+                _ => return None,
+            })
+        };
+        match metric {
+            "failed" => Some(s.turns.failed as f64),
+            "failed_pct" => Some(100.0 * s.turns.failed as f64 / s.turns.planned.max(1) as f64),
+            m => {
+                let (phase, stat) = m.rsplit_once('_')?;
+                let l = lat(phase)?;
+                match stat {
+                    "p50" => l.p50_ms,
+                    "p90" => l.p90_ms,
+                    "p99" => l.p99_ms,
+                    "max" => l.max_ms,
+                    _ => None,
+                }
+            }
+        }
+    }
+
+    /// The first term that does not hold, with the value seen (no value: no turn completed).
+    pub fn broken(&self, s: &Summary) -> Option<String> {
+        for t in &self.0 {
+            match Slo::value(&t.metric, s) {
+                Some(v) if (t.strict && v < t.limit) || (!t.strict && v <= t.limit) => {}
+                Some(v) => return Some(format!("{} (was {v:.1})", t.text)),
+                None => return Some(format!("{} (no completed turn to measure)", t.text)),
+            }
+        }
+        // Turns that never ended are failures too, whatever the terms say.
+        let ended = s.turns.completed + s.turns.failed;
+        (ended < s.turns.planned)
+            .then(|| format!("{} of {} turns did not end", s.turns.planned - ended, s.turns.planned))
+    }
+}
+
+/// Whether the twin itself was the limit at this step (and how).
+pub fn twin_limit(s: &Summary, fault: BackendFault) -> Option<String> {
+    if let Some(p99) = s.latency.twin_added_first_audio.p99_ms
+        && p99 > TWIN_ADDED_P99_MS
+    {
+        return Some(format!(
+            "twin-added first-audio p99 {p99:.1} ms > {TWIN_ADDED_P99_MS} ms"
+        ));
+    }
+    let drops: u64 = s.pacing.frames_dropped_by_devices.values().sum();
+    if drops > 0 && fault == BackendFault::None && s.run.backend.starts_with("built-in") {
+        return Some(format!(
+            "{drops} frames dropped by devices against the built-in backend"
+        ));
+    }
+    let cores = f64::from(s.twin.cores.max(1));
+    (s.twin.cores_busy > TWIN_CPU_SHARE * cores)
+        .then(|| format!("the twin used {:.2} of {} cores", s.twin.cores_busy, s.twin.cores))
+}
+
+/// One step of the search.
+#[derive(Clone, Debug, Serialize)]
+pub struct Step {
+    pub devices: u32,
+    pub completed: u64,
+    pub failed: u64,
+    pub first_audio_p50_ms: Option<f64>,
+    pub first_audio_p99_ms: Option<f64>,
+    pub twin_added_p99_ms: Option<f64>,
+    pub cores_busy: f64,
+    pub held: bool,
+    /// Why it broke: the SLO term, or the twin's budget.
+    pub broke: Option<String>,
+    pub twin_limited: bool,
+}
+
+/// The search's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Capacity {
+    pub slo: String,
+    pub backend: String,
+    /// The largest count that held (None: not even the first).
+    pub knee: Option<u32>,
+    /// `backend` (the SLO broke with the twin within budget), `twin` (the twin's budget broke
+    /// first), or `max_devices` (nothing broke up to the limit).
+    pub limited_by: String,
+    pub steps: Vec<Step>,
+}
+
+fn step_of(devices: u32, s: &Summary, slo: &Slo, fault: BackendFault) -> Step {
+    let twin = twin_limit(s, fault);
+    let broke = twin.clone().or_else(|| slo.broken(s));
+    Step {
+        devices,
+        completed: s.turns.completed,
+        failed: s.turns.failed,
+        first_audio_p50_ms: s.latency.first_audio.p50_ms,
+        first_audio_p99_ms: s.latency.first_audio.p99_ms,
+        twin_added_p99_ms: s.latency.twin_added_first_audio.p99_ms,
+        cores_busy: s.twin.cores_busy,
+        held: broke.is_none(),
+        broke,
+        twin_limited: twin.is_some(),
+    }
+}
+
+/// Runs the search; prints the curve; exit status true when a knee was found within budget.
+pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, json: Option<&Path>) -> Result<bool> {
+    let slo_text: Vec<&str> = slo.0.iter().map(|t| t.text.as_str()).collect();
+    let slo_text = slo_text.join(", ");
+    let mut steps: Vec<Step> = Vec::new();
+    let run_at = |n: u32, steps: &mut Vec<Step>| -> Result<bool> {
+        let mut r = base.clone();
+        r.devices = n;
+        eprintln!("capacity: {n} devices …");
+        let s = run_voice(&r)?;
+        let st = step_of(n, &s, slo, base.fault);
+        eprintln!(
+            "capacity: {n} devices: {} completed, {} failed, first audio p99 {} → {}",
+            st.completed,
+            st.failed,
+            st.first_audio_p99_ms.map_or("-".into(), |x| format!("{x:.0} ms")),
+            st.broke.as_deref().unwrap_or("held")
+        );
+        let held = st.held;
+        steps.push(st);
+        // Let sockets in TIME_WAIT and the backend settle before the next step.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Ok(held)
+    };
+    let mut n = base.devices.max(1).min(max_devices);
+    let mut good: Option<u32> = None;
+    let mut bad: Option<u32> = None;
+    loop {
+        if run_at(n, &mut steps)? {
+            good = Some(n);
+            if n >= max_devices {
+                break;
+            }
+            n = (n.saturating_mul(2)).min(max_devices);
+        } else {
+            bad = Some(n);
+            break;
+        }
+    }
+    if let (Some(g), Some(b)) = (good, bad) {
+        let (mut lo, mut hi) = (g, b);
+        while hi - lo > (lo / 10).max(1) {
+            let mid = lo + (hi - lo) / 2;
+            if run_at(mid, &mut steps)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        good = Some(lo);
+    }
+    steps.sort_by_key(|s| s.devices);
+    let limited_by = match (bad, good) {
+        (None, _) => "max_devices",
+        (Some(b), _) if steps.iter().any(|s| s.devices == b && s.twin_limited) => "twin",
+        (Some(_), _) => {
+            // The first step that broke, above the knee.
+            let first_bad = steps.iter().find(|s| !s.held && good.is_none_or(|g| s.devices > g));
+            if first_bad.is_some_and(|s| s.twin_limited) {
+                "twin"
+            } else {
+                "backend"
+            }
+        }
+    }
+    .to_string();
+    let cap = Capacity {
+        slo: slo_text,
+        backend: base
+            .url
+            .clone()
+            .unwrap_or_else(|| format!("built-in ({})", base.personality.name)),
+        knee: good,
+        limited_by,
+        steps,
+    };
+    print_table(&cap);
+    if let Some(p) = svg {
+        std::fs::write(p, curve_svg(&cap)?).with_context(|| format!("{}", p.display()))?;
+        eprintln!("capacity: curve written to {}", p.display());
+    }
+    if let Some(p) = json {
+        std::fs::write(p, serde_json::to_string_pretty(&cap)? + "\n").with_context(|| format!("{}", p.display()))?;
+    }
+    Ok(cap.knee.is_some() && cap.limited_by != "twin")
+}
+
+fn print_table(c: &Capacity) {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
+    println!("capacity of {} under {}", c.backend, c.slo);
+    println!(
+        "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6}  result",
+        "devices", "completed", "failed", "1st audio", "p99 (ms)", "twin p99", "cores"
+    );
+    println!(
+        "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6}",
+        "", "", "", "p50 (ms)", "", "(ms)", "busy"
+    );
+    for s in &c.steps {
+        println!(
+            "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6.2}  {}",
+            s.devices,
+            s.completed,
+            s.failed,
+            f(s.first_audio_p50_ms),
+            f(s.first_audio_p99_ms),
+            f(s.twin_added_p99_ms),
+            s.cores_busy,
+            match &s.broke {
+                None => "held".to_string(),
+                Some(w) if s.twin_limited => format!("twin's budget broke: {w}"),
+                Some(w) => format!("broke: {w}"),
+            }
+        );
+    }
+    match (c.knee, c.limited_by.as_str()) {
+        (Some(k), "backend") => println!("knee: {k} devices (the backend's: the twin stayed within its budget)"),
+        (Some(k), "twin") => println!(
+            "knee: {k} devices, but the twin's own budget broke first: this is the twin's limit, not the backend's"
+        ),
+        (Some(k), _) => println!("held up to --max-devices ({k}); no knee found"),
+        (None, _) => println!("knee: none (the first step already broke the SLO)"),
+    }
+}
+
+fn curve_svg(c: &Capacity) -> Result<String> {
+    let err = |e: String| anyhow::anyhow!("SVG: {e}");
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (800, 420)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
+        let xmax = c.steps.iter().map(|s| s.devices).max().unwrap_or(1) as f64 * 1.05;
+        let ymax = c
+            .steps
+            .iter()
+            .filter_map(|s| s.first_audio_p99_ms)
+            .fold(100.0f64, f64::max)
+            * 1.15;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("first-audio latency vs devices: {} ({})", c.backend, c.slo),
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+            .map_err(|e| err(e.to_string()))?;
+        chart
+            .configure_mesh()
+            .x_desc("devices")
+            .y_desc("ms")
+            .label_style(("sans-serif", 11))
+            .draw()
+            .map_err(|e| err(e.to_string()))?;
+        let pts = |f: fn(&Step) -> Option<f64>| -> Vec<(f64, f64)> {
+            c.steps
+                .iter()
+                .filter_map(|s| Some((f64::from(s.devices), f(s)?)))
+                .collect()
+        };
+        let p50 = pts(|s| s.first_audio_p50_ms);
+        let p99 = pts(|s| s.first_audio_p99_ms);
+        chart
+            .draw_series(LineSeries::new(p50.clone(), BLUE.stroke_width(2)))
+            .map_err(|e| err(e.to_string()))?
+            .label("first audio p50")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+        chart
+            .draw_series(LineSeries::new(p99.clone(), RED.stroke_width(2)))
+            .map_err(|e| err(e.to_string()))?
+            .label("first audio p99")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+        chart
+            .draw_series(c.steps.iter().filter_map(|s| {
+                let y = s.first_audio_p99_ms.unwrap_or(0.0);
+                (!s.held).then(|| Cross::new((f64::from(s.devices), y), 6, BLACK.stroke_width(2)))
+            }))
+            .map_err(|e| err(e.to_string()))?
+            .label("broke (SLO or twin budget)")
+            .legend(|(x, y)| Cross::new((x + 8, y), 5, BLACK));
+        chart
+            .draw_series(p99.iter().map(|&(x, y)| Circle::new((x, y), 3, RED.filled())))
+            .map_err(|e| err(e.to_string()))?;
+        if let Some(k) = c.knee {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    vec![(f64::from(k), 0.0), (f64::from(k), ymax)],
+                    6,
+                    4,
+                    GREEN.stroke_width(2),
+                ))
+                .map_err(|e| err(e.to_string()))?
+                .label(format!("knee: {k} devices ({})", c.limited_by))
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], GREEN));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 11))
+            .draw()
+            .map_err(|e| err(e.to_string()))?;
+        root.present().map_err(|e| err(e.to_string()))?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slo_terms_parse_and_bad_ones_say_why() {
+        let s = Slo::parse("first_audio_p99<1500ms, tts_stop_p50<=6s,failed_pct<1").unwrap();
+        assert_eq!(s.0.len(), 3);
+        assert_eq!((s.0[0].limit, s.0[0].strict), (1500.0, true));
+        assert_eq!((s.0[1].limit, s.0[1].strict), (6000.0, false));
+        assert!(
+            Slo::parse("latency<3")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown metric")
+        );
+        assert!(
+            Slo::parse("first_audio_p99>3")
+                .unwrap_err()
+                .to_string()
+                .contains("expected")
+        );
+        assert!(
+            Slo::parse("first_audio_p99<soon")
+                .unwrap_err()
+                .to_string()
+                .contains("not a number")
+        );
+        assert!(Slo::parse(" , ").is_err());
+    }
+}

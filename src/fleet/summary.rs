@@ -1,0 +1,493 @@
+//! The voice fleet's summary: counts, latency histograms and the twin's own costs, as JSON that
+//! shards of one run can be merged from exactly (`fleet merge`).
+//!
+//! Latencies are HdrHistogram histograms (the `hdrhistogram` crate, 3 significant digits, in
+//! microseconds), written in the standard V2 + DEFLATE serialisation, base64-encoded, beside the
+//! percentiles read from them, so merged percentiles are the percentiles of the merged
+//! histogram (within the histogram's precision), not averages of percentiles.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+use base64::Engine;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use serde::{Deserialize, Serialize};
+
+/// What `fleet --voice --json` writes; `merge` refuses files of another format.
+pub const FORMAT: &str = "xiaozhi-twin fleet voice summary 1";
+
+/// A latency histogram in microseconds.
+#[derive(Clone, Debug)]
+pub struct Hist(Histogram<u64>);
+
+impl Hist {
+    pub fn new() -> Hist {
+        // 1 µs .. 1 h, 3 significant digits; grows beyond if ever needed.
+        let mut h = Histogram::new_with_bounds(1, 3_600_000_000, 3)
+            .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant digits are valid")));
+        h.auto(true);
+        Hist(h)
+    }
+
+    pub fn record(&mut self, us: u64) {
+        let _ = self.0.record(us.max(1));
+    }
+
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// The value at percentile `p`, ms (`None` when empty).
+    pub fn ms_at(&self, p: f64) -> Option<f64> {
+        (!self.0.is_empty()).then(|| self.0.value_at_quantile(p / 100.0) as f64 / 1000.0)
+    }
+
+    pub fn add(&mut self, other: &Hist) -> Result<()> {
+        self.0
+            .add(&other.0)
+            .map_err(|e| anyhow::anyhow!("histograms do not merge: {e:?}"))
+    }
+
+    fn encode(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = V2DeflateSerializer::new().serialize(&self.0, &mut buf);
+        base64::engine::general_purpose::STANDARD.encode(buf)
+    }
+
+    fn decode(text: &str) -> Result<Hist> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .context("histogram: not base64")?;
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| anyhow::anyhow!("histogram: not an HdrHistogram V2 encoding ({e:?})"))?;
+        let mut out = Hist::new();
+        out.0.add(&h).map_err(|e| anyhow::anyhow!("histogram: {e:?}"))?;
+        Ok(out)
+    }
+}
+
+impl Default for Hist {
+    fn default() -> Self {
+        Hist::new()
+    }
+}
+
+/// A histogram as the summary shows it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Latency {
+    pub count: u64,
+    pub p50_ms: Option<f64>,
+    pub p90_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+    /// The histogram (µs): HdrHistogram V2 + DEFLATE, base64.
+    pub hdr: String,
+}
+
+impl Latency {
+    pub fn of(h: &Hist) -> Latency {
+        Latency {
+            count: h.len(),
+            p50_ms: h.ms_at(50.0),
+            p90_ms: h.ms_at(90.0),
+            p99_ms: h.ms_at(99.0),
+            max_ms: (!h.0.is_empty()).then(|| h.0.max() as f64 / 1000.0),
+            hdr: h.encode(),
+        }
+    }
+
+    pub fn hist(&self) -> Result<Hist> {
+        Hist::decode(&self.hdr)
+    }
+}
+
+/// Which part of a sharded run this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+/// What a run was (merge refuses summaries that differ here, shard aside).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunOf {
+    pub twin_version: String,
+    pub board: String,
+    pub firmware: String,
+    pub backend: String,
+    pub decode: String,
+    pub utterance: String,
+    pub utterance_s: f64,
+    pub turns_per_device: u32,
+    /// Devices of the whole run (all shards).
+    pub devices_total: u32,
+    pub seed: u64,
+}
+
+/// Turn counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turns {
+    pub planned: u64,
+    pub started: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Failed turns by reason.
+    pub failures: BTreeMap<String, u64>,
+    /// `stt` that arrived before the utterance's last voiced frame had left the device (the
+    /// backend's VAD ended the utterance sooner); those are not in the stt latency.
+    pub stt_before_end_of_speech: u64,
+}
+
+/// TTS as the devices received it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pacing {
+    pub tts_frames_received: u64,
+    pub mic_frames_sent: u64,
+    /// Gaps over 120 ms between TTS frames of one reply (the user hears a stutter).
+    pub gaps_over_120ms: u64,
+    pub turns_with_gaps: u64,
+    /// Frames the devices dropped by the firmware's rules, by reason.
+    pub frames_dropped_by_devices: BTreeMap<String, u64>,
+}
+
+/// The backend's speech at the listener (`--decode full`): Leq dB SPL over each reply.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Loudness {
+    pub replies_measured: u64,
+    pub spl_db_min: Option<f64>,
+    pub spl_db_max: Option<f64>,
+    pub spl_db_mean: Option<f64>,
+    /// Replies with a finite level, and the sum of those levels (for merging the mean).
+    pub replies_with_level: u64,
+    pub spl_db_sum: f64,
+    /// Replies the listener could not hear (`silent` or `inaudible`).
+    pub not_audible: u64,
+}
+
+/// What the twin itself cost (so a user can tell it was not the bottleneck).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TwinCost {
+    /// CPU seconds of this process (user + system).
+    pub cpu_s: f64,
+    /// Cores this machine has.
+    pub cores: u32,
+    /// Average cores busy over the run (cpu_s / wall_s).
+    pub cores_busy: f64,
+    pub rss_before_kib: u64,
+    /// Highest resident size sampled while turns were in flight.
+    pub rss_peak_kib: u64,
+    /// (peak − before) / devices, built-in backend included when there is one.
+    pub rss_per_device_kib: f64,
+    pub open_files_limit: u64,
+    /// Shared codec memo: steps answered / computed (decoder and encoder).
+    pub codec_memo_hits: u64,
+    pub codec_memo_computed: u64,
+}
+
+/// Latency histograms, by phase.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Phases {
+    /// End of utterance → `stt`.
+    pub stt: Latency,
+    /// End of utterance → first TTS audio frame (what the user feels).
+    pub first_audio: Latency,
+    /// End of utterance → `tts stop`.
+    pub tts_stop: Latency,
+    /// First-audio latency less the built-in backend's designed delay (empty for a backend that
+    /// is not ours).
+    pub twin_added_first_audio: Latency,
+    /// MCP request in → reply out, at the device.
+    pub mcp_reply: Latency,
+    /// The longest gap between TTS frames of each reply.
+    pub worst_frame_gap: Latency,
+}
+
+/// The summary of a voice fleet (one run or one shard; merged shards look like one run).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Summary {
+    pub format: String,
+    pub run: RunOf,
+    /// The shards this summary covers (one, or all after a merge).
+    pub shards: Vec<Shard>,
+    pub devices: u64,
+    pub devices_connected: u64,
+    pub connected_peak: u64,
+    pub connect_failures: u64,
+    pub turns: Turns,
+    pub latency: Phases,
+    pub pacing: Pacing,
+    pub loudness: Option<Loudness>,
+    /// Completed turns per second of wall time.
+    pub turns_per_s: f64,
+    pub tts_frames_per_s: f64,
+    pub mic_frames_per_s: f64,
+    pub wall_s: f64,
+    pub twin: TwinCost,
+}
+
+fn add_map(a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>) {
+    for (k, v) in b {
+        *a.entry(k.clone()).or_insert(0) += v;
+    }
+}
+
+fn merge_latency(a: &Latency, b: &Latency) -> Result<Latency> {
+    let mut h = a.hist()?;
+    h.add(&b.hist()?)?;
+    Ok(Latency::of(&h))
+}
+
+fn min_opt(a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(f(x, y)),
+        (x, y) => x.or(y),
+    }
+}
+
+impl Summary {
+    /// Reads a summary file; one-line errors name the file.
+    pub fn read(path: &std::path::Path) -> Result<Summary> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        if v["format"] != FORMAT {
+            bail!(
+                "{}: not a voice fleet summary of this twin (format {}; expected \"{FORMAT}\")",
+                path.display(),
+                v["format"]
+            );
+        }
+        serde_json::from_value(v).with_context(|| format!("{}: malformed summary", path.display()))
+    }
+
+    /// Adds `other` (another shard of the same run).
+    pub fn merge(&mut self, other: &Summary, name: &str) -> Result<()> {
+        if other.run != self.run {
+            let a = serde_json::to_value(&self.run)?;
+            let b = serde_json::to_value(&other.run)?;
+            let field = a
+                .as_object()
+                .and_then(|m| {
+                    m.iter()
+                        .find(|(k, v)| b.get(k.as_str()) != Some(v))
+                        .map(|(k, _)| k.clone())
+                })
+                .unwrap_or_default();
+            bail!(
+                "{name}: not a shard of the same run ({field}: {} here, {} in the first file)",
+                b[&field],
+                a[&field]
+            );
+        }
+        for s in &other.shards {
+            if self.shards.iter().any(|x| x == s) {
+                bail!("{name}: shard {}/{} is already merged", s.index, s.count);
+            }
+            if self.shards.first().is_some_and(|f| f.count != s.count) {
+                bail!(
+                    "{name}: shard {}/{} belongs to a run of {} shards, not {}",
+                    s.index,
+                    s.count,
+                    s.count,
+                    self.shards[0].count
+                );
+            }
+        }
+        self.shards.extend(other.shards.iter().copied());
+        self.shards.sort_by_key(|s| s.index);
+        self.devices += other.devices;
+        self.devices_connected += other.devices_connected;
+        self.connected_peak += other.connected_peak;
+        self.connect_failures += other.connect_failures;
+        let t = &mut self.turns;
+        t.planned += other.turns.planned;
+        t.started += other.turns.started;
+        t.completed += other.turns.completed;
+        t.failed += other.turns.failed;
+        t.stt_before_end_of_speech += other.turns.stt_before_end_of_speech;
+        add_map(&mut t.failures, &other.turns.failures);
+        let (a, b) = (&self.latency, &other.latency);
+        self.latency = Phases {
+            stt: merge_latency(&a.stt, &b.stt)?,
+            first_audio: merge_latency(&a.first_audio, &b.first_audio)?,
+            tts_stop: merge_latency(&a.tts_stop, &b.tts_stop)?,
+            twin_added_first_audio: merge_latency(&a.twin_added_first_audio, &b.twin_added_first_audio)?,
+            mcp_reply: merge_latency(&a.mcp_reply, &b.mcp_reply)?,
+            worst_frame_gap: merge_latency(&a.worst_frame_gap, &b.worst_frame_gap)?,
+        };
+        let p = &mut self.pacing;
+        p.tts_frames_received += other.pacing.tts_frames_received;
+        p.mic_frames_sent += other.pacing.mic_frames_sent;
+        p.gaps_over_120ms += other.pacing.gaps_over_120ms;
+        p.turns_with_gaps += other.pacing.turns_with_gaps;
+        add_map(
+            &mut p.frames_dropped_by_devices,
+            &other.pacing.frames_dropped_by_devices,
+        );
+        self.loudness = match (self.loudness.take(), &other.loudness) {
+            (Some(mut a), Some(b)) => {
+                a.replies_measured += b.replies_measured;
+                a.spl_db_sum += b.spl_db_sum;
+                a.replies_with_level += b.replies_with_level;
+                a.not_audible += b.not_audible;
+                a.spl_db_min = min_opt(a.spl_db_min, b.spl_db_min, f64::min);
+                a.spl_db_max = min_opt(a.spl_db_max, b.spl_db_max, f64::max);
+                a.spl_db_mean = (a.replies_with_level > 0).then(|| a.spl_db_sum / a.replies_with_level as f64);
+                Some(a)
+            }
+            (a, b) => a.or_else(|| b.clone()),
+        };
+        // Shards run side by side: the run lasts as long as its longest shard.
+        self.wall_s = self.wall_s.max(other.wall_s);
+        let w = self.wall_s.max(1e-9);
+        self.turns_per_s = self.turns.completed as f64 / w;
+        self.tts_frames_per_s = self.pacing.tts_frames_received as f64 / w;
+        self.mic_frames_per_s = self.pacing.mic_frames_sent as f64 / w;
+        let tw = &mut self.twin;
+        let o = &other.twin;
+        let before = (tw.rss_per_device_kib * (self.devices - other.devices) as f64)
+            + o.rss_per_device_kib * other.devices as f64;
+        tw.rss_per_device_kib = before / self.devices.max(1) as f64;
+        tw.cpu_s += o.cpu_s;
+        tw.cores += o.cores;
+        tw.cores_busy += o.cores_busy;
+        tw.rss_before_kib += o.rss_before_kib;
+        tw.rss_peak_kib += o.rss_peak_kib;
+        tw.codec_memo_hits += o.codec_memo_hits;
+        tw.codec_memo_computed += o.codec_memo_computed;
+        tw.open_files_limit = tw.open_files_limit.min(o.open_files_limit);
+        Ok(())
+    }
+
+    /// The summary as the terminal shows it.
+    pub fn print(&self) {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1} ms"));
+        let l = |name: &str, x: &Latency| {
+            println!(
+                "  {name:<24} p50 {:>10}  p90 {:>10}  p99 {:>10}  max {:>10}  (n={})",
+                f(x.p50_ms),
+                f(x.p90_ms),
+                f(x.p99_ms),
+                f(x.max_ms),
+                x.count
+            );
+        };
+        let r = &self.run;
+        let shards = if self.shards.len() == 1 && self.shards[0].count == 1 {
+            String::new()
+        } else {
+            let ix: Vec<String> = self.shards.iter().map(|s| s.index.to_string()).collect();
+            format!(
+                " · shards {} of {}",
+                ix.join(","),
+                self.shards.first().map_or(1, |s| s.count)
+            )
+        };
+        println!(
+            "voice fleet        {} devices × {} {} against {}{shards}",
+            self.devices, r.board, r.firmware, r.backend
+        );
+        println!(
+            "plan               {} turn(s) each · utterance {} ({:.2} s) · decode {}",
+            r.turns_per_device, r.utterance, r.utterance_s, r.decode
+        );
+        println!(
+            "devices            {} connected (peak {}), {} connect failures",
+            self.devices_connected, self.connected_peak, self.connect_failures
+        );
+        let t = &self.turns;
+        let why: Vec<String> = t.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(
+            "turns              {} planned, {} started, {} completed, {} failed{}",
+            t.planned,
+            t.started,
+            t.completed,
+            t.failed,
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", why.join(", "))
+            }
+        );
+        if t.stt_before_end_of_speech > 0 {
+            println!(
+                "                   {} stt before the utterance's last voiced frame had left (the backend's VAD ended it sooner; not in the stt row)",
+                t.stt_before_end_of_speech
+            );
+        }
+        println!("latency (device side)");
+        l("end of speech → stt", &self.latency.stt);
+        l("end of speech → audio", &self.latency.first_audio);
+        l("end of speech → tts stop", &self.latency.tts_stop);
+        l("twin-added first audio", &self.latency.twin_added_first_audio);
+        l("MCP request → reply", &self.latency.mcp_reply);
+        let p = &self.pacing;
+        let drops: u64 = p.frames_dropped_by_devices.values().sum();
+        println!(
+            "TTS pacing         {} frames, {} gaps > 120 ms in {} replies, worst gap p99 {}, {} frames dropped by devices",
+            p.tts_frames_received,
+            p.gaps_over_120ms,
+            p.turns_with_gaps,
+            f(self.latency.worst_frame_gap.p99_ms),
+            drops
+        );
+        if let Some(ld) = &self.loudness {
+            println!(
+                "loudness           {} replies at the listener: {} … {} dB SPL (mean {}), {} not audible",
+                ld.replies_measured,
+                ld.spl_db_min.map_or("-".into(), |x| format!("{x:.1}")),
+                ld.spl_db_max.map_or("-".into(), |x| format!("{x:.1}")),
+                ld.spl_db_mean.map_or("-".into(), |x| format!("{x:.1}")),
+                ld.not_audible
+            );
+        }
+        println!(
+            "throughput         {:.1} turns/s, {:.0} TTS frames/s in, {:.0} mic frames/s out, {:.1} s wall",
+            self.turns_per_s, self.tts_frames_per_s, self.mic_frames_per_s, self.wall_s
+        );
+        let tw = &self.twin;
+        println!(
+            "the twin itself    {:.1} CPU s ({:.2} of {} cores busy), {:.1} KiB per device mid-turn ({} → {} KiB), codec memo {} hits / {} computed",
+            tw.cpu_s,
+            tw.cores_busy,
+            tw.cores,
+            tw.rss_per_device_kib,
+            tw.rss_before_kib,
+            tw.rss_peak_kib,
+            tw.codec_memo_hits,
+            tw.codec_memo_computed
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_survive_the_text_form_and_merge_exactly() {
+        let mut a = Hist::new();
+        let mut b = Hist::new();
+        let mut all = Hist::new();
+        for i in 1..=5000u64 {
+            let v = i * 37 % 100_000 + 500;
+            if i % 2 == 0 {
+                a.record(v)
+            } else {
+                b.record(v)
+            }
+            all.record(v);
+        }
+        let (la, lb) = (Latency::of(&a), Latency::of(&b));
+        let mut m = la.hist().unwrap();
+        m.add(&lb.hist().unwrap()).unwrap();
+        assert_eq!(m.len(), 5000);
+        for p in [50.0, 90.0, 99.0, 100.0] {
+            assert_eq!(m.ms_at(p), all.ms_at(p), "p{p}");
+        }
+        assert!(Hist::decode("not base64!").is_err());
+        assert!(Hist::decode("AAAA").is_err());
+    }
+}

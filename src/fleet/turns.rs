@@ -1,0 +1,475 @@
+//! The user of one fleet device: voice turns (wait until the device listens, say the utterance,
+//! hear the reply), with what a backend operator reads off a run: latencies per phase, how each
+//! failed turn failed, TTS pacing as the device received it.
+//!
+//! A turn, on the device's wall clock:
+//!
+//! 1. *ready*: the device is listening with its channel open and has sent `listen start` since
+//!    the last reply (the firmware's own `listen start` after `tts stop`, auto mode);
+//! 2. the user says the utterance (its samples go to the microphone at real-time pace);
+//! 3. *end of utterance*: the microphone frame that carries the utterance's last voiced 60 ms
+//!    leaves the device (the same frame the backend's end-of-speech rule waits after);
+//! 4. `stt`, `tts start`, the first TTS audio frame, `tts stop` arrive: the turn completed.
+//!
+//! A turn fails with one reason: the device never got ready (`refused`: the connection was
+//! refused; `no_hello`: it opened but no hello came; `not_listening` otherwise), `no_tts_start`
+//! (nothing within the turn timeout after the end of the utterance), `no_audio` (`tts start`
+//! and `tts stop` with no audio frame between), `stuck_in_speaking`
+//! (`tts start` without `tts stop` within the timeout), `connection_lost` (mid-turn), or
+//! `frames_dropped` (the reply completed but the device dropped frames by its own rules: the
+//! user heard gaps). After a failure the user recovers as a person would: a BOOT click (abort
+//! speech, or open the channel again) and the next turn after the think time.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use xiaozhi_sim::device::{Device, DeviceState};
+use xiaozhi_sim::time::SimTime;
+
+use crate::fleet::summary::Hist;
+
+/// A gap between TTS frames longer than this is a stutter the user hears (two 60 ms frames).
+pub const STUTTER: Duration = Duration::from_millis(120);
+
+/// What every device of a voice fleet does.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The utterance, 16 kHz (one copy for the whole fleet).
+    pub utterance: Arc<[i16]>,
+    /// Samples of the utterance captured when its last voiced 60 ms frame has been read.
+    pub voiced_end: usize,
+    /// Turns per device.
+    pub turns: u32,
+    /// Between the end of a reply (`tts stop`) and the next utterance.
+    pub think: Duration,
+    /// How long each phase may take before the turn fails.
+    pub timeout: Duration,
+    /// The backend's own designed delay from the last voiced frame to its first audio (the
+    /// built-in backend's end-of-speech wait); first-audio latency less this is what the twin
+    /// added. `None` for a backend that is not ours.
+    pub nominal_first_audio: Option<Duration>,
+}
+
+/// Why a turn failed (the summary's keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Failure {
+    Refused,
+    NoHello,
+    NotListening,
+    NoTtsStart,
+    NoAudio,
+    StuckInSpeaking,
+    ConnectionLost,
+    FramesDropped,
+}
+
+impl Failure {
+    pub fn key(self) -> &'static str {
+        match self {
+            Failure::Refused => "refused",
+            Failure::NoHello => "no_hello",
+            Failure::NotListening => "not_listening",
+            Failure::NoTtsStart => "no_tts_start",
+            Failure::NoAudio => "no_audio",
+            Failure::StuckInSpeaking => "stuck_in_speaking",
+            Failure::ConnectionLost => "connection_lost",
+            Failure::FramesDropped => "frames_dropped",
+        }
+    }
+}
+
+/// Latency histograms of a fleet (microseconds).
+#[derive(Clone, Debug, Default)]
+pub struct Latencies {
+    /// End of utterance → `stt`.
+    pub stt: Hist,
+    /// End of utterance → first TTS audio frame (what the user feels).
+    pub first_audio: Hist,
+    /// End of utterance → `tts stop`.
+    pub tts_stop: Hist,
+    /// First-audio latency less the built-in backend's designed delay.
+    pub twin_added_first_audio: Hist,
+    /// MCP request in → reply out, at the device.
+    pub mcp_reply: Hist,
+    /// Longest gap between TTS frames of each reply.
+    pub worst_gap: Hist,
+}
+
+/// Counters shared by the devices of a voice fleet (the progress bar reads them live).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub started: AtomicU64,
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+    /// TTS audio frames received by devices.
+    pub tts_frames: AtomicU64,
+    /// Microphone frames sent by devices.
+    pub mic_frames: AtomicU64,
+    /// Gaps over [`STUTTER`] between TTS frames of a reply.
+    pub stutters: AtomicU64,
+    /// Replies with at least one such gap.
+    pub stuttered_turns: AtomicU64,
+    /// Devices whose last planned turn has ended.
+    pub devices_done: AtomicU64,
+    /// Turns in flight (said, reply not over).
+    pub in_flight: AtomicU64,
+    /// `stt` that came before the utterance's last voiced frame had left (a backend whose VAD
+    /// ended the utterance earlier than the energy rule): not in the stt histogram.
+    pub early_stt: AtomicU64,
+    pub failures: Mutex<BTreeMap<Failure, u64>>,
+    pub latency: Mutex<Latencies>,
+}
+
+impl Metrics {
+    fn fail(&self, why: Failure) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        *self
+            .failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(why)
+            .or_insert(0) += 1;
+    }
+
+    fn record(&self, f: impl FnOnce(&mut Latencies)) {
+        f(&mut self.latency.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// Waiting for the device to be ready (since), or for the think time (until `next`).
+    Waiting { since: Instant },
+    /// The utterance is going out.
+    Saying { at: Instant },
+    /// Said; the reply has not started.
+    Awaiting { eou: Instant, stt: bool },
+    /// `tts start` came.
+    Speaking {
+        eou: Instant,
+        started: Instant,
+        first: Option<Instant>,
+        last: Option<Instant>,
+        worst: Duration,
+        stutters: u64,
+    },
+    /// Every turn ended; the user ends the conversation once the device is quiet.
+    Finishing { since: Instant, entered: Instant },
+    /// The conversation is over (channel closed, or given up on).
+    Finished,
+}
+
+/// One device's user.
+pub struct Driver {
+    plan: Arc<Plan>,
+    metrics: Arc<Metrics>,
+    phase: Phase,
+    next: Instant,
+    done: u32,
+    listen_started: bool,
+    hello: bool,
+    opened: bool,
+    refused: bool,
+    last_click: Option<Instant>,
+    drops_seen: u64,
+}
+
+fn us(d: Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+impl Driver {
+    pub fn new(plan: Arc<Plan>, metrics: Arc<Metrics>) -> Driver {
+        let now = Instant::now();
+        Driver {
+            plan,
+            metrics,
+            phase: Phase::Waiting { since: now },
+            next: now,
+            done: 0,
+            listen_started: false,
+            hello: false,
+            opened: false,
+            refused: false,
+            last_click: None,
+            drops_seen: 0,
+        }
+    }
+
+    fn end_turn(&mut self, failure: Option<Failure>, now: Instant) {
+        if matches!(
+            self.phase,
+            Phase::Saying { .. } | Phase::Awaiting { .. } | Phase::Speaking { .. }
+        ) {
+            self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        match failure {
+            Some(f) => self.metrics.fail(f),
+            None => {
+                self.metrics.completed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.done += 1;
+        self.listen_started = false;
+        self.next = now + self.plan.think;
+        self.phase = if self.done >= self.plan.turns {
+            Phase::Finishing {
+                since: now,
+                entered: now,
+            }
+        } else {
+            Phase::Waiting { since: now }
+        };
+    }
+
+    /// Called every loop of the device: starts turns, times them out, recovers.
+    pub fn tick(&mut self, device: &mut Device, now: SimTime, channel_open: bool) {
+        let wall = Instant::now();
+        let t = self.plan.timeout;
+        let state = device.state();
+        match self.phase {
+            Phase::Finished => {}
+            Phase::Finishing { since, entered } => {
+                // A backend may say more after the last turn (a tool's result spoken): wait
+                // until the device has been listening quietly for a while, then a BOOT click
+                // closes the channel as the firmware does, so no backend is cut off mid-speech.
+                let quiet = state == Some(DeviceState::Listening) || !channel_open;
+                let since = if quiet { since } else { wall };
+                self.phase = Phase::Finishing { since, entered };
+                let settled = quiet && wall.duration_since(since) >= self.plan.think.max(Duration::from_secs(3));
+                if settled || wall.duration_since(entered) > t {
+                    if channel_open && state == Some(DeviceState::Listening) {
+                        device.toggle_chat(now);
+                    }
+                    self.metrics.devices_done.fetch_add(1, Ordering::Relaxed);
+                    self.phase = Phase::Finished;
+                }
+            }
+            Phase::Waiting { since } => {
+                if wall < self.next {
+                    return;
+                }
+                let since = since.max(self.next);
+                let ready = channel_open && state == Some(DeviceState::Listening) && self.listen_started;
+                if ready {
+                    self.drops_seen = drops(device);
+                    self.metrics.started.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+                    device.say_shared(now, self.plan.utterance.clone());
+                    self.phase = Phase::Saying { at: wall };
+                    return;
+                }
+                if wall.duration_since(since) > t {
+                    let why = if self.refused {
+                        Failure::Refused
+                    } else if self.opened && !self.hello {
+                        Failure::NoHello
+                    } else {
+                        Failure::NotListening
+                    };
+                    self.metrics.started.fetch_add(1, Ordering::Relaxed);
+                    self.end_turn(Some(why), wall);
+                    return;
+                }
+                // Recover: a BOOT click stops stuck speech or opens the channel again.
+                let stuck = state == Some(DeviceState::Speaking)
+                    || (state == Some(DeviceState::Idle) && !channel_open && device.is_running());
+                if stuck
+                    && self
+                        .last_click
+                        .is_none_or(|c| wall.duration_since(c) > Duration::from_secs(1))
+                {
+                    self.last_click = Some(wall);
+                    device.toggle_chat(now);
+                }
+            }
+            Phase::Saying { at } => {
+                let length = Duration::from_micros(self.plan.utterance.len() as u64 * 1_000_000 / 16_000);
+                if wall.duration_since(at) > length + t {
+                    self.end_turn(Some(Failure::NotListening), wall);
+                }
+            }
+            Phase::Awaiting { eou, .. } => {
+                if wall.duration_since(eou) > t {
+                    self.end_turn(Some(Failure::NoTtsStart), wall);
+                }
+            }
+            Phase::Speaking { started, last, .. } => {
+                if wall.duration_since(last.unwrap_or(started).max(started)) > t {
+                    self.end_turn(Some(Failure::StuckInSpeaking), wall);
+                }
+            }
+        }
+    }
+
+    /// A microphone frame left the device.
+    pub fn mic_frame_sent(&mut self, device: &Device) {
+        self.metrics.mic_frames.fetch_add(1, Ordering::Relaxed);
+        if let Phase::Saying { .. } = self.phase {
+            let consumed = self.plan.utterance.len().saturating_sub(device.mic_pending());
+            if consumed >= self.plan.voiced_end {
+                self.phase = Phase::Awaiting {
+                    eou: Instant::now(),
+                    stt: false,
+                };
+            }
+        }
+    }
+
+    /// A text frame the device sent.
+    pub fn text_sent(&mut self, v: &serde_json::Value) {
+        if v["type"] == "listen" && v["state"] == "start" {
+            self.listen_started = true;
+        }
+    }
+
+    /// A text frame that arrived (handled by `device` already).
+    pub fn text_in(&mut self, v: &serde_json::Value, device: &Device) {
+        let wall = Instant::now();
+        match v["type"].as_str() {
+            Some("hello") => self.hello = true,
+            Some("stt") => {
+                if let Phase::Saying { .. } = self.phase {
+                    self.metrics.early_stt.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Phase::Awaiting { eou, stt: false } = self.phase {
+                    self.metrics.record(|l| l.stt.record(us(wall.duration_since(eou))));
+                    self.phase = Phase::Awaiting { eou, stt: true };
+                }
+            }
+            Some("tts") => match v["state"].as_str() {
+                Some("start") => {
+                    let eou = match self.phase {
+                        Phase::Awaiting { eou, .. } => Some(eou),
+                        // A reply that starts before the utterance's end: measured from there.
+                        Phase::Saying { .. } => Some(wall),
+                        _ => None,
+                    };
+                    if let Some(eou) = eou {
+                        self.phase = Phase::Speaking {
+                            eou,
+                            started: wall,
+                            first: None,
+                            last: None,
+                            worst: Duration::ZERO,
+                            stutters: 0,
+                        };
+                    }
+                }
+                Some("stop") => {
+                    if let Phase::Speaking {
+                        eou,
+                        first,
+                        worst,
+                        stutters,
+                        ..
+                    } = self.phase
+                    {
+                        let nominal = self.plan.nominal_first_audio;
+                        self.metrics.record(|l| {
+                            l.tts_stop.record(us(wall.duration_since(eou)));
+                            if let Some(f) = first {
+                                let fa = f.duration_since(eou);
+                                l.first_audio.record(us(fa));
+                                if let Some(n) = nominal {
+                                    l.twin_added_first_audio.record(us(fa.saturating_sub(n)));
+                                }
+                                l.worst_gap.record(us(worst));
+                            }
+                        });
+                        if stutters > 0 {
+                            self.metrics.stutters.fetch_add(stutters, Ordering::Relaxed);
+                            self.metrics.stuttered_turns.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let dropped = drops(device);
+                        let lost = dropped > self.drops_seen;
+                        self.drops_seen = dropped;
+                        let failure = if first.is_none() {
+                            Some(Failure::NoAudio)
+                        } else if lost {
+                            Some(Failure::FramesDropped)
+                        } else {
+                            None
+                        };
+                        self.end_turn(failure, wall);
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    /// A binary frame (TTS audio) arrived.
+    pub fn audio_in(&mut self) {
+        self.metrics.tts_frames.fetch_add(1, Ordering::Relaxed);
+        let wall = Instant::now();
+        if let Phase::Speaking {
+            first,
+            last,
+            worst,
+            stutters,
+            ..
+        } = &mut self.phase
+        {
+            if first.is_none() {
+                *first = Some(wall);
+            }
+            if let Some(l) = *last {
+                let gap = wall.duration_since(l);
+                *worst = (*worst).max(gap);
+                if gap > STUTTER {
+                    *stutters += 1;
+                }
+            }
+            *last = Some(wall);
+        }
+    }
+
+    /// An MCP request → reply time at the device.
+    pub fn mcp_reply(&self, d: Duration) {
+        self.metrics.record(|l| l.mcp_reply.record(us(d)));
+    }
+
+    /// The channel opened (or failed to).
+    pub fn connected(&mut self, ok: bool) {
+        self.refused = !ok;
+        self.opened |= ok;
+        if ok {
+            self.hello = false;
+        }
+    }
+
+    /// The channel closed.
+    pub fn closed(&mut self) {
+        if matches!(
+            self.phase,
+            Phase::Saying { .. } | Phase::Awaiting { .. } | Phase::Speaking { .. }
+        ) {
+            self.end_turn(Some(Failure::ConnectionLost), Instant::now());
+        }
+        self.listen_started = false;
+    }
+}
+
+/// Frames `device` dropped by its own rules (wrong state, queue full, undecodable, no channel).
+pub fn drops(device: &Device) -> u64 {
+    let log = device.speech_log();
+    log.sessions.iter().map(|s| s.counts.dropped()).sum::<u64>() + log.outside.dropped()
+}
+
+/// Index into `utterance` after the last 60 ms frame whose level is voice for the built-in
+/// backend's rule (sine-referenced RMS ≥ `voice_dbfs`).
+pub fn voiced_end(utterance: &[i16], voice_dbfs: f64) -> usize {
+    let mut end = 0;
+    for (i, f) in utterance.chunks(960).enumerate() {
+        let ms = f.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>() / f.len().max(1) as f64;
+        if ms > 0.0 && 20.0 * ((2.0 * ms).sqrt() / 32768.0).log10() >= voice_dbfs {
+            end = i * 960 + f.len();
+        }
+    }
+    end
+}

@@ -1,0 +1,346 @@
+//! `xiaozhi-twin fleet --voice` against its built-in backend on loopback: devices that talk,
+//! turns counted and timed, failures by reason when the backend misbehaves, shards that merge
+//! into one run's counts, the knee search, and the bad inputs (one line, exit 2).
+//!
+//! Small fleets with a short utterance and a short reply keep each run to a few seconds; the
+//! 1,000 / 5,000-device figures are in BENCHMARKS.md ("Voice fleet").
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn tmp(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// A 16 kHz mono WAV of `secs` of a voiced tone (every 60 ms frame is voice).
+fn wav(name: &str, secs: f64) -> PathBuf {
+    let p = tmp(name);
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(&p, spec).unwrap();
+    for i in 0..(16_000.0 * secs) as usize {
+        let t = i as f64 / 16_000.0;
+        let x = 8000.0 * (2.0 * std::f64::consts::PI * 220.0 * t).sin()
+            + 3000.0 * (2.0 * std::f64::consts::PI * 660.0 * t).sin();
+        w.write_sample(x as i16).unwrap();
+    }
+    w.finalize().unwrap();
+    p
+}
+
+/// A short turn: the backend hears the utterance and says one 900 ms sentence (15 frames).
+fn script() -> PathBuf {
+    let p = tmp("fleet-voice-script.txt");
+    std::fs::write(&p, "await utterance\nspeak \"好的\" for 900ms\n").unwrap();
+    p
+}
+
+fn twin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `fleet --voice` with a 0.6 s utterance and the short script, then `extra`.
+fn short_fleet(extra: &[&str]) -> Output {
+    let utt = wav("fleet-voice-utterance.wav", 0.6);
+    let script = script();
+    let mut args = vec![
+        "fleet",
+        "--voice",
+        "--quiet",
+        "--utterance",
+        utt.to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+        "--think",
+        "200ms",
+        "--duration",
+        "60s",
+    ];
+    args.extend_from_slice(extra);
+    twin(&args)
+}
+
+/// Runs a small voice fleet; returns (exit code, summary).
+fn voice_fleet(name: &str, extra: &[&str]) -> (i32, Value) {
+    let json = tmp(&format!("fleet-voice-{name}.json"));
+    let _ = std::fs::remove_file(&json);
+    let mut args = vec!["--json", json.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = short_fleet(&args);
+    let code = out.status.code().unwrap_or(-1);
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|_| {
+        panic!(
+            "no summary ({code}):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (code, serde_json::from_str(&text).unwrap())
+}
+
+/// The HdrHistogram a summary carries for one phase (V2 + DEFLATE, base64).
+fn hdr(latency: &Value) -> hdrhistogram::Histogram<u64> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(latency["hdr"].as_str().unwrap())
+        .unwrap();
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn talking_devices_complete_every_turn_and_the_summary_adds_up() {
+    let (code, s) = voice_fleet("ok", &["--devices", "12", "--turns", "2"]);
+    assert_eq!(code, 0, "{s:#}");
+    let t = &s["turns"];
+    assert_eq!(
+        (u(&t["planned"]), u(&t["started"]), u(&t["completed"]), u(&t["failed"])),
+        (24, 24, 24, 0),
+        "{s:#}"
+    );
+    assert_eq!(u(&s["devices_connected"]), 12);
+    // Every completed turn has its three latencies; the reply is 900 ms = 15 frames.
+    for phase in ["stt", "first_audio", "tts_stop"] {
+        assert_eq!(u(&s["latency"][phase]["count"]), 24, "{phase}: {s:#}");
+    }
+    assert_eq!(u(&s["pacing"]["tts_frames_received"]), 24 * 15);
+    assert!(
+        s["pacing"]["frames_dropped_by_devices"].as_object().unwrap().is_empty(),
+        "{s:#}"
+    );
+    // The backend waits 540 ms after the last voiced frame (500 ms of quiet, in 60 ms frames):
+    // first audio comes no earlier, and the reply (900 ms) ends after it.
+    let fa = &s["latency"]["first_audio"];
+    assert!(fa["p50_ms"].as_f64().unwrap() >= 539.0, "{fa}");
+    assert!(s["latency"]["tts_stop"]["p50_ms"].as_f64().unwrap() > fa["p50_ms"].as_f64().unwrap() + 500.0);
+    // A custom script: the designed delay is not known, so nothing is claimed for the twin.
+    assert_eq!(u(&s["latency"]["twin_added_first_audio"]["count"]), 0);
+    // Decoded and heard at the listener.
+    let l = &s["loudness"];
+    assert_eq!((u(&l["replies_measured"]), u(&l["not_audible"])), (24, 0), "{l}");
+    assert!(l["spl_db_mean"].as_f64().unwrap() > 40.0, "{l}");
+    // Opus work shared: far more steps looked up than computed.
+    assert!(
+        u(&s["twin"]["codec_memo_hits"]) > 5 * u(&s["twin"]["codec_memo_computed"]),
+        "{s:#}"
+    );
+}
+
+#[test]
+fn decode_none_times_replies_from_toc_bytes_and_measures_no_loudness() {
+    let (code, s) = voice_fleet("none", &["--devices", "6", "--decode", "none"]);
+    assert_eq!(code, 0, "{s:#}");
+    assert_eq!(u(&s["turns"]["completed"]), 6);
+    assert_eq!(u(&s["pacing"]["tts_frames_received"]), 6 * 15);
+    assert!(s["loudness"].is_null());
+    assert_eq!(s["run"]["decode"], "none");
+}
+
+#[test]
+fn a_misbehaving_backend_fails_turns_with_their_reason_and_the_fleet_goes_on() {
+    for (fault, reason, devices) in [
+        ("never-tts-start", "no_tts_start", 4),
+        ("stop-mid-reply", "stuck_in_speaking", 4),
+        ("flood", "frames_dropped", 4),
+        ("close-every:2", "connection_lost", 4),
+    ] {
+        let (code, s) = voice_fleet(
+            fault,
+            &[
+                "--devices",
+                &devices.to_string(),
+                "--backend-fault",
+                fault,
+                "--turn-timeout",
+                "2s",
+            ],
+        );
+        let t = &s["turns"];
+        assert_eq!(code, 1, "{fault}: {s:#}");
+        assert_eq!(u(&t["planned"]), devices, "{fault}");
+        assert_eq!(
+            u(&t["completed"]) + u(&t["failed"]),
+            devices,
+            "{fault}: every turn ended: {t}"
+        );
+        assert!(u(&t["failures"][reason]) >= 1, "{fault}: {t}");
+        if fault == "close-every:2" {
+            assert_eq!(u(&t["failures"][reason]), 2, "{t}");
+            assert_eq!(u(&t["completed"]), 2, "{t}");
+        } else {
+            assert_eq!(u(&t["failures"][reason]), devices, "{fault}: {t}");
+        }
+    }
+}
+
+#[test]
+fn two_shards_merge_into_one_runs_counts_and_histograms() {
+    let (c0, s0) = voice_fleet("shard0", &["--devices", "9", "--shard", "0/2"]);
+    let (c1, s1) = voice_fleet("shard1", &["--devices", "9", "--shard", "1/2"]);
+    let (cw, whole) = voice_fleet("whole", &["--devices", "9"]);
+    assert_eq!((c0, c1, cw), (0, 0, 0));
+    // Devices 0,2,4,6,8 and 1,3,5,7.
+    assert_eq!((u(&s0["devices"]), u(&s1["devices"])), (5, 4));
+    let merged = tmp("fleet-voice-merged.json");
+    let a = tmp("fleet-voice-shard0.json");
+    let b = tmp("fleet-voice-shard1.json");
+    let out = twin(&[
+        "fleet",
+        "merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(&merged).unwrap()).unwrap();
+    for key in ["devices", "devices_connected"] {
+        assert_eq!(m[key], whole[key], "{key}");
+    }
+    for key in ["planned", "started", "completed", "failed"] {
+        assert_eq!(m["turns"][key], whole["turns"][key], "turns.{key}");
+    }
+    assert_eq!(
+        m["pacing"]["tts_frames_received"],
+        whole["pacing"]["tts_frames_received"]
+    );
+    assert_eq!(m["run"], whole["run"]);
+    // Histograms merge exactly: the merged percentiles are those of one histogram holding every
+    // sample of both shards (rebuilt here from the shards' own HdrHistogram encodings), and lie
+    // between the shards'. (The whole run's latencies differ from the shards' by scheduling
+    // noise, being another run in real time; they are compared loosely.)
+    for phase in ["stt", "first_audio", "tts_stop"] {
+        let (x, y, z, w) = (
+            &s0["latency"][phase],
+            &s1["latency"][phase],
+            &m["latency"][phase],
+            &whole["latency"][phase],
+        );
+        assert_eq!(u(&z["count"]), u(&x["count"]) + u(&y["count"]), "{phase}");
+        assert_eq!(z["count"], w["count"], "{phase}");
+        let mut union = hdr(x);
+        union.add(hdr(y)).unwrap();
+        for (p, q) in [("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)] {
+            let want = union.value_at_quantile(q) as f64 / 1000.0;
+            assert_eq!(z[p].as_f64().unwrap(), want, "{phase} {p}");
+            let (a, b) = (x[p].as_f64().unwrap(), y[p].as_f64().unwrap());
+            let c = z[p].as_f64().unwrap();
+            assert!(c >= a.min(b) && c <= a.max(b), "{phase} {p}: {a} {b} → {c}");
+            assert!(
+                (c - w[p].as_f64().unwrap()).abs() < 250.0,
+                "{phase} {p}: merged {c} vs one run {}",
+                w[p]
+            );
+        }
+        assert_eq!(
+            z["max_ms"].as_f64().unwrap(),
+            union.max() as f64 / 1000.0,
+            "{phase} max"
+        );
+    }
+    assert_eq!(m["shards"].as_array().unwrap().len(), 2);
+    // A shard merged twice, and a summary of another run: one line, exit 2.
+    let twice = twin(&["fleet", "merge", a.to_str().unwrap(), a.to_str().unwrap()]);
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("shard 0/2 is already merged"));
+    let w = tmp("fleet-voice-whole.json");
+    let other = twin(&["fleet", "merge", a.to_str().unwrap(), w.to_str().unwrap()]);
+    assert_eq!(other.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&other.stderr);
+    assert!(
+        e.contains("shard 0/1") || e.contains("not a shard of the same run") || e.contains("belongs to a run"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_knee_search_ramps_until_the_slo_breaks_and_draws_the_curve() {
+    let svg = tmp("fleet-voice-knee.svg");
+    let json = tmp("fleet-voice-knee.json");
+    // An SLO every step holds: doubling from 2 stops at --max-devices.
+    let out = short_fleet(&[
+        "--devices",
+        "2",
+        "--max-devices",
+        "4",
+        "--find-capacity",
+        "--slo",
+        "first_audio_p99<5s,failed<1",
+        "--out",
+        svg.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let devices: Vec<u64> = c["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| u(&s["devices"]))
+        .collect();
+    assert_eq!(devices, vec![2, 4]);
+    assert_eq!(
+        (c["knee"].as_u64(), c["limited_by"].as_str()),
+        (Some(4), Some("max_devices"))
+    );
+    assert!(text.contains("held up to --max-devices (4)"), "{text}");
+    let picture = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        picture.starts_with("<svg") && picture.contains("first audio p99") && picture.contains("knee: 4"),
+        "{picture}"
+    );
+}
+
+#[test]
+fn bad_fleet_input_is_one_line_and_exit_2() {
+    let not_wav = tmp("fleet-voice-not.wav");
+    std::fs::write(&not_wav, "hello").unwrap();
+    let junk = tmp("fleet-voice-junk.json");
+    std::fs::write(&junk, "{\"format\": \"something else\"}").unwrap();
+    for (args, says) in [
+        (vec!["fleet", "--voice", "--shard", "2/2"], "use i/N with 0 ≤ i < N"),
+        (vec!["fleet", "--voice", "--shard", "1/0"], "use i/N"),
+        (
+            vec!["fleet", "--voice", "--utterance", not_wav.to_str().unwrap()],
+            "not a readable WAV file",
+        ),
+        (
+            vec!["fleet", "--voice", "--slo", "first_audio_p99<1s"],
+            "--slo is read by --find-capacity only",
+        ),
+        (
+            vec!["fleet", "--voice", "--find-capacity", "--slo", "loudness<3"],
+            "unknown metric `loudness`",
+        ),
+        (
+            vec!["fleet", "--voice", "--backend-fault", "close-every:0"],
+            "close-every:N (N ≥ 1)",
+        ),
+        (
+            vec!["fleet", "merge", junk.to_str().unwrap()],
+            "not a voice fleet summary",
+        ),
+        (vec!["fleet", "--turns", "2"], "--voice"),
+    ] {
+        let out = twin(&args);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
+}
