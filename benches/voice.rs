@@ -15,7 +15,7 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use xiaozhi_sim::backend::BackendSpec;
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Board, Device, DeviceState};
@@ -176,9 +176,20 @@ fn memory(shared: bool) {
     black_box(&hs);
 }
 
+/// Each memory line in a process of its own (resident memory freed by one measurement would
+/// otherwise be reused by the next and hide its growth).
+fn memory_lines() {
+    for mode in ["own", "shared"] {
+        let Ok(exe) = std::env::current_exe() else { return };
+        let out = std::process::Command::new(exe).env("VOICE_MEMORY", mode).output();
+        if let Ok(o) = out {
+            eprint!("{}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+}
+
 fn benches(c: &mut Criterion) {
-    memory(false);
-    memory(true);
+    memory_lines();
     let b = board();
     let mut group = c.benchmark_group("voice");
     let packets = synthesize(&Timbre::default(), SimDuration::from_secs(3), 24_000);
@@ -254,4 +265,12 @@ criterion_group! {
     config = Criterion::default().sample_size(20);
     targets = benches
 }
-criterion_main!(voice);
+fn main() {
+    // A child started by `memory_lines` measures one memory line and exits.
+    if let Ok(mode) = std::env::var("VOICE_MEMORY") {
+        memory(mode == "shared");
+        return;
+    }
+    voice();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -126,7 +126,8 @@ pub struct Server {
     /// Print each report as a JSON line on stdout when its connection ends.
     print: bool,
     per_device: Mutex<BTreeMap<String, u32>>,
-    next_conn: Mutex<u64>,
+    /// Connections accepted (shared by the backend instances of one fleet).
+    next_conn: Arc<AtomicU64>,
     reports: Mutex<Vec<ConnReport>>,
     commands: broadcast::Sender<Step>,
     closed: watch::Sender<u64>,
@@ -140,10 +141,12 @@ pub struct Server {
 
 impl Server {
     pub fn new(spec: BackendSpec, script: Script, verbose: bool, print: bool) -> Arc<Server> {
-        Server::with(spec, script, verbose, print, None, BackendFault::None)
+        Server::with(spec, script, verbose, print, None, BackendFault::None, None)
     }
 
-    /// [`Server::new`] with a shared codec pool and a fault.
+    /// [`Server::new`] with a shared codec pool, a fault, and a connection counter shared with
+    /// other instances (a fleet runs one per core; `close-every:N` counts the fleet's
+    /// connections).
     pub fn with(
         spec: BackendSpec,
         script: Script,
@@ -151,6 +154,7 @@ impl Server {
         print: bool,
         codecs: Option<Arc<dyn CodecPool>>,
         fault: BackendFault,
+        connections: Option<Arc<AtomicU64>>,
     ) -> Arc<Server> {
         if let Some(pool) = &codecs {
             prepare_speech(&spec, &script, pool);
@@ -164,7 +168,7 @@ impl Server {
             verbose,
             print,
             per_device: Mutex::new(BTreeMap::new()),
-            next_conn: Mutex::new(0),
+            next_conn: connections.unwrap_or_default(),
             reports: Mutex::new(Vec::new()),
             commands: broadcast::channel(64).0,
             closed: watch::channel(0).0,
@@ -231,11 +235,7 @@ pub async fn serve(listener: TcpListener, server: Arc<Server>, stop: watch::Rece
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
                     let _ = stream.set_nodelay(true);
-                    let n = {
-                        let mut c = server.next_conn.lock().unwrap_or_else(|e| e.into_inner());
-                        *c += 1;
-                        *c
-                    };
+                    let n = server.next_conn.fetch_add(1, Ordering::Relaxed) + 1;
                     tasks.spawn(connection(stream, peer, n, server.clone(), stop.clone()));
                 }
                 Err(e) => {

@@ -48,8 +48,23 @@ fn the_indexed_job_shards_by_completion_index_and_the_merge_adds_the_shards_up()
         "{script}"
     );
     assert!(
-        script.contains("--json \"/results/shard-${JOB_COMPLETION_INDEX}.json\""),
+        script.contains("--json \"/results/${RUN_ID}/shard-${JOB_COMPLETION_INDEX}.json\""),
         "{script}"
+    );
+    // Per-pod ramp × pods: the backend is dialled at 500 devices/s in all.
+    let ramp: f64 = script
+        .split("--ramp ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(ramp * shards as f64, 500.0);
+    assert!(
+        spec["backoffLimitPerIndex"].as_u64().is_some_and(|n| n >= 1),
+        "a lost pod is retried"
     );
     // Every flag the pod passes is one `fleet` takes.
     let help = Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
@@ -67,12 +82,17 @@ fn the_indexed_job_shards_by_completion_index_and_the_merge_adds_the_shards_up()
     let m = &merge["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(env(m, "SHARDS").parse::<u64>().unwrap(), shards);
     let ms = m["args"][0].as_str().unwrap();
-    assert!(ms.contains("xiaozhi-twin fleet merge /results/shard-*.json"), "{ms}");
+    assert!(
+        ms.contains("xiaozhi-twin fleet merge /results/${RUN_ID}/shard-*.json"),
+        "{ms}"
+    );
+    assert_eq!(env(m, "RUN_ID"), env(c, "RUN_ID"), "both Jobs use one run directory");
     // Both Jobs mount the same claim.
     let claim = |j: &Value| j["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"].clone();
     assert_eq!(claim(job), claim(merge));
-    assert!(
-        docs.iter()
-            .any(|d| d["kind"] == "PersistentVolumeClaim" && d["metadata"]["name"] == claim(job))
-    );
+    let pvc = docs
+        .iter()
+        .find(|d| d["kind"] == "PersistentVolumeClaim" && d["metadata"]["name"] == claim(job))
+        .expect("the claim");
+    assert_eq!(pvc["spec"]["accessModes"][0], "ReadWriteMany");
 }

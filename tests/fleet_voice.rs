@@ -253,6 +253,17 @@ fn two_shards_merge_into_one_runs_counts_and_histograms() {
         );
     }
     assert_eq!(m["shards"].as_array().unwrap().len(), 2);
+    // One shard alone is refused unless --partial says so.
+    let alone = twin(&["fleet", "merge", a.to_str().unwrap()]);
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("only 1 of 2 shards"));
+    let partial = twin(&["fleet", "merge", "--partial", a.to_str().unwrap()]);
+    assert_eq!(
+        partial.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&partial.stderr)
+    );
     // A shard merged twice, and a summary of another run: one line, exit 2.
     let twice = twin(&["fleet", "merge", a.to_str().unwrap(), a.to_str().unwrap()]);
     assert_eq!(twice.status.code(), Some(2));
@@ -337,6 +348,21 @@ fn bad_fleet_input_is_one_line_and_exit_2() {
             "not a voice fleet summary",
         ),
         (vec!["fleet", "--turns", "2"], "--voice"),
+        (vec!["fleet", "--voice", "--turns", "0"], "--turns"),
+        (vec!["fleet", "--voice", "--turns", "4000000000"], "--turns"),
+        (vec!["fleet", "--voice", "--out", "x.svg"], "--find-capacity"),
+        (
+            vec![
+                "fleet",
+                "--voice",
+                "--find-capacity",
+                "--slo",
+                "failed<1",
+                "--max-devices",
+                "0",
+            ],
+            "--max-devices",
+        ),
     ] {
         let out = twin(&args);
         let e = String::from_utf8_lossy(&out.stderr);

@@ -109,8 +109,8 @@ pub struct Args {
     /// Devices talk: voice turns instead of the MCP script.
     #[arg(long)]
     pub voice: bool,
-    /// Voice turns per device.
-    #[arg(long, default_value_t = 1, requires = "voice")]
+    /// Voice turns per device (1–1000).
+    #[arg(long, default_value_t = 1, requires = "voice", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub turns: u32,
     /// Between the end of a reply and the next utterance.
     #[arg(long, default_value = "2s", value_parser = parse_std_duration, requires = "voice")]
@@ -123,7 +123,8 @@ pub struct Args {
     /// Opus TOC bytes (for very large fleets).
     #[arg(long, default_value = "full", value_parser = ["full", "none"], requires = "voice")]
     pub decode: String,
-    /// Devices started per second (default: one per --stagger).
+    /// Devices started per second by this process (default: one per --stagger; N shards
+    /// started together dial N times as fast).
     #[arg(long, value_name = "DEVICES_PER_S", requires = "voice")]
     pub ramp: Option<f64>,
     /// How long each phase of a turn may take before the turn fails.
@@ -132,7 +133,9 @@ pub struct Args {
     /// Run one part of the fleet: devices i, i+N, … (ids, MACs and UUIDs as in the whole run).
     #[arg(long, value_name = "i/N", value_parser = parse_shard, requires = "voice")]
     pub shard: Option<Shard>,
-    /// The built-in backend misbehaves: never-tts-start, stop-mid-reply, flood, close-every:N.
+    /// The built-in backend misbehaves: never-tts-start, stop-mid-reply (nothing more after 10
+    /// audio frames of a reply), flood (each audio frame 10 times), close-every:N (the Nth,
+    /// 2Nth, … connection of the fleet is closed as its reply starts).
     #[arg(long, value_name = "FAULT", default_value = "none", requires = "voice")]
     pub backend_fault: BackendFault,
     /// Ramp the device count (from --devices, doubling, then bisecting) until --slo breaks or
@@ -145,10 +148,10 @@ pub struct Args {
     #[arg(long, value_name = "EXPR", requires = "voice")]
     pub slo: Option<String>,
     /// Largest count --find-capacity tries.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, requires = "find_capacity", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_devices: u32,
     /// --find-capacity: the curve as an SVG picture.
-    #[arg(long, value_name = "FILE.svg")]
+    #[arg(long, value_name = "FILE.svg", requires = "find_capacity")]
     pub out: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
@@ -164,6 +167,9 @@ pub enum Command {
         /// Summary files.
         #[arg(required = true, num_args = 1..)]
         files: Vec<PathBuf>,
+        /// Merge even when some shards of the run are missing (the summary covers those given).
+        #[arg(long)]
+        partial: bool,
         /// Write the merged summary here.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -216,8 +222,8 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    if let Some(Command::Merge { files, json }) = &opts.command {
-        return merge(files, json.as_deref());
+    if let Some(Command::Merge { files, json, partial }) = &opts.command {
+        return merge(files, json.as_deref(), *partial);
     }
     if opts.voice {
         return run_voice(opts);
@@ -225,7 +231,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     run_mcp(opts)
 }
 
-fn merge(files: &[PathBuf], json: Option<&std::path::Path>) -> Result<bool> {
+fn merge(files: &[PathBuf], json: Option<&std::path::Path>, partial: bool) -> Result<bool> {
     let mut merged: Option<VoiceSummary> = None;
     for f in files {
         let s = VoiceSummary::read(f)?;
@@ -238,18 +244,17 @@ fn merge(files: &[PathBuf], json: Option<&std::path::Path>) -> Result<bool> {
     let count = m.shards.first().map_or(1, |s| s.count);
     if m.shards.len() as u32 != count {
         let have: Vec<String> = m.shards.iter().map(|s| format!("{}/{}", s.index, s.count)).collect();
-        eprintln!(
-            "fleet merge: {} of {count} shards merged ({}); the summary covers those only",
-            m.shards.len(),
-            have.join(", ")
-        );
+        let what = format!("{} of {count} shards ({})", m.shards.len(), have.join(", "));
+        if !partial {
+            bail!("only {what}: give every shard, or --partial to merge these alone");
+        }
+        eprintln!("fleet merge: {what} merged (--partial); the summary covers those only");
     }
     m.print();
     if let Some(path) = json {
-        std::fs::write(path, serde_json::to_string_pretty(&m)? + "\n")
-            .with_context(|| format!("{}", path.display()))?;
+        m.write(path)?;
     }
-    Ok(m.turns.failed == 0)
+    Ok(m.all_completed())
 }
 
 fn voice_run(opts: &Args) -> Result<VoiceRun> {
@@ -286,7 +291,7 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
     if !turns_text.ends_with('\n') {
         turns_text.push('\n');
     }
-    let script = Script::parse(&origin, &turns_text.repeat(opts.turns.max(1) as usize))?;
+    let script = Script::parse(&origin, &turns_text.repeat(opts.turns as usize))?;
     let voice_dbfs = personality.voice.as_ref().map_or(-40.0, |v| v.voice_dbfs);
     let voiced_end = crate::fleet::turns::voiced_end(&utterance, voice_dbfs);
     if voiced_end == 0 {
@@ -304,11 +309,12 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
         url: opts.url.clone(),
         personality,
         script,
+        script_text: text,
         fault: opts.backend_fault,
         plan: crate::fleet::turns::Plan {
             utterance: utterance.into(),
             voiced_end,
-            turns: opts.turns.max(1),
+            turns: opts.turns,
             think: opts.think,
             timeout: opts.turn_timeout,
             nominal_first_audio: nominal,
@@ -334,10 +340,9 @@ fn run_voice(opts: &Args) -> Result<bool> {
     let summary = crate::fleet::run_voice(&run)?;
     summary.print();
     if let Some(path) = &opts.json {
-        std::fs::write(path, serde_json::to_string_pretty(&summary)? + "\n")
-            .with_context(|| format!("{}", path.display()))?;
+        summary.write(path)?;
     }
-    Ok(summary.turns.failed == 0 && summary.turns.completed == summary.turns.planned)
+    Ok(summary.all_completed())
 }
 
 fn run_mcp(opts: &Args) -> Result<bool> {

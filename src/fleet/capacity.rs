@@ -141,6 +141,12 @@ impl Slo {
 
 /// Whether the twin itself was the limit at this step (and how).
 pub fn twin_limit(s: &Summary, fault: BackendFault) -> Option<String> {
+    if s.turns.unfinished > 0 {
+        return Some(format!(
+            "{} of {} turns did not end before the run did",
+            s.turns.unfinished, s.turns.planned
+        ));
+    }
     if let Some(p99) = s.latency.twin_added_first_audio.p99_ms
         && p99 > TWIN_ADDED_P99_MS
     {

@@ -51,6 +51,8 @@ pub struct VoiceRun {
     pub url: Option<String>,
     pub personality: BackendSpec,
     pub script: Script,
+    /// The backend's script for one turn, as given (for the summary).
+    pub script_text: String,
     pub fault: BackendFault,
     pub plan: Plan,
     pub utterance_name: String,
@@ -132,6 +134,17 @@ pub fn nominal_first_audio(spec: &BackendSpec) -> Option<Duration> {
     Some(Duration::from_micros(eos.div_ceil(frame) * frame))
 }
 
+/// How long a run may take: `--duration`, or longer when the ramp and the turns need it (the
+/// last device starts at `n / ramp`, then its turns each take at most the utterance, three
+/// timeouts and the think time), so a big fleet is never cut by a fixed deadline.
+pub fn run_length(run: &VoiceRun, n: u64) -> Duration {
+    let plan = &run.plan;
+    let ramp = Duration::from_secs_f64(n as f64 / run.ramp.max(0.001));
+    let utterance = Duration::from_secs_f64(plan.utterance.len() as f64 / 16_000.0);
+    let turn = utterance + plan.timeout * 3 + plan.think;
+    run.duration.max(ramp + turn * plan.turns + Duration::from_secs(10))
+}
+
 /// The devices of shard `i/N`: `i, i+N, …` below `devices`.
 pub fn shard_ids(devices: u32, shard: Shard) -> impl Iterator<Item = u32> {
     (shard.index..devices).step_by(shard.count.max(1) as usize)
@@ -172,6 +185,7 @@ pub fn run_voice(run: &VoiceRun) -> Result<Summary> {
     );
     let gap = Duration::from_secs_f64(1.0 / run.ramp.max(0.001));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let connections = Arc::new(std::sync::atomic::AtomicU64::new(0));
     // One thread per core, each with its own single-threaded runtime, its own built-in backend
     // (sharing the codec pool) and every `workers`-th device: a device and its backend
     // connection then run on one thread, with no cross-thread wake-ups per audio frame.
@@ -195,11 +209,12 @@ pub fn run_voice(run: &VoiceRun) -> Result<Summary> {
                     counters: counters.clone(),
                     gap,
                     stop: stop_rx.clone(),
+                    connections: connections.clone(),
                 };
                 scope.spawn(move || run_part(ctx, mine))
             })
             .collect();
-        let deadline = started + run.duration;
+        let deadline = started + run_length(run, n);
         loop {
             let open = counters.open.load(Ordering::Relaxed);
             peak = peak.max(open);
@@ -300,6 +315,10 @@ pub fn run_voice(run: &VoiceRun) -> Result<Summary> {
             turns_per_device: plan.turns,
             devices_total: run.devices,
             seed: run.seed,
+            think_s: plan.think.as_secs_f64(),
+            turn_timeout_s: plan.timeout.as_secs_f64(),
+            ramp_per_s: run.ramp,
+            backend_script: run.url.is_none().then(|| run.script_text.clone()),
         },
         shards: vec![run.shard],
         devices: n,
@@ -311,6 +330,7 @@ pub fn run_voice(run: &VoiceRun) -> Result<Summary> {
             started: started_turns,
             completed,
             failed,
+            unfinished: planned.saturating_sub(completed + failed),
             failures,
             stt_before_end_of_speech: metrics.early_stt.load(Ordering::Relaxed),
         },
@@ -358,6 +378,7 @@ struct PartCtx<'a> {
     counters: Arc<Counters>,
     gap: Duration,
     stop: watch::Receiver<bool>,
+    connections: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What one thread of the fleet found.
@@ -389,6 +410,7 @@ fn run_part(ctx: PartCtx<'_>, mine: Vec<(usize, u32)>) -> Result<Part> {
                     false,
                     Some(ctx.pool.clone()),
                     run.fault,
+                    Some(ctx.connections.clone()),
                 );
                 let serving = tokio::spawn(serve(listener, server, backend_stop_rx));
                 (format!("ws://{addr}/xiaozhi/v1/"), Some(serving))
@@ -407,7 +429,7 @@ fn run_part(ctx: PartCtx<'_>, mine: Vec<(usize, u32)>) -> Result<Part> {
             device.set_durations_only(!run.decode_full);
             let live = LiveOptions {
                 wake: Wake::OnBoot,
-                duration: Some(run.duration + Duration::from_secs(30)),
+                duration: Some(run_length(run, u64::from(run.devices)) + Duration::from_secs(30)),
                 verbose: false,
                 label: device.mac().to_string(),
                 stop: Some(device_stop_rx.clone()),

@@ -124,6 +124,12 @@ pub struct RunOf {
     /// Devices of the whole run (all shards).
     pub devices_total: u32,
     pub seed: u64,
+    pub think_s: f64,
+    pub turn_timeout_s: f64,
+    /// Devices started per second (by each shard).
+    pub ramp_per_s: f64,
+    /// The built-in backend's script for one turn (`null` with `--url`).
+    pub backend_script: Option<String>,
 }
 
 /// Turn counts.
@@ -133,6 +139,9 @@ pub struct Turns {
     pub started: u64,
     pub completed: u64,
     pub failed: u64,
+    /// Planned turns that neither completed nor failed before the run ended (never started, or
+    /// cut by `--duration`).
+    pub unfinished: u64,
     /// Failed turns by reason.
     pub failures: BTreeMap<String, u64>,
     /// `stt` that arrived before the utterance's last voiced frame had left the device (the
@@ -227,6 +236,15 @@ pub struct Summary {
     pub twin: TwinCost,
 }
 
+/// Writes `text` to `path` through a temporary file beside it and a rename.
+pub fn write_atomically(path: &std::path::Path, text: &str) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, text).with_context(|| format!("{}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))
+}
+
 fn add_map(a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>) {
     for (k, v) in b {
         *a.entry(k.clone()).or_insert(0) += v;
@@ -247,6 +265,17 @@ fn min_opt(a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64) -> Option<f64
 }
 
 impl Summary {
+    /// Every planned turn completed (the exit status of a run and of a merge).
+    pub fn all_completed(&self) -> bool {
+        self.turns.failed == 0 && self.turns.unfinished == 0 && self.turns.completed == self.turns.planned
+    }
+
+    /// Writes the summary as JSON, whole or not at all (a temporary file, then a rename: a
+    /// merge reading a shared volume never sees half a file).
+    pub fn write(&self, path: &std::path::Path) -> Result<()> {
+        write_atomically(path, &(serde_json::to_string_pretty(self)? + "\n"))
+    }
+
     /// Reads a summary file; one-line errors name the file.
     pub fn read(path: &std::path::Path) -> Result<Summary> {
         let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
@@ -306,6 +335,7 @@ impl Summary {
         t.started += other.turns.started;
         t.completed += other.turns.completed;
         t.failed += other.turns.failed;
+        t.unfinished += other.turns.unfinished;
         t.stt_before_end_of_speech += other.turns.stt_before_end_of_speech;
         add_map(&mut t.failures, &other.turns.failures);
         let (a, b) = (&self.latency, &other.latency);
@@ -400,11 +430,16 @@ impl Summary {
         let t = &self.turns;
         let why: Vec<String> = t.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
         println!(
-            "turns              {} planned, {} started, {} completed, {} failed{}",
+            "turns              {} planned, {} started, {} completed, {} failed{}{}",
             t.planned,
             t.started,
             t.completed,
             t.failed,
+            if t.unfinished > 0 {
+                format!(", {} unfinished (the run ended first: raise --duration)", t.unfinished)
+            } else {
+                String::new()
+            },
             if why.is_empty() {
                 String::new()
             } else {

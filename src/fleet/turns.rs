@@ -175,6 +175,8 @@ pub struct Driver {
     refused: bool,
     last_click: Option<Instant>,
     drops_seen: u64,
+    /// A turn failed: what is left of its utterance goes (the next turn starts clean).
+    clear_mic: bool,
 }
 
 fn us(d: Duration) -> u64 {
@@ -196,6 +198,7 @@ impl Driver {
             refused: false,
             last_click: None,
             drops_seen: 0,
+            clear_mic: false,
         }
     }
 
@@ -207,7 +210,10 @@ impl Driver {
             self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
         }
         match failure {
-            Some(f) => self.metrics.fail(f),
+            Some(f) => {
+                self.metrics.fail(f);
+                self.clear_mic = true;
+            }
             None => {
                 self.metrics.completed.fetch_add(1, Ordering::Relaxed);
             }
@@ -229,6 +235,9 @@ impl Driver {
     pub fn tick(&mut self, device: &mut Device, now: SimTime, channel_open: bool) {
         let wall = Instant::now();
         let t = self.plan.timeout;
+        if std::mem::take(&mut self.clear_mic) {
+            device.mic_clear();
+        }
         let state = device.state();
         match self.phase {
             Phase::Finished => {}

@@ -583,7 +583,16 @@ impl Running {
                 core.speech.dropped(Drop::Undecodable);
                 return;
             };
-            let dec = u32::try_from(rate).unwrap_or(24_000);
+            // The rates a decoder would run at; a rate no decoder runs at drops the packet as
+            // the full path does.
+            let Some(dec) = u32::try_from(rate)
+                .ok()
+                .filter(|r| crate::voice::codec::OPUS_RATES.contains(r))
+            else {
+                core.log(LogLevel::Error, "AudioService", || "Audio decoder is not configured");
+                core.speech.dropped(Drop::Undecodable);
+                return;
+            };
             let out = if out_rate > 0 { out_rate } else { dec };
             let n = (u64::from(n48) * u64::from(out) / 48_000) as usize;
             let samples = match &self.voice.silence {
@@ -792,6 +801,13 @@ impl Device {
         self.run_until(now);
         if let Some(run) = self.run.as_deref_mut() {
             run.voice.mic.push(samples_16k);
+        }
+    }
+
+    /// Forgets what the user said that the microphone has not captured yet.
+    pub fn mic_clear(&mut self) {
+        if let Some(run) = self.run.as_deref_mut() {
+            run.voice.mic = MicQueue::default();
         }
     }
 

@@ -157,8 +157,9 @@ impl Decoder {
 
 /// How long an Opus packet plays, in 48 kHz samples, from its TOC byte (RFC 6716 §3.1: the
 /// configuration's frame size times the frame count of code 0–3); `None` for a packet no
-/// decoder would take (empty, a code 1 packet of odd length, a code 3 packet without its
-/// count byte, or more than 120 ms).
+/// decoder would take (empty, a code 1 packet whose two equal frames cannot split the payload
+/// (an even total length), a code 2 or 3 packet without its length or count byte, or more than
+/// 120 ms).
 pub fn toc_duration_48k(packet: &[u8]) -> Option<u32> {
     let toc = *packet.first()?;
     let config = toc >> 3;
@@ -171,7 +172,8 @@ pub fn toc_duration_48k(packet: &[u8]) -> Option<u32> {
         0 => 1,
         1 if packet.len() % 2 == 1 => 2,
         1 => return None,
-        2 => 2,
+        2 if packet.len() >= 2 => 2,
+        2 => return None,
         _ => u32::from(*packet.get(1)? & 0x3f),
     };
     let total = frame * frames;
@@ -322,6 +324,7 @@ mod tests {
         assert_eq!(toc_duration_48k(&[31 << 3 | 1, 0]), None);
         assert_eq!(toc_duration_48k(&[]), None);
         assert_eq!(toc_duration_48k(&[3 << 3 | 2, 0, 0]), Some(5760));
+        assert_eq!(toc_duration_48k(&[3 << 3 | 2]), None);
     }
 
     #[test]

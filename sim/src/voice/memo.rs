@@ -51,14 +51,16 @@ struct Node<S: Stepper> {
     children: Vec<u32>,
 }
 
-/// How many codec states the memo keeps at once (at the nodes it stepped last).
-const LIVE: usize = 4;
+/// How many codec states the memo keeps at once (at the tips it stepped last).
+const LIVE: usize = 8;
 
 /// What a step gave.
 pub enum Stepped<S: Stepper> {
     /// The output, and the device's new position in the memo.
     Shared(u32, S::Out),
-    /// The memo is full: the output, and a private codec positioned after this input.
+    /// The output, and a private codec positioned after this input, for the device to go on
+    /// with until its stream is reset: the memo is full, or the device left the streams the
+    /// memo keeps states for.
     Private(Box<S>, S::Out),
 }
 
@@ -73,7 +75,7 @@ pub struct MemoStats {
     pub rebuilds: u64,
     /// Inputs replayed for those rebuilds.
     pub replayed: u64,
-    /// Steps handed to a private codec because the memo was full.
+    /// Steps that handed the device a private codec (memo full, or a cold branch).
     pub private: u64,
     /// Nodes held.
     pub nodes: u64,
@@ -141,10 +143,11 @@ impl<S: Stepper> Memo<S> {
         self.live.push((at, state));
     }
 
-    /// The codec state at `at`: a kept one, or rebuilt by replaying the path from the root.
-    fn state_at(&mut self, at: u32) -> Option<S> {
+    /// The codec state at `at` if one is kept there (`true`), else rebuilt by replaying the path
+    /// from the root (`false`; a root is a fresh codec, nothing replayed).
+    fn state_at(&mut self, at: u32) -> Option<(S, bool)> {
         if let Some(i) = self.live.iter().position(|(n, _)| *n == at) {
-            return Some(self.live.remove(i).1);
+            return Some((self.live.remove(i).1, true));
         }
         let mut path = Vec::new();
         let mut n = at;
@@ -154,27 +157,38 @@ impl<S: Stepper> Memo<S> {
         }
         let key = self.root_key.get(&n)?.clone();
         let mut state = S::fresh(&key)?;
-        self.stats.rebuilds += 1;
+        if !path.is_empty() {
+            self.stats.rebuilds += 1;
+        }
         for &p in path.iter().rev() {
             self.stats.replayed += 1;
             let _ = state.step(&self.nodes[p as usize].input);
         }
-        Some(state)
+        Some((state, false))
     }
 
     /// One step of the stream at `at` (a position this memo gave). `None` only for a position
     /// that is not this memo's.
+    ///
+    /// A step nobody took yet runs on the state kept at `at` (the tip of a stream that others
+    /// follow: the state moves on to the new tip). Without one, the state is rebuilt once and
+    /// handed to the device ([`Stepped::Private`]): a device that left the shared streams
+    /// (its own reply, a dropped packet) costs one replay and then what its own codec would,
+    /// never a replay per step.
     pub fn step(&mut self, at: u32, input: &[S::Elem]) -> Option<Stepped<S>> {
         if let Some(c) = self.child(at, input) {
             self.stats.hits += 1;
             let out = self.nodes[c as usize].out.clone()?;
             return Some(Stepped::Shared(c, out));
         }
-        let mut state = self.state_at(at)?;
+        let (mut state, kept) = self.state_at(at)?;
         let out = state.step(input);
         let cost = std::mem::size_of::<Node<S>>() + std::mem::size_of_val(input) + S::out_bytes(&out);
-        if self.stats.bytes as usize + cost > self.budget {
+        let full = self.stats.bytes as usize + cost > self.budget;
+        if full || !kept {
             self.stats.private += 1;
+        }
+        if full {
             return Some(Stepped::Private(Box::new(state), out));
         }
         self.stats.computed += 1;
@@ -188,8 +202,12 @@ impl<S: Stepper> Memo<S> {
         });
         self.nodes[at as usize].children.push(id);
         self.stats.nodes = self.nodes.len() as u64;
-        self.keep_live(id, state);
-        Some(Stepped::Shared(id, out))
+        if kept {
+            self.keep_live(id, state);
+            Some(Stepped::Shared(id, out))
+        } else {
+            Some(Stepped::Private(Box::new(state), out))
+        }
     }
 
     /// The counters.
@@ -351,13 +369,17 @@ impl CodecPool for SharedCodecs {
         // may both encode the same clip once, with the same bytes.
         let packets: Arc<[Vec<u8>]> = synthesize(timbre, duration, rate).into();
         self.with(|m| {
+            // Another caller may have encoded the same clip meanwhile: keep the first.
+            if let Some((_, v)) = m.speech.iter().find(|(k, _)| *k == key) {
+                return v.clone();
+            }
             m.speech_encoded += 1;
             if m.speech.len() >= SPEECH_CLIPS {
                 m.speech.remove(0);
             }
             m.speech.push((key, packets.clone()));
-        });
-        packets
+            packets
+        })
     }
     fn stats(&self) -> (MemoStats, MemoStats, u64) {
         self.with(|m| (m.decode.stats(), m.encode.stats(), m.speech_encoded))
@@ -596,6 +618,29 @@ mod tests {
         assert_eq!(dec.computed, a.len() as u64);
         assert_eq!(dec.hits, 49 * a.len() as u64);
         assert_eq!(dec.rebuilds, 0);
+    }
+
+    #[test]
+    fn devices_on_streams_of_their_own_cost_what_their_own_codecs_would_not_a_replay_per_step() {
+        // Eight devices, each hearing a different reply, taking turns packet by packet (a real
+        // backend whose replies differ): more streams than the memo keeps states for.
+        let streams: Vec<Vec<Vec<u8>>> = (0..8).map(|k| packets(1, -3.0 - f64::from(k))).collect();
+        let expected: Vec<Vec<Decoded>> = streams.iter().map(|s| own(std::slice::from_ref(s)).remove(0)).collect();
+        let pool: Arc<dyn CodecPool> = SharedCodecs::new(64 << 20);
+        let mut devices: Vec<DecodeStream> = (0..8)
+            .map(|_| DecodeStream::open(Some(&pool), 24_000, 60, 16_000).unwrap())
+            .collect();
+        let mut got: Vec<Vec<Decoded>> = vec![Vec::new(); 8];
+        for i in 0..streams[0].len() {
+            for ((d, stream), out) in devices.iter_mut().zip(&streams).zip(&mut got) {
+                out.push(d.decode(&stream[i]));
+            }
+        }
+        assert_eq!(got, expected);
+        let (dec, _, _) = pool.stats();
+        let steps = 8 * streams[0].len() as u64;
+        assert!(dec.replayed <= steps, "{dec:?}");
+        assert!(dec.computed + dec.replayed <= 2 * steps, "{dec:?}");
     }
 
     #[test]
