@@ -67,8 +67,9 @@ call self.audio_speaker.set_volume {\"volume\": 45}
 /// --decode none), --turns times with --think between. The summary gives turns started /
 /// completed / failed (and why), latencies per phase (end of speech → stt, → first audio, →
 /// tts stop; MCP request → reply), TTS pacing, throughput and what the twin itself used; exit
-/// status 0 when no turn failed. --find-capacity ramps the device count until --slo breaks.
-/// `fleet merge A.json B.json …` adds up the --json summaries of --shard runs.
+/// status 0 when every planned turn completed, 1 otherwise, 2 for bad input. --find-capacity
+/// ramps the device count until --slo breaks. `fleet merge A.json B.json …` adds up the --json
+/// summaries of --shard runs.
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
@@ -87,7 +88,8 @@ pub struct Args {
     /// the board file's `firmware.version`).
     #[arg(long, value_name = "VERSION")]
     pub firmware: Option<String>,
-    /// Stop after this long at most.
+    /// Stop after this long at most (with --voice: at least as long as the ramp and the turns
+    /// need).
     #[arg(long, default_value = "60s", value_parser = parse_std_duration)]
     pub duration: Duration,
     /// Gap between device starts.
