@@ -17,7 +17,7 @@ use crate::cmd::connect::Args;
 use crate::live::DeviceStats;
 
 /// The decoder's and resampler's start-up, left out of a sentence's measurement.
-const GUARD: SimDuration = SimDuration::from_millis(300);
+pub const GUARD: SimDuration = SimDuration::from_millis(300);
 
 fn ms(t: SimTime) -> f64 {
     t.as_micros() as f64 / 1000.0

@@ -475,8 +475,7 @@ pub fn drops(device: &Device) -> u64 {
 pub fn voiced_end(utterance: &[i16], voice_dbfs: f64) -> usize {
     let mut end = 0;
     for (i, f) in utterance.chunks(960).enumerate() {
-        let ms = f.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>() / f.len().max(1) as f64;
-        if ms > 0.0 && 20.0 * ((2.0 * ms).sqrt() / 32768.0).log10() >= voice_dbfs {
+        if xiaozhi_sim::backend::voice::rms_dbfs(f) >= voice_dbfs {
             end = i * 960 + f.len();
         }
     }

@@ -120,7 +120,9 @@ impl VoiceSide {
     }
 }
 
-fn rms_dbfs(pcm: &[i16]) -> f64 {
+/// RMS level of `pcm`, sine-referenced dBFS (a full-scale sine is 0 dBFS; silence is −∞): the
+/// level the end-of-utterance rule compares with `voice_dbfs`.
+pub fn rms_dbfs(pcm: &[i16]) -> f64 {
     if pcm.is_empty() {
         return f64::NEG_INFINITY;
     }
