@@ -23,6 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use xiaozhi_sim::device::channel::Endpoint;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
 use xiaozhi_sim::time::{SimDuration, SimTime};
+use xiaozhi_sim::voice::codec::MIC_RATE;
 
 /// Virtual time that follows the wall clock from a starting instant.
 #[derive(Clone, Copy, Debug)]
@@ -175,7 +176,6 @@ fn ms(t: SimTime) -> f64 {
 /// long as its audio, a `wait` its duration) and how it is shown.
 fn act(device: &mut Device, now: SimTime, action: &crate::user::Action) -> (Duration, String) {
     use crate::user::Action;
-    use xiaozhi_sim::board::ButtonAction;
     match action {
         Action::Wait(d) => (*d, format!("wait {d:?}")),
         Action::Wake(w) => {
@@ -184,7 +184,7 @@ fn act(device: &mut Device, now: SimTime, action: &crate::user::Action) -> (Dura
         }
         Action::Say(pcm, file) => {
             device.say(now, pcm);
-            let d = Duration::from_micros(pcm.len() as u64 * 1_000_000 / 16_000);
+            let d = Duration::from_micros(pcm.len() as u64 * 1_000_000 / u64::from(MIC_RATE));
             (d, format!("say {file} ({:.2} s)", d.as_secs_f64()))
         }
         Action::Type(t) => {
@@ -199,23 +199,7 @@ fn act(device: &mut Device, now: SimTime, action: &crate::user::Action) -> (Dura
             (Duration::ZERO, "abort (BOOT click)".into())
         }
         Action::Press { button, long } => {
-            let b = device.spec().buttons.iter().find(|b| &b.name == button).cloned();
-            let what = b.map(|b| {
-                if *long {
-                    b.long_press.unwrap_or(b.click)
-                } else {
-                    b.click
-                }
-            });
-            match what {
-                Some(ButtonAction::VolumeUp) => device.press_volume(now, 10, false),
-                Some(ButtonAction::VolumeDown) => device.press_volume(now, -10, false),
-                Some(ButtonAction::VolumeMax) => device.press_volume(now, 1, true),
-                Some(ButtonAction::VolumeMin) => device.press_volume(now, -1, true),
-                Some(ButtonAction::ToggleChat) => device.toggle_chat(now),
-                Some(ButtonAction::StartListening) => device.push_to_talk(now, true),
-                None => {}
-            }
+            device.press_button(now, button, *long);
             (
                 Duration::ZERO,
                 format!("press {button}{}", if *long { " long" } else { "" }),

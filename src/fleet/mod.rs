@@ -25,6 +25,7 @@ use xiaozhi_sim::backend::script::Script;
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Board, Device};
 use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::voice::codec::MIC_RATE;
 use xiaozhi_sim::voice::memo::{CodecPool, SharedCodecs};
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
@@ -140,7 +141,7 @@ pub fn nominal_first_audio(spec: &BackendSpec) -> Option<Duration> {
 pub fn run_length(run: &VoiceRun, n: u64) -> Duration {
     let plan = &run.plan;
     let ramp = Duration::from_secs_f64(n as f64 / run.ramp.max(0.001));
-    let utterance = Duration::from_secs_f64(plan.utterance.len() as f64 / 16_000.0);
+    let utterance = plan.utterance_length();
     let turn = utterance + plan.timeout * 3 + plan.think;
     run.duration.max(ramp + turn * plan.turns + Duration::from_secs(10))
 }
@@ -311,7 +312,7 @@ pub fn run_voice(run: &VoiceRun) -> Result<Summary> {
             },
             decode: if run.decode_full { "full" } else { "none" }.into(),
             utterance: run.utterance_name.clone(),
-            utterance_s: plan.utterance.len() as f64 / 16_000.0,
+            utterance_s: plan.utterance.len() as f64 / f64::from(MIC_RATE),
             turns_per_device: plan.turns,
             devices_total: run.devices,
             seed: run.seed,

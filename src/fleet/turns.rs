@@ -28,6 +28,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use xiaozhi_sim::device::{Device, DeviceState};
 use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::voice::codec::MIC_RATE;
 
 use crate::fleet::summary::Hist;
 
@@ -51,6 +52,13 @@ pub struct Plan {
     /// built-in backend's end-of-speech wait); first-audio latency less this is what the twin
     /// added. `None` for a backend that is not ours.
     pub nominal_first_audio: Option<Duration>,
+}
+
+impl Plan {
+    /// How long saying the utterance takes (the microphone's rate).
+    pub fn utterance_length(&self) -> Duration {
+        Duration::from_micros(self.utterance.len() as u64 * 1_000_000 / u64::from(MIC_RATE))
+    }
 }
 
 /// Why a turn failed (the summary's keys).
@@ -296,7 +304,7 @@ impl Driver {
                 }
             }
             Phase::Saying { at } => {
-                let length = Duration::from_micros(self.plan.utterance.len() as u64 * 1_000_000 / 16_000);
+                let length = self.plan.utterance_length();
                 if wall.duration_since(at) > length + t {
                     self.end_turn(Some(Failure::NotListening), wall);
                 }

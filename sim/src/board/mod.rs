@@ -872,6 +872,13 @@ impl BoardSpec {
         })
     }
 
+    /// What a click (or a long press) of the button named `name` does; `None` when the board
+    /// has no such button. A long press does what a click does unless the board says otherwise.
+    pub fn button_action(&self, name: &str, long: bool) -> Option<ButtonAction> {
+        let b = self.buttons.iter().find(|b| b.name == name)?;
+        Some(if long { b.long_press.unwrap_or(b.click) } else { b.click })
+    }
+
     /// The lamp GPIO, if the board constructs a `LampController`.
     pub fn lamp_gpios(&self) -> impl Iterator<Item = u32> + '_ {
         self.board_tools.iter().filter_map(|t| match t {

@@ -24,6 +24,11 @@ use crate::mcp::Received;
 use crate::trace::{Event, LogLevel};
 use crate::world::WsConfig;
 
+/// `Protocol::server_sample_rate_` before a server hello sets it (Hz; `protocol.h`).
+pub const DEFAULT_SERVER_SAMPLE_RATE: i32 = 24_000;
+/// `Protocol::server_frame_duration_` before a server hello sets it (ms; `protocol.h`).
+pub const DEFAULT_SERVER_FRAME_DURATION: i32 = 60;
+
 /// Where the socket is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Socket {
@@ -73,8 +78,8 @@ impl WsLink {
             session_id: Vec::new(),
             error: false,
             hello_received: false,
-            server_sample_rate: 24000,
-            server_frame_duration: 60,
+            server_sample_rate: DEFAULT_SERVER_SAMPLE_RATE,
+            server_frame_duration: DEFAULT_SERVER_FRAME_DURATION,
             last_incoming: crate::time::SimTime::ZERO,
         }
     }

@@ -14,7 +14,7 @@ pub(crate) struct MicQueue {
 }
 
 impl MicQueue {
-    const MAX: usize = 16_000 * 600;
+    const MAX: usize = crate::voice::codec::MIC_RATE as usize * 600;
 
     pub(crate) fn push(&mut self, clip: Arc<[i16]>) {
         if clip.is_empty() {

@@ -29,7 +29,7 @@ use rand_core::{RngCore, SeedableRng};
 use crate::audio::render::{ChainSetup, Signals};
 use crate::audio::source::Source;
 use crate::audio::{AudioChange, AudioLog, ChainFault, measure::Measurement};
-use crate::board::{BoardSpec, CodecKind};
+use crate::board::{BoardSpec, ButtonAction, CodecKind};
 use crate::cjson::{self, Limits, Parser, Terminator};
 use crate::fault::Fault;
 use crate::hw::nvs::{EspErr, Nvs};
@@ -894,6 +894,21 @@ impl Device {
         if let Some(run) = self.run.as_deref_mut() {
             run.main.schedule(app::Task::Busy(d));
         }
+    }
+
+    /// A button gesture as the board wires it (`buttons:` of the board file): a click, or a long
+    /// press. Returns what it did, `None` when the board has no such button.
+    pub fn press_button(&mut self, now: SimTime, name: &str, long: bool) -> Option<ButtonAction> {
+        let action = self.core.spec.button_action(name, long)?;
+        match action {
+            ButtonAction::VolumeUp => self.press_volume(now, 10, false),
+            ButtonAction::VolumeDown => self.press_volume(now, -10, false),
+            ButtonAction::VolumeMax => self.press_volume(now, 1, true),
+            ButtonAction::VolumeMin => self.press_volume(now, -1, true),
+            ButtonAction::ToggleChat => self.toggle_chat(now),
+            ButtonAction::StartListening => self.push_to_talk(now, true),
+        }
+        Some(action)
     }
 
     /// A volume button press (button callbacks run in the esp_timer context, not the main task).

@@ -208,7 +208,7 @@ impl Running {
         });
         match self.http(core, "POST", &url) {
             HttpOutcome::Unreachable { after } => {
-                core.log(LogLevel::Error, "Esp32Camera", || "Failed to connect to explain URL");
+                core.log(LogLevel::Error, "Esp32Camera", || wire::ERR_CONNECT_EXPLAIN_URL);
                 Callback::Blocked(after, Err(wire::ERR_CONNECT_EXPLAIN_URL.into()))
             }
             HttpOutcome::Answered { status, body, latency } => {

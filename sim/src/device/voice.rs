@@ -17,7 +17,7 @@ use crate::audio::source::{Prompt, Source};
 use crate::cjson::Item;
 use crate::cjson::{Limits, Terminator};
 use crate::device::app::{Running, Task};
-use crate::device::channel::{Link, Socket};
+use crate::device::channel::{DEFAULT_SERVER_FRAME_DURATION, DEFAULT_SERVER_SAMPLE_RATE, Link, Socket};
 use crate::device::mic::MicQueue;
 use crate::device::state::DeviceState;
 use crate::device::{Core, Device, Output, Receipt, app};
@@ -573,7 +573,7 @@ impl Running {
         }
         let (rate, frame_ms) = match &self.protocol {
             Some(Link::WebSocket(ws)) => (ws.server_sample_rate, ws.server_frame_duration),
-            _ => (24_000, 60),
+            _ => (DEFAULT_SERVER_SAMPLE_RATE, DEFAULT_SERVER_FRAME_DURATION),
         };
         let out_rate = core.spec.audio.output_sample_rate;
         if core.durations_only {

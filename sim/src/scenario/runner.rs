@@ -612,34 +612,19 @@ impl Runner<'_> {
 
     /// Presses a board button (click or long press). Returns the step's summary and expectations.
     fn step_press<'s>(&mut self, p: &'s PressStep) -> (String, Option<&'s Expect>) {
-        let mut summary;
-        let action = self.board.buttons.iter().find(|b| b.name == p.button).map(|b| {
-            if p.long {
-                b.long_press.unwrap_or(b.click)
-            } else {
-                b.click
-            }
-        });
         let now = self.now();
-        summary = format!("pressed {}{}", p.button, if p.long { " (long)" } else { "" });
+        let mut summary = format!("pressed {}{}", p.button, if p.long { " (long)" } else { "" });
         if let Some(hold) = p.hold {
             let held = self.step_hold(hold.0);
             let expect: Option<&'s Expect> = Some(&p.expect);
             return (format!("{summary} {held}"), expect);
         }
-        match action {
-            Some(ButtonAction::VolumeUp) => self.h.device.press_volume(now, 10, false),
-            Some(ButtonAction::VolumeDown) => self.h.device.press_volume(now, -10, false),
-            Some(ButtonAction::VolumeMax) => self.h.device.press_volume(now, 1, true),
-            Some(ButtonAction::VolumeMin) => self.h.device.press_volume(now, -1, true),
+        match self.h.device.press_button(now, &p.button, p.long) {
             Some(ButtonAction::ToggleChat) => {
-                self.h.device.toggle_chat(now);
                 summary.push_str(": toggle chat (the direct link needs no channel: listening, or abort while speaking)")
             }
-            Some(ButtonAction::StartListening) => {
-                self.h.device.push_to_talk(now, true);
-                summary.push_str(": start listening (manual mode)")
-            }
+            Some(ButtonAction::StartListening) => summary.push_str(": start listening (manual mode)"),
+            Some(_) => {}
             None => summary.push_str(": no such button"),
         }
         self.settle();
