@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use xiaozhi_sim::device::channel::Endpoint;
+use xiaozhi_sim::device::url::Endpoint;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::voice::codec::MIC_RATE;

@@ -115,7 +115,7 @@ fn websocket_config(opts: &Args) -> Result<WsConfig> {
             config.version = v;
         }
     }
-    if !config.url.starts_with("ws://") || xiaozhi_sim::device::channel::parse_url(&config.url).is_none() {
+    if !config.url.starts_with("ws://") || xiaozhi_sim::device::url::parse_url(&config.url).is_none() {
         bail!(
             "websocket URL `{}`: expected ws://HOST:PORT/PATH (give --url, or --ota)",
             config.url

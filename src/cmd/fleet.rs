@@ -393,7 +393,7 @@ fn run_mcp(opts: &Args) -> Result<bool> {
                 (format!("ws://{addr}/xiaozhi/v1/"), Some(server), Some(serving))
             }
         };
-        if xiaozhi_sim::device::channel::parse_url(&url).is_none() {
+        if xiaozhi_sim::device::url::parse_url(&url).is_none() {
             bail!("--url `{url}`: expected ws://HOST:PORT/PATH");
         }
         let rss_before = rss_kib();

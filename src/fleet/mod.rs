@@ -165,7 +165,7 @@ pub fn run_voice(run: &VoiceRun) -> Result<Summary> {
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
     let plan = Arc::new(run.plan.clone());
     if let Some(u) = &run.url
-        && xiaozhi_sim::device::channel::parse_url(u).is_none()
+        && xiaozhi_sim::device::url::parse_url(u).is_none()
     {
         bail!("--url `{u}`: expected ws://HOST:PORT/PATH");
     }

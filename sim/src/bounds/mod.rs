@@ -409,20 +409,21 @@ impl BoundChecker {
     /// NVS key.
     fn check_stored(&self, p: &Parameter, value: &PropertyValue, before: &Snapshot) -> Result<(), String> {
         let device = &self.harness.device;
-        let app = device.app().ok_or("the device is not running after the call")?;
+        let after = device.snapshot();
+        if after.state.is_none() {
+            return Err("the device is not running after the call".into());
+        }
         let v = value.as_int();
         match &p.action {
             ToolAction::SetVolume => {
                 let nvs = device.nvs().get_i32(names::AUDIO, names::OUTPUT_VOLUME, i32::MIN);
-                if app.volume != v || nvs != v {
-                    return Err(format!(
-                        "volume {v} accepted, but readback {} and NVS {nvs}",
-                        app.volume
-                    ));
+                let volume = after.volume.unwrap_or_default();
+                if volume != v || nvs != v {
+                    return Err(format!("volume {v} accepted, but readback {volume} and NVS {nvs}"));
                 }
             }
             ToolAction::SetBrightness => {
-                let b = app.backlight.as_ref().map(|b| i32::from(b.brightness()));
+                let b = after.brightness.map(i32::from);
                 let nvs = device.nvs().get_i32(names::DISPLAY, names::BRIGHTNESS, i32::MIN);
                 let unchanged = before.device.brightness.is_some_and(|now| i32::from(now) == v);
                 if b != Some(v) || (nvs != v && !unchanged) {
@@ -444,7 +445,7 @@ impl BoundChecker {
                             PropertyValue::Bool(b) => *b,
                             other => other.as_int() != 0,
                         };
-                        let got = app.gpio_flags.get(gpio).copied();
+                        let got = after.gpio.get(gpio).copied();
                         if got != Some(want) {
                             let reads = got.map_or("as never set".to_string(), |l| format!("level {}", u8::from(l)));
                             return Err(format!("{} accepted, but GPIO {gpio} reads {reads}", value_text(value)));

@@ -8,15 +8,47 @@
 //! pin from output enable. Every change goes to the device's [`AudioLog`].
 
 use crate::audio::codec::{es8311_register, hw_gain_db};
-use crate::audio::source::Source;
+use crate::audio::render::ChainSetup;
+use crate::audio::source::{Prompt, Source};
 use crate::audio::{AudioChange, AudioLog};
 use crate::board::{AudioSpec, CodecKind};
+use crate::device::platform::Platform;
 use crate::time::{SimDuration, SimTime};
+use crate::trace::Event;
+use crate::world::RoomSpec;
 
 /// `AUDIO_POWER_TIMEOUT_MS`.
 pub(crate) const POWER_TIMEOUT: SimDuration = SimDuration::from_millis(15_000);
 /// `AUDIO_POWER_CHECK_INTERVAL_MS`.
 pub(crate) const POWER_CHECK_INTERVAL: SimDuration = SimDuration::from_millis(1000);
+
+/// The I2S DMA ring: `AUDIO_CODEC_DMA_DESC_NUM` × `AUDIO_CODEC_DMA_FRAME_NUM` frames
+/// (`audio_codec.h`): audio already written when a volume change or a drain happens.
+pub(crate) const DMA_FRAMES: u64 = 6 * 240;
+
+/// How long the DMA ring holds at `rate` Hz.
+pub(crate) fn dma_latency(rate: u32) -> SimDuration {
+    SimDuration::from_micros(DMA_FRAMES * 1_000_000 / u64::from(rate.max(1)))
+}
+
+/// The board's chain in `room`, for rendering: the software codecs hear a volume change one DMA
+/// ring later; the hardware codecs at once.
+pub(crate) fn chain_setup(a: &AudioSpec, room: &RoomSpec) -> ChainSetup {
+    ChainSetup {
+        codec: a.codec,
+        rate: a.output_sample_rate,
+        amp: a.amplifier.clone(),
+        speaker: a.speaker.clone(),
+        dac: a.dac.clone(),
+        distance_m: room.listener_distance_m,
+        ambient_dba: room.ambient_dba,
+        margin_db: room.margin_db,
+        dma_latency: match a.codec {
+            CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex => dma_latency(a.output_sample_rate),
+            _ => SimDuration::ZERO,
+        },
+    }
+}
 
 /// Volatile audio state of one boot.
 #[derive(Clone, Debug)]
@@ -172,6 +204,16 @@ impl AudioService {
         log.play(start, end, source, self.rate);
         self.last_output_end = end;
         (start, end)
+    }
+
+    /// `PlaySound(prompt)`: one of the firmware's OGG sounds, queued behind what plays.
+    pub(crate) fn play_sound(&mut self, platform: &mut Platform, prompt: Prompt, volume: i32) {
+        let (_, _, duration) = prompt.burst();
+        let now = platform.now;
+        let (start, end) = self.play(&mut platform.audio, now, Source::Prompt(prompt), duration, volume);
+        platform.emit(|| Event::Note {
+            text: format!("play sound={} from={} to={}", prompt.name(), start, end),
+        });
     }
 
     /// The output rate, Hz.

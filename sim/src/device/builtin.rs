@@ -1,40 +1,31 @@
 //! Built-in tool behaviours a board file names (`behavior: {builtin: {name: …}}`, the
-//! [`Builtin`] enum of `board.rs`) where a callback does more than data can say: otto-robot's
+//! [`Builtin`] enum of `board/`) where a callback does more than data can say: otto-robot's
 //! controller (`main/boards/otto-robot/otto_controller.cc`) and its battery and IP tools. The
 //! tool's texts and schema still come from the board file.
 
-use crate::board::{Behavior, BoardSpec, BoardTool, Builtin};
-use crate::device::Core;
-use crate::device::app::Running;
+use crate::board::Builtin;
 use crate::device::otto::{self, Otto};
-use crate::device::tools::{Callback, panic};
+use crate::device::peripherals::{Callback, Peripherals, panic};
+use crate::device::platform::Platform;
 use crate::mcp::{PropertyValue, ReturnValue};
 use crate::trace::{LogLevel, NvsValue};
 
-/// Whether a board uses the otto controller.
-pub(crate) fn needs_otto(spec: &BoardSpec) -> bool {
-    spec.board_tools.iter().any(|t| match t {
-        BoardTool::Tool(t) => matches!(&t.behavior, Behavior::Builtin { name, .. } if name.needs_otto()),
-        BoardTool::Lamp { .. } => false,
-    })
-}
-
-impl Running {
+impl Peripherals {
     /// Built-in behaviours (otto-robot's controller).
-    pub(super) fn builtin(
+    pub(crate) fn builtin(
         &mut self,
-        core: &mut Core,
+        platform: &mut Platform,
         name: Builtin,
         motion: Option<&str>,
         arg: &dyn Fn(&str) -> Option<PropertyValue>,
     ) -> Callback {
         let int = |n: &str| arg(n).map_or(0, |v| v.as_int());
         let bytes = |n: &str| arg(n).map(|v| v.as_bytes().to_vec()).unwrap_or_default();
-        let now = core.now;
+        let now = platform.now;
         let text = |s: &str| Callback::Return(ReturnValue::Text(s.as_bytes().to_vec()));
         match name {
             Builtin::BatteryGetLevel => {
-                let (level, charging) = core
+                let (level, charging) = platform
                     .spec
                     .battery
                     .as_ref()
@@ -42,7 +33,7 @@ impl Running {
                 text(&format!("{{\"level\":{level},\"charging\":{charging}}}"))
             }
             Builtin::OttoGetIp => {
-                let w = &core.world.wifi;
+                let w = &platform.world.wifi;
                 if w.connected && !w.ip.is_empty() {
                     text(&format!("{{\"ip\":\"{}\",\"connected\":true}}", w.ip))
                 } else {
@@ -50,14 +41,14 @@ impl Running {
                 }
             }
             Builtin::OttoGetTrims => {
-                let t = otto::TRIM_KEYS.map(|k| core.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
+                let t = otto::TRIM_KEYS.map(|k| platform.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
                 let body: Vec<String> = otto::TRIM_KEYS
                     .iter()
                     .zip(t)
                     .map(|(k, v)| format!("\"{k}\":{v}"))
                     .collect();
                 let json = format!("{{{}}}", body.join(","));
-                core.log(LogLevel::Info, "OttoController", || format!("获取微调设置: {json}"));
+                platform.log(LogLevel::Info, "OttoController", || format!("获取微调设置: {json}"));
                 text(&json)
             }
             _ => {
@@ -79,7 +70,7 @@ impl Running {
                     Builtin::OttoServoSequences => {
                         let seq = bytes("sequence");
                         if seq.len() >= otto::SEQUENCE_MAX {
-                            core.log(LogLevel::Error, "OttoController", || {
+                            platform.log(LogLevel::Error, "OttoController", || {
                                 format!(
                                     "JSON字符串太长！输入长度={}，最大允许={}",
                                     seq.len(),
@@ -87,20 +78,20 @@ impl Running {
                                 )
                             });
                         } else if seq.is_empty() {
-                            core.log(LogLevel::Warn, "OttoController", || "序列JSON为空字符串");
+                            platform.log(LogLevel::Warn, "OttoController", || "序列JSON为空字符串");
                         } else {
-                            let item = otto::Item {
+                            let item = otto::Motion {
                                 sequence: Some(seq),
-                                ..otto::Item::new(otto::kind::SERVO_SEQUENCE, 0, 0, 0, 0)
+                                ..otto::Motion::new(otto::kind::SERVO_SEQUENCE, 0, 0, 0, 0)
                             };
-                            return Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true)));
+                            return Self::queue_otto(o, platform, item, Ok(ReturnValue::Bool(true)));
                         }
                         Callback::Return(ReturnValue::Bool(true))
                     }
                     // The 2.x `action` tool names its move in an argument; the pre-2.0.5 per-move
                     // tools name it in the board file (`motion`).
                     Builtin::OttoAction | Builtin::OttoMotion => {
-                        let (name, pick): (Vec<u8>, otto::ItemOf) = match motion {
+                        let (name, pick): (Vec<u8>, otto::MotionOf) = match motion {
                             Some(m) => (m.as_bytes().to_vec(), otto::motion_item_v1),
                             None => (bytes("action"), otto::action_item),
                         };
@@ -112,25 +103,31 @@ impl Running {
                             int("arm_swing"),
                         );
                         match pick(&name, args.0, args.1, args.2, args.3, args.4) {
-                            Some(item) => Self::queue_otto(o, core, item, Ok(ReturnValue::Bool(true))),
+                            Some(item) => Self::queue_otto(o, platform, item, Ok(ReturnValue::Bool(true))),
                             None => text(otto::ERR_INVALID_ACTION),
                         }
                     }
                     Builtin::OttoSetTrim => {
                         let servo = bytes("servo_type");
                         let trim = int("trim_value");
-                        core.log(LogLevel::Info, "OttoController", || {
+                        platform.log(LogLevel::Info, "OttoController", || {
                             format!("设置舵机微调: {} = {}度", String::from_utf8_lossy(&servo), trim)
                         });
                         let Some(i) = otto::TRIM_KEYS.iter().position(|k| k.as_bytes() == servo.as_slice()) else {
                             return text(otto::ERR_INVALID_SERVO);
                         };
-                        if let Err(e) = core.nvs_set(otto::TRIM_NAMESPACE, otto::TRIM_KEYS[i], NvsValue::I32(trim)) {
+                        if let Err(e) = platform.nvs_set(otto::TRIM_NAMESPACE, otto::TRIM_KEYS[i], NvsValue::I32(trim))
+                        {
                             return panic(e);
                         }
                         o.trims[i] = trim;
                         let reply = ReturnValue::Text(otto::trim_saved(&servo, trim));
-                        Self::queue_otto(o, core, otto::Item::new(otto::kind::JUMP, 1, 500, 0, 0), Ok(reply))
+                        Self::queue_otto(
+                            o,
+                            platform,
+                            otto::Motion::new(otto::kind::JUMP, 1, 500, 0, 0),
+                            Ok(reply),
+                        )
                     }
                     // Answered above, before the controller is needed.
                     other => {
@@ -142,15 +139,15 @@ impl Running {
     }
 
     /// `QueueAction`: log, queue; a full queue blocks the caller until the task frees a slot.
-    pub(super) fn queue_otto(
+    pub(crate) fn queue_otto(
         o: &mut Otto,
-        core: &mut Core,
-        item: otto::Item,
+        platform: &mut Platform,
+        item: otto::Motion,
         reply: Result<ReturnValue, Vec<u8>>,
     ) -> Callback {
         let line = item.log_line();
-        core.log(LogLevel::Info, "OttoController", || line);
-        let now = core.now;
+        platform.log(LogLevel::Info, "OttoController", || line);
+        let now = platform.now;
         let wait = if o.is_full() {
             o.busy_until().map(|t| t.saturating_since(now))
         } else {

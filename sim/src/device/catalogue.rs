@@ -279,12 +279,6 @@ pub(crate) fn catalogue(objects: &BoardObjects<'_>, cache: &CatalogueCache) -> A
         .clone()
 }
 
-/// The empty registry a boot holds until registration (shared, never consulted).
-pub(crate) fn unregistered() -> Arc<McpServer> {
-    static EMPTY: LazyLock<Arc<McpServer>> = LazyLock::new(|| Arc::new(McpServer::new("", "", false)));
-    EMPTY.clone()
-}
-
 /// Builds the registry exactly as the firmware's boot does.
 pub(crate) fn register(objects: &BoardObjects<'_>) -> (McpServer, Vec<Registration>) {
     let spec = objects.spec;

@@ -53,9 +53,13 @@ impl<T> MainLoop<T> {
     }
 
     /// An event bit was set (`xEventGroupSetBits`): handled after the batch in progress, before
-    /// the next one. The caller keeps a bit from being queued twice.
+    /// the next one. A bit that is already set stays set once (an event of the same variant
+    /// already waiting is not queued again); it clears when its handler is taken to run.
     pub(crate) fn signal(&mut self, event: T) {
-        self.events.push_back(event);
+        let bit = std::mem::discriminant(&event);
+        if !self.events.iter().any(|e| std::mem::discriminant(e) == bit) {
+            self.events.push_back(event);
+        }
     }
 
     /// The task resumes at `until` (it called `vTaskDelay`); the rest of the batch waits.
@@ -179,6 +183,27 @@ mod tests {
         assert!(matches!(m.next(SimTime::from_millis(999)), Next::BusyUntil(_)));
         assert!(matches!(m.next(SimTime::from_millis(1000)), Next::Run("resume")));
         assert!(matches!(m.next(SimTime::from_millis(1000)), Next::Run("after")));
+        assert!(m.is_idle());
+    }
+
+    #[test]
+    fn an_event_bit_already_set_is_not_queued_twice() {
+        #[derive(Debug, PartialEq)]
+        enum Bit {
+            StateChanged,
+            Drained,
+        }
+        let mut m: MainLoop<Bit> = MainLoop::default();
+        m.signal(Bit::StateChanged);
+        m.signal(Bit::Drained);
+        m.signal(Bit::StateChanged);
+        assert!(matches!(m.next(SimTime::ZERO), Next::Run(Bit::StateChanged)));
+        m.signal(Bit::StateChanged);
+        assert!(matches!(m.next(SimTime::ZERO), Next::Run(Bit::Drained)));
+        assert!(
+            matches!(m.next(SimTime::ZERO), Next::Run(Bit::StateChanged)),
+            "set again after it was taken"
+        );
         assert!(m.is_idle());
     }
 

@@ -2,371 +2,79 @@
 //! (`main/application.cc`, `main/boards/common/*`; FIRMWARE.md §4–§6, §9–§11).
 //!
 //! The device is **sans-IO** (quinn-proto style): it is handed `now` and inbound MCP payloads
-//! ([`Device::handle_mcp`]), and hands back outbound payloads ([`Device::poll_output`]), trace
-//! events ([`Device::drain_events`]) and its next deadline ([`Device::poll_timeout`]). It never
-//! reads a clock and never sleeps; whoever drives it owns time.
+//! ([`Device::handle_mcp`]), WebSocket frames ([`Device::handle_ws_text`],
+//! [`Device::handle_ws_binary`]) and user actions, and hands back outbound frames
+//! ([`Device::poll_output`]), trace events ([`Device::drain_events`]) and its next deadline
+//! ([`Device::poll_timeout`]). It never reads a clock and never sleeps; whoever drives it owns
+//! time. [`Device`] is the only public face of the folder and every `impl Device` is here.
+//!
+//! Inside, files point one way (no file imports one that imports it back):
+//!
+//! * leaves — `platform` (what survives a reboot: identity, NVS, clock, trace, outputs),
+//!   `url`, `state`, `listening`, `main_loop`, `report`, `catalogue`, `otto`;
+//! * subsystems — `protocol/` (the firmware's `Protocol` base in `base.rs`, the WebSocket
+//!   transport in `websocket.rs`, the dispatch per transport in `mod.rs`), `audio` (output power and codec), `playback` (received speech), `mic` (the
+//!   microphone), `peripherals` + `builtin` (the board's objects and their tool callbacks),
+//!   `upgrade` (the firmware upgrade flow), `task` (what the main task runs);
+//! * the hub — `application` (what `Application` holds, with its voice interaction in
+//!   `application/voice.rs`), called from here.
 
-pub(crate) mod app;
-pub(crate) mod audio;
-pub(crate) mod builtin;
-pub(crate) mod catalogue;
-pub mod channel;
-pub(crate) mod main_loop;
-pub(crate) mod mic;
-pub(crate) mod otto;
-pub(crate) mod report;
+mod application;
+mod audio;
+mod builtin;
+mod catalogue;
+mod listening;
+mod main_loop;
+mod mic;
+mod otto;
+mod peripherals;
+mod platform;
+mod playback;
+mod protocol;
+mod report;
 pub mod state;
-pub(crate) mod tools;
-pub(crate) mod upgrade;
-pub mod voice;
+mod task;
+mod upgrade;
+pub mod url;
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-
-use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
 
 use crate::audio::render::{ChainSetup, Signals};
 use crate::audio::source::Source;
 use crate::audio::{AudioChange, AudioLog, ChainFault, measure::Measurement};
-use crate::board::{BoardSpec, ButtonAction, CodecKind};
-use crate::cjson::{self, Limits, Parser, Terminator};
+use crate::board::{BoardSpec, ButtonAction};
+use crate::cjson::{Parser, Terminator};
 use crate::fault::Fault;
 use crate::hw::nvs::{EspErr, Nvs};
-use crate::mcp::{DropReason, McpServer, PropertyValue, Received};
+use crate::mcp::McpServer;
 use crate::time::{SimDuration, SimTime};
-use crate::trace::{BootReason, Event, LogLevel, LogText, NvsValue, TraceEvent};
-use crate::voice::log::SpeechLog;
+use crate::trace::{BootReason, Event, TraceEvent};
+use crate::voice::log::{Drop, SpeechLog};
 use crate::world::WorldSpec;
+use application::Application;
+use platform::{Platform, Power};
+use task::Step;
 
-pub use app::Running;
 pub use catalogue::Board;
+pub use listening::{AbortReason, ListeningMode};
+pub use platform::{DeviceSnapshot, Faults, Output, Receipt};
 pub use state::DeviceState;
-
-/// Faults that change what the board constructs at its next boot (FIRMWARE.md §7.4, §9).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Faults {
-    /// The OLED panel does not answer: `NoDisplay` fallback (tools disappear).
-    pub display_init_fails: bool,
-    /// `esp_camera_init` fails: the tool stays, every call says `Failed to capture photo`.
-    pub camera_init_fails: bool,
-    /// The board's codec is replaced by `DummyAudioCodec` (everything succeeds, nothing plays).
-    pub codec_dummy: bool,
-}
-
-/// What leaves the device.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// An MCP payload the direct link transmitted (the inner JSON-RPC payload, raw bytes).
-    Mcp {
-        /// The JSON-RPC payload bytes.
-        payload: Vec<u8>,
-        /// When the device transmitted it.
-        at: SimTime,
-    },
-    /// Dial `endpoint` and write `request` (the exact handshake bytes); report with
-    /// [`Device::handle_ws_open_result`].
-    WsOpen {
-        /// Where to dial (split from `websocket/url`).
-        endpoint: channel::Endpoint,
-        /// The handshake request to write once the TCP connection is up.
-        request: Vec<u8>,
-        /// When the device started the connect.
-        at: SimTime,
-    },
-    /// Send one text frame (masked, as a client does).
-    WsText {
-        /// The frame's payload (device hello, `listen`, or an MCP envelope), unmasked.
-        text: Vec<u8>,
-        /// When the device sent it.
-        at: SimTime,
-    },
-    /// A control message (`listen`, `abort`) on the direct link, as MQTT publishes it.
-    Control {
-        /// The JSON text, as the firmware builds it.
-        text: Vec<u8>,
-        /// When the device sent it.
-        at: SimTime,
-    },
-    /// One binary frame of microphone audio (the frame as the protocol version packs it).
-    WsBinary {
-        /// The frame's bytes.
-        frame: Vec<u8>,
-        /// When the device sent it.
-        at: SimTime,
-    },
-    /// Drop the TCP connection without a WebSocket close frame.
-    WsClose {
-        /// When the socket object was destroyed.
-        at: SimTime,
-    },
-}
-
-impl Output {
-    /// The inner MCP payload of a direct-link reply.
-    pub fn mcp(&self) -> Option<(&[u8], SimTime)> {
-        match self {
-            Output::Mcp { payload, at } => Some((payload, *at)),
-            _ => None,
-        }
-    }
-}
-
-/// What the receive task did with one inbound payload (the "parameters" evidence).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Receipt {
-    /// The device was off or still booting: nobody received it.
-    NotRunning,
-    /// Dropped without any reply, ever.
-    Dropped {
-        /// Why `McpServer::ParseMessage` dropped it.
-        reason: DropReason,
-    },
-    /// Parsing needed more heap than the device has: dropped (a device event, not a twin crash).
-    OutOfMemory,
-    /// A reply was built on the receive task and queued (1 hop).
-    Answered {
-        /// The request's JSON-RPC `id`.
-        id: i32,
-        /// The reply is a JSON-RPC `error`, not a `result`.
-        is_error: bool,
-    },
-    /// Nothing caught what the receive path threw: the device aborts and reboots, no reply
-    /// (the L1–L2 range error, [`crate::firmware::Firmware::range_error_aborts`]).
-    Aborted {
-        /// What was thrown.
-        reason: String,
-    },
-    /// A valid `tools/call` was queued for the main task (2 hops), with the coerced arguments.
-    Scheduled {
-        /// The request's JSON-RPC `id`.
-        id: i32,
-        /// The tool's name.
-        tool: String,
-        /// One value per property of the tool, in property order.
-        args: Vec<PropertyValue>,
-    },
-}
-
-impl std::fmt::Display for Receipt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Receipt::NotRunning => f.write_str("not received (the device was not running)"),
-            Receipt::Dropped { reason } => write!(f, "dropped without a reply ({})", reason.as_str()),
-            Receipt::OutOfMemory => f.write_str("dropped (parsing needed more heap than the device has)"),
-            Receipt::Answered { id, is_error: false } => write!(f, "answered on the receive task (id {id})"),
-            Receipt::Answered { id, is_error: true } => {
-                write!(f, "answered with an error on the receive task (id {id})")
-            }
-            Receipt::Aborted { reason } => write!(f, "the device aborted ({reason}): no reply, reboot"),
-            Receipt::Scheduled { id, tool, .. } => write!(f, "{tool} queued for the main task (id {id})"),
-        }
-    }
-}
-
-/// What [`Device::snapshot`] reads: the software state, as a readback sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceSnapshot {
-    /// Boots since the simulation started.
-    pub boots: u32,
-    /// The application is up (not off, not booting).
-    pub running: bool,
-    /// `GetDeviceState()`, while the application exists.
-    pub state: Option<DeviceState>,
-    /// `AudioCodec::output_volume_`.
-    pub volume: Option<i32>,
-    /// The backlight's current brightness (mid-fade values included), 0–100.
-    pub brightness: Option<u8>,
-    /// Where the backlight is fading to, 0–100.
-    pub backlight_target: Option<u8>,
-    /// The display's current theme, on boards that have themes.
-    pub theme: Option<String>,
-    /// Software flags of lamps and board GPIO tools, by GPIO.
-    pub gpio: std::collections::BTreeMap<u32, bool>,
-    /// The audio service has the codec output enabled (`EnableOutput(true)`).
-    pub output_enabled: bool,
-    /// The codec is open (ES8311 boards: the chip answers register writes).
-    pub codec_open: bool,
-    /// The amplifier's PA pin is high.
-    pub pa_on: bool,
-    /// An Opus decoder exists (made at the first received packet; codec state is lazy).
-    pub decoder_allocated: bool,
-    /// An Opus encoder exists (made when the microphone first streams).
-    pub encoder_allocated: bool,
-    /// Microphone packets sent this boot.
-    pub mic_packets_sent: u64,
-    /// Microphone packets dropped from the full send queue this boot.
-    pub mic_packets_dropped: u64,
-}
-
-/// Power state of the board.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Power {
-    Off,
-    Booting { ready_at: SimTime, reason: BootReason },
-    On,
-}
-
-/// State that is not part of the application: identity, flash, time, trace, outputs.
-pub struct Core {
-    /// The board file the device was built from.
-    pub(crate) spec: Arc<BoardSpec>,
-    /// The firmware the board runs: its behaviour switches (`firmware.version`).
-    pub(crate) firmware: crate::firmware::Firmware,
-    /// The board's catalogue memo (shared by devices of one [`Board`]).
-    pub(crate) catalogues: Arc<catalogue::CatalogueCache>,
-    /// The world the board lives in (Wi-Fi, OTA, WebSocket server, room, timings).
-    pub(crate) world: WorldSpec,
-    /// Construction faults, read at the next boot.
-    pub(crate) faults: Faults,
-    /// The NVS partition (survives reboots and power cuts).
-    pub(crate) nvs: Nvs,
-    /// The device's clock (virtual time).
-    pub(crate) now: SimTime,
-    /// Boots since the simulation started.
-    pub(crate) boots: u32,
-    /// Seeded generator: MAC and build hash, then the UUID and `Sec-WebSocket-Key`s.
-    pub(crate) rng: ChaCha8Rng,
-    /// Wi-Fi STA MAC, lowercase `f4:12:fa:…` (`Device-Id`, `mac_address`).
-    pub(crate) mac: String,
-    /// The build's ELF SHA-256 (`application.elf_sha256` of the system info).
-    pub(crate) elf_sha256: [u8; 32],
-    /// Everything that happened to the audio path (evidence; survives reboots).
-    pub(crate) audio: AudioLog,
-    /// What became of the speech the device was sent (evidence; survives reboots).
-    pub(crate) speech: SpeechLog,
-    /// Where Opus work is done when many devices share it (`None`: codecs of its own).
-    pub(crate) codecs: Option<Arc<dyn crate::voice::memo::CodecPool>>,
-    /// Received speech is not decoded: packet lengths come from their TOC bytes.
-    pub(crate) durations_only: bool,
-    trace: bool,
-    events: Vec<TraceEvent>,
-    outputs: VecDeque<Output>,
-    power: Power,
-    last_boot_at: Option<SimTime>,
-}
-
-impl Core {
-    /// Records an event (only when tracing; the closure is not evaluated otherwise).
-    pub fn emit(&mut self, kind: impl FnOnce() -> Event) {
-        if self.trace {
-            let at = self.now;
-            self.events.push(TraceEvent { at, kind: kind() });
-        }
-    }
-
-    /// An `ESP_LOGx` line.
-    pub fn log<T: Into<LogText>>(&mut self, level: LogLevel, tag: &'static str, text: impl FnOnce() -> T) {
-        if self.trace {
-            let at = self.now;
-            self.events.push(TraceEvent {
-                at,
-                kind: Event::Logged {
-                    level,
-                    tag,
-                    text: text().into(),
-                },
-            });
-        }
-    }
-
-    /// Whether events are recorded ([`Device::set_trace`]).
-    pub fn is_tracing(&self) -> bool {
-        self.trace
-    }
-
-    /// `vTaskDelay(pdMS_TO_TICKS(ms))`.
-    pub fn delay(&self, ms: u64) -> SimDuration {
-        self.spec.target.tick_rate().delay(ms)
-    }
-
-    /// A `Settings::Set*` write with its event; the error name when NVS refuses it.
-    pub fn nvs_set(&mut self, namespace: &str, key: &str, value: NvsValue) -> Result<(), EspErr> {
-        let trace = self.trace;
-        let shown = trace.then(|| value.clone());
-        match self.nvs.set(namespace, key, value) {
-            Ok(()) => {
-                if let Some(value) = shown {
-                    self.emit(|| Event::NvsSet {
-                        namespace: namespace.to_string(),
-                        key: key.to_string(),
-                        value,
-                    });
-                }
-                Ok(())
-            }
-            Err(error) => {
-                self.emit(|| Event::NvsFailed {
-                    namespace: namespace.to_string(),
-                    key: key.to_string(),
-                    error,
-                });
-                Err(error)
-            }
-        }
-    }
-
-    pub(crate) fn push_output(&mut self, output: Output) {
-        self.outputs.push_back(output);
-    }
-
-    fn transmit(&mut self, payload: Vec<u8>) {
-        if self.trace {
-            let copy = payload.clone();
-            self.emit(|| Event::ReplySent { payload: copy });
-        }
-        let at = self.now;
-        self.outputs.push_back(Output::Mcp { payload, at });
-    }
-}
 
 /// A simulated board.
 pub struct Device {
-    core: Core,
-    run: Option<Box<Running>>,
+    platform: Platform,
+    app: Option<Box<Application>>,
     parser: Parser,
     terminator: Terminator,
-}
-
-fn format_mac(bytes: [u8; 6]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 impl Device {
     /// A freshly flashed board (empty NVS), powered off. Identity (MAC, build hash, and the UUID
     /// made at first boot) comes from `seed`.
     pub fn new(board: impl Into<Board>, world: WorldSpec, seed: u64) -> Self {
-        let Board { spec, catalogues } = board.into();
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut mac = [0u8; 6];
-        rng.fill_bytes(&mut mac[3..]);
-        mac[..3].copy_from_slice(&[0xf4, 0x12, 0xfa]);
-        let mut elf_sha256 = [0u8; 32];
-        rng.fill_bytes(&mut elf_sha256);
         Device {
-            core: Core {
-                firmware: spec.firmware(),
-                spec,
-                catalogues,
-                world,
-                faults: Faults::default(),
-                nvs: Nvs::new(0x4000),
-                now: SimTime::ZERO,
-                boots: 0,
-                rng,
-                mac: format_mac(mac),
-                elf_sha256,
-                audio: AudioLog::default(),
-                speech: SpeechLog::default(),
-                codecs: None,
-                durations_only: false,
-                trace: true,
-                events: Vec::new(),
-                outputs: VecDeque::new(),
-                power: Power::Off,
-                last_boot_at: None,
-            },
-            run: None,
+            platform: Platform::new(board.into(), world, seed),
+            app: None,
             parser: Parser::new(),
             terminator: Terminator::Length,
         }
@@ -374,20 +82,20 @@ impl Device {
 
     /// Turns event recording on or off (off for throughput runs).
     pub fn set_trace(&mut self, on: bool) {
-        self.core.trace = on;
+        self.platform.trace = on;
     }
 
     /// Received speech is not decoded (a fleet's `--decode none`): each packet plays for the
     /// length its TOC byte gives, as silence, so queues, drops, drain timing and power-down are
     /// kept but levels are not measured.
     pub fn set_durations_only(&mut self, on: bool) {
-        self.core.durations_only = on;
+        self.platform.durations_only = on;
     }
 
     /// Does this device's Opus work in `pool` (shared by many devices; every output is the one
     /// the device's own codec would give: `voice::memo`). Takes effect for the next codec made.
     pub fn share_codecs(&mut self, pool: Arc<dyn crate::voice::memo::CodecPool>) {
-        self.core.codecs = Some(pool);
+        self.platform.codecs = Some(pool);
     }
 
     /// Which cJSON entry point inbound payloads go through: `Length` for WebSocket frames,
@@ -398,42 +106,42 @@ impl Device {
 
     /// Construction faults; a change takes effect at the next boot.
     pub fn faults_mut(&mut self) -> &mut Faults {
-        &mut self.core.faults
+        &mut self.platform.faults
     }
 
     /// The NVS partition.
     pub fn nvs(&self) -> &Nvs {
-        &self.core.nvs
+        &self.platform.nvs
     }
 
     /// The NVS partition, e.g. to pre-seed settings or make writes fail.
     pub fn nvs_mut(&mut self) -> &mut Nvs {
-        &mut self.core.nvs
+        &mut self.platform.nvs
     }
 
     /// The board file.
     pub fn spec(&self) -> &BoardSpec {
-        &self.core.spec
+        &self.platform.spec
     }
 
     /// The world the board lives in.
     pub fn world(&self) -> &WorldSpec {
-        &self.core.world
+        &self.platform.world
     }
 
     /// The world, mutable; a change takes effect when the firmware next reads that part.
     pub fn world_mut(&mut self) -> &mut WorldSpec {
-        &mut self.core.world
+        &mut self.platform.world
     }
 
     /// The device's clock.
     pub fn now(&self) -> SimTime {
-        self.core.now
+        self.platform.now
     }
 
     /// The Wi-Fi STA MAC (`Device-Id`).
     pub fn mac(&self) -> &str {
-        &self.core.mac
+        &self.platform.mac
     }
 
     /// Sets the Wi-Fi STA MAC (`Device-Id`), e.g. to impersonate a known board.
@@ -446,81 +154,76 @@ impl Device {
         {
             return Err(format!("`{mac}` is not a MAC address like f4:12:fa:01:02:03"));
         }
-        self.core.mac = mac.to_ascii_lowercase();
+        self.platform.mac = mac.to_ascii_lowercase();
         Ok(())
     }
 
     /// Boots since the simulation started.
     pub fn boots(&self) -> u32 {
-        self.core.boots
+        self.platform.boots
     }
 
     /// When the device last finished booting.
     pub fn last_boot_at(&self) -> Option<SimTime> {
-        self.core.last_boot_at
+        self.platform.last_boot_at
     }
 
     /// The software state a readback would see, for before/after comparisons in evidence and
     /// property checks (the one snapshot type of the twin).
     pub fn snapshot(&self) -> DeviceSnapshot {
-        let app = self.app();
+        let app = self.app.as_deref();
         DeviceSnapshot {
             boots: self.boots(),
             running: self.is_running(),
             state: app.map(|a| a.state),
             volume: app.map(|a| a.volume),
-            brightness: app.and_then(|a| a.backlight.as_ref().map(|b| b.brightness())),
-            backlight_target: app.and_then(|a| a.backlight.as_ref().map(|b| b.target())),
-            theme: app.and_then(|a| a.display.current_theme().map(str::to_string)),
-            gpio: app.map(|a| a.gpio_flags.clone()).unwrap_or_default(),
+            brightness: app.and_then(|a| a.board.backlight.as_ref().map(|b| b.brightness())),
+            backlight_target: app.and_then(|a| a.board.backlight.as_ref().map(|b| b.target())),
+            theme: app.and_then(|a| a.board.display.current_theme().map(str::to_string)),
+            gpio: app.map(|a| a.board.gpio_flags.clone()).unwrap_or_default(),
             output_enabled: app.is_some_and(|a| a.audio.output_enabled),
             codec_open: app.is_some_and(|a| a.audio.codec_open),
             pa_on: app.is_some_and(|a| a.audio.pa_on),
-            decoder_allocated: app.is_some_and(|a| a.voice.has_decoder()),
-            encoder_allocated: app.is_some_and(|a| a.voice.has_encoder()),
-            mic_packets_sent: app.map_or(0, |a| a.voice.mic_sent),
-            mic_packets_dropped: app.map_or(0, |a| a.voice.mic_dropped),
+            decoder_allocated: app.is_some_and(|a| a.playback.has_decoder()),
+            encoder_allocated: app.is_some_and(|a| a.mic.has_encoder()),
+            mic_packets_sent: app.map_or(0, |a| a.mic.sent()),
+            mic_packets_dropped: app.map_or(0, |a| a.mic.dropped()),
         }
     }
 
     /// The device state while the board runs (cheaper than [`Device::snapshot`]).
     pub fn state(&self) -> Option<DeviceState> {
-        self.app().map(|a| a.state)
-    }
-
-    /// The application, while the board runs.
-    pub fn app(&self) -> Option<&Running> {
-        self.run.as_deref()
+        self.app.as_deref().map(|a| a.state)
     }
 
     /// The MCP server (this boot's tool registry), while the board runs.
     pub fn mcp(&self) -> Option<&McpServer> {
-        self.run.as_deref().map(|r| &*r.mcp)
+        self.app.as_deref().map(|r| &*r.mcp)
     }
 
     /// `Board::GetSystemInfoJson` as the device would build it now (the OTA request body).
     pub fn system_info_json(&self) -> Option<Vec<u8>> {
-        self.run.as_deref().map(|run| run.system_info(&self.core))
+        self.app.as_deref().map(|app| app.system_info(&self.platform))
     }
 
     /// Booted and running the application.
     pub fn is_running(&self) -> bool {
-        self.core.power == Power::On && self.run.is_some()
+        self.platform.power == Power::On && self.app.is_some()
     }
 
     /// Powered: booting or running.
     pub fn is_powered(&self) -> bool {
-        self.core.power != Power::Off
+        self.platform.power != Power::Off
     }
 
     /// True while the main task has queued or blocked work.
     pub fn is_busy(&self) -> bool {
-        matches!(self.core.power, Power::Booting { .. }) || self.run.as_deref().is_some_and(|r| !r.main.is_idle())
+        matches!(self.platform.power, Power::Booting { .. }) || self.app.as_deref().is_some_and(|r| !r.main.is_idle())
     }
 
     /// Everything recorded since the last call.
     pub fn drain_events(&mut self) -> Vec<TraceEvent> {
-        std::mem::take(&mut self.core.events)
+        std::mem::take(&mut self.platform.events)
     }
 
     /// The next output, oldest first (taking it out of the queue); `None` when there is none.
@@ -530,7 +233,7 @@ impl Device {
     /// `set_chain_fault` call (each runs the work due by its `now` first), and after each
     /// `poll_output` itself.
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.core.outputs.pop_front()
+        self.platform.outputs.pop_front()
     }
 
     /// The earliest time at which the device has something to do (a boot finishing, main-task
@@ -540,20 +243,20 @@ impl Device {
     /// `cut_power`, `reset`, `toggle_chat`, `play`, `busy`, `press_volume`, `set_fault` or
     /// `set_chain_fault` call.
     pub fn poll_timeout(&self) -> Option<SimTime> {
-        let now = self.core.now;
+        let now = self.platform.now;
         let mut next: Option<SimTime> = None;
         let mut consider = |t: Option<SimTime>| {
             if let Some(t) = t {
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         };
-        match self.core.power {
+        match self.platform.power {
             Power::Off => {}
             Power::Booting { ready_at, .. } => consider(Some(ready_at)),
             Power::On => {
-                if let Some(run) = self.run.as_deref() {
-                    consider(run.main.deadline(now));
-                    consider(run.timer_deadline());
+                if let Some(app) = self.app.as_deref() {
+                    consider(app.main.deadline(now));
+                    consider(app.timer_deadline());
                 }
             }
         }
@@ -572,46 +275,46 @@ impl Device {
     }
 
     fn advance(&mut self, limit: SimTime, inclusive: bool) {
-        let limit = limit.max(self.core.now);
+        let limit = limit.max(self.platform.now);
         while let Some(at) = self.poll_timeout() {
             if at > limit || (!inclusive && at == limit) {
                 break;
             }
-            self.core.now = at;
+            self.platform.now = at;
             self.step();
         }
-        self.core.now = limit;
+        self.platform.now = limit;
     }
 
     /// One instant: finish a boot, fire due timers, then let the main task run.
     fn step(&mut self) {
-        let now = self.core.now;
-        if let Power::Booting { ready_at, reason } = self.core.power {
+        let now = self.platform.now;
+        if let Power::Booting { ready_at, reason } = self.platform.power {
             if ready_at <= now {
                 self.boot(reason);
             }
             return;
         }
-        if let Some(run) = self.run.as_deref_mut() {
-            run.fire_timers(&mut self.core);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.fire_timers(&mut self.platform);
         }
         self.run_main_loop();
     }
 
     fn run_main_loop(&mut self) {
         loop {
-            let Some(run) = self.run.as_deref_mut() else { return };
-            let now = self.core.now;
-            match run.main.next(now) {
+            let Some(app) = self.app.as_deref_mut() else { return };
+            let now = self.platform.now;
+            match app.main.next(now) {
                 main_loop::Next::Idle | main_loop::Next::BusyUntil(_) => return,
-                main_loop::Next::BatchTaken(tasks) => self.core.emit(|| Event::BatchStarted { tasks }),
-                main_loop::Next::Run(task) => match run.run_task(&mut self.core, task) {
-                    app::Step::Done => {}
-                    app::Step::Block(d, continuation) => {
-                        run.main.block(now + d, continuation);
-                        self.core.emit(|| Event::TaskDelayed { ms: d.as_millis() });
+                main_loop::Next::BatchTaken(tasks) => self.platform.emit(|| Event::BatchStarted { tasks }),
+                main_loop::Next::Run(task) => match app.run_task(&mut self.platform, task) {
+                    Step::Done => {}
+                    Step::Block(d, continuation) => {
+                        app.main.block(now + d, continuation);
+                        self.platform.emit(|| Event::TaskDelayed { ms: d.as_millis() });
                     }
-                    app::Step::Restart(reason) => {
+                    Step::Restart(reason) => {
                         self.restart(reason);
                         return;
                     }
@@ -623,7 +326,7 @@ impl Device {
     /// Power on (no-op when already powered).
     pub fn power_on(&mut self, now: SimTime) {
         self.run_until(now);
-        if self.core.power != Power::Off {
+        if self.platform.power != Power::Off {
             return;
         }
         self.start_boot(BootReason::PowerOn);
@@ -632,50 +335,50 @@ impl Device {
     /// Pulls the plug: volatile state and every queued task are gone; NVS stays.
     pub fn cut_power(&mut self, now: SimTime) {
         self.run_until(now);
-        if self.core.power == Power::Off {
+        if self.platform.power == Power::Off {
             return;
         }
-        self.core.emit(|| Event::PowerCut);
+        self.platform.emit(|| Event::PowerCut);
         self.drop_everything("power cut");
-        self.core.power = Power::Off;
+        self.platform.power = Power::Off;
     }
 
     fn start_boot(&mut self, reason: BootReason) {
-        let boot_time = self.core.world.boot_time;
+        let boot_time = self.platform.world.boot_time;
         if boot_time.is_zero() {
             self.boot(reason);
         } else {
-            self.core.power = Power::Booting {
-                ready_at: self.core.now + boot_time,
+            self.platform.power = Power::Booting {
+                ready_at: self.platform.now + boot_time,
                 reason,
             };
         }
     }
 
     fn boot(&mut self, reason: BootReason) {
-        self.core.boots += 1;
-        let n = self.core.boots;
-        self.core.emit(|| Event::Booted { n, reason });
-        self.core.power = Power::On;
-        self.core.last_boot_at = Some(self.core.now);
-        self.run = Some(Box::new(Running::boot(&mut self.core)));
+        self.platform.boots += 1;
+        let n = self.platform.boots;
+        self.platform.emit(|| Event::Booted { n, reason });
+        self.platform.power = Power::On;
+        self.platform.last_boot_at = Some(self.platform.now);
+        self.app = Some(Box::new(Application::boot(&mut self.platform)));
     }
 
     fn drop_everything(&mut self, why: &'static str) {
-        if let Some(mut run) = self.run.take() {
+        if let Some(mut app) = self.app.take() {
             // A reset of any kind ends TCP without a close frame (the peer sees the socket go).
-            run.drop_socket(&mut self.core, why);
-            let now = self.core.now;
-            run.audio.shut_down(&mut self.core.audio, now);
-            for task in run.main.drain() {
-                task.record_drop(&mut self.core, why);
+            app.drop_socket(&mut self.platform, why);
+            let now = self.platform.now;
+            app.audio.shut_down(&mut self.platform.audio, now);
+            for task in app.main.drain() {
+                task.record_drop(&mut self.platform, why);
             }
         }
     }
 
     /// `esp_restart()` (or a panic): everything queued dies, then the board boots again.
     fn restart(&mut self, reason: BootReason) {
-        self.core.emit(|| Event::Restarted);
+        self.platform.emit(|| Event::Restarted);
         let why = match reason {
             BootReason::Panic => "panic",
             _ => "esp_restart",
@@ -689,42 +392,21 @@ impl Device {
     pub fn handle_mcp(&mut self, now: SimTime, payload: &[u8]) -> Receipt {
         self.run_before(now);
         if !self.is_running() {
-            self.core.emit(|| Event::MessageDropped {
+            self.platform.emit(|| Event::MessageDropped {
                 reason: "device not running",
             });
             return Receipt::NotRunning;
         }
-        let run = self.run.as_deref_mut().expect("running");
-        let limits = Limits {
-            heap_bytes: Some(self.core.spec.target.free_heap),
-        };
-        let received = match self.parser.parse(payload, self.terminator, limits) {
-            Ok(doc) => run.mcp.receive(doc.root()),
-            Err(cjson::ParseError::OutOfMemory { .. }) => {
-                self.core
-                    .log(LogLevel::Error, "MCP", || "Failed to parse MCP message: out of memory");
-                self.core.emit(|| Event::MessageDropped {
-                    reason: "out of memory while parsing",
-                });
-                return Receipt::OutOfMemory;
-            }
-            Err(_) => Received::Dropped {
-                reason: DropReason::Unparseable,
-                log: self.core.is_tracing().then(|| {
-                    let shown = String::from_utf8_lossy(cjson::c_str(payload));
-                    format!("E MCP: Failed to parse MCP message: {shown}")
-                }),
-            },
-        };
-        let receipt = run.receive(&mut self.core, received);
+        let app = self.app.as_deref_mut().expect("running");
+        let receipt = app.receive_mcp(&mut self.platform, &mut self.parser, self.terminator, payload);
         self.after_thread();
         receipt
     }
 
     /// A `tool_call` thread (1.7.5–1.9.1) or a receive path that aborted takes the device down.
     pub(crate) fn after_thread(&mut self) {
-        if let Some(run) = self.run.as_deref_mut()
-            && std::mem::take(&mut run.abort_pending)
+        if let Some(app) = self.app.as_deref_mut()
+            && std::mem::take(&mut app.abort_pending)
         {
             self.restart(BootReason::Panic);
         }
@@ -734,16 +416,16 @@ impl Device {
     /// (`ok`: the response contained `HTTP/1.1 101`).
     pub fn handle_ws_open_result(&mut self, now: SimTime, ok: bool) {
         self.run_before(now);
-        if let Some(run) = self.run.as_deref_mut() {
-            run.ws_open_result(&mut self.core, ok);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.ws_open_result(&mut self.platform, ok);
         }
     }
 
     /// The peer closed the WebSocket or the TCP connection broke.
     pub fn handle_ws_closed(&mut self, now: SimTime) {
         self.run_before(now);
-        if let Some(run) = self.run.as_deref_mut() {
-            run.ws_closed(&mut self.core);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.ws_closed(&mut self.platform);
         }
     }
 
@@ -751,63 +433,31 @@ impl Device {
     /// server hello, the MCP server or the application dispatcher.
     pub fn handle_ws_text(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
         self.run_before(now);
-        let run = self.run.as_deref_mut()?;
-        let limits = Limits {
-            heap_bytes: Some(self.core.spec.target.free_heap),
-        };
-        let terminator = if self.core.firmware.ws_parse_with_length {
-            Terminator::Length
-        } else {
-            Terminator::Nul
-        };
-        let outcome = match self.parser.parse(frame, terminator, limits) {
-            Err(_) => {
-                let shown = String::from_utf8_lossy(frame).into_owned();
-                self.core
-                    .log(LogLevel::Error, "WS", || format!("Missing message type, data: {shown}"));
+        let app = self.app.as_deref_mut()?;
+        match app.receive_ws_text(&mut self.platform, &mut self.parser, frame) {
+            Ok(receipt) => {
+                self.after_thread();
+                receipt
+            }
+            Err(reason) => {
+                self.platform.emit(|| Event::Panicked { reason });
+                self.restart(BootReason::Panic);
                 None
             }
-            Ok(doc) => {
-                let root = doc.root();
-                match root.get(b"type").and_then(|t| t.c_string()) {
-                    None => {
-                        let shown = String::from_utf8_lossy(frame).into_owned();
-                        self.core
-                            .log(LogLevel::Error, "WS", || format!("Missing message type, data: {shown}"));
-                        None
-                    }
-                    Some(b"hello") => match run.server_hello(&mut self.core, root) {
-                        Ok(()) => None,
-                        Err(reason) => {
-                            self.core.emit(|| Event::Panicked { reason });
-                            self.restart(BootReason::Panic);
-                            return None;
-                        }
-                    },
-                    Some(_) => run.incoming_json(&mut self.core, root),
-                }
-            }
-        };
-        let run = self.run.as_deref_mut()?;
-        if let Some(channel::Link::WebSocket(ws)) = run.protocol.as_mut() {
-            ws.last_incoming = now;
         }
-        let receipt = outcome.map(|received| run.receive(&mut self.core, received));
-        self.after_thread();
-        receipt
     }
 
     /// A user action: BOOT click or wake word (toggle chat: open the channel when idle).
     pub fn toggle_chat(&mut self, now: SimTime) {
         self.run_until(now);
-        if let Some(run) = self.run.as_deref_mut() {
-            run.request_toggle_chat();
+        if let Some(app) = self.app.as_deref_mut() {
+            app.main.schedule(task::Task::ToggleChat);
         }
     }
 
     /// Everything scheduled but not yet run, described (for evidence).
     pub fn pending_tasks(&self) -> Vec<String> {
-        self.run
+        self.app
             .as_deref()
             .map(|r| r.main.pending().map(|t| t.describe()).collect())
             .unwrap_or_default()
@@ -818,9 +468,9 @@ impl Device {
     /// ends, or `None` when the device is not running.
     pub fn play(&mut self, now: SimTime, source: Source, duration: SimDuration) -> Option<(SimTime, SimTime)> {
         self.run_until(now);
-        let run = self.run.as_deref_mut()?;
-        let volume = run.volume;
-        Some(run.audio.play(&mut self.core.audio, now, source, duration, volume))
+        let app = self.app.as_deref_mut()?;
+        let volume = app.volume;
+        Some(app.audio.play(&mut self.platform.audio, now, source, duration, volume))
     }
 
     /// Sets or clears `fault` at `now`: an analog-chain fault at once, a construction fault
@@ -843,46 +493,28 @@ impl Device {
     /// Sets or clears a fault of the analog chain at `now`.
     pub fn set_chain_fault(&mut self, now: SimTime, fault: ChainFault, on: bool) {
         self.run_until(now);
-        self.core.audio.record(now, AudioChange::Fault(fault, on));
+        self.platform.audio.record(now, AudioChange::Fault(fault, on));
     }
 
     /// The board's chain in the current world, for rendering.
     pub fn chain_setup(&self) -> ChainSetup {
-        let a = &self.core.spec.audio;
-        let room = &self.core.world.room;
-        let frames = 6 * 240; // AUDIO_CODEC_DMA_DESC_NUM × AUDIO_CODEC_DMA_FRAME_NUM
-        ChainSetup {
-            codec: a.codec,
-            rate: a.output_sample_rate,
-            amp: a.amplifier.clone(),
-            speaker: a.speaker.clone(),
-            dac: a.dac.clone(),
-            distance_m: room.listener_distance_m,
-            ambient_dba: room.ambient_dba,
-            margin_db: room.margin_db,
-            dma_latency: match a.codec {
-                CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex => {
-                    SimDuration::from_micros(frames * 1_000_000 / u64::from(a.output_sample_rate.max(1)))
-                }
-                _ => SimDuration::ZERO,
-            },
-        }
+        audio::chain_setup(&self.platform.spec.audio, &self.platform.world.room)
     }
 
     /// Renders `[from, to)` of the audio evidence (run the device past `to` first).
     pub fn render(&self, from: SimTime, to: SimTime, signals: bool) -> (Measurement, Option<Signals>) {
-        crate::audio::render::render(&self.core.audio, &self.chain_setup(), from, to, signals)
+        crate::audio::render::render(&self.platform.audio, &self.chain_setup(), from, to, signals)
     }
 
     /// Everything that happened to the audio path (evidence; survives reboots).
     pub fn audio_log(&self) -> &AudioLog {
-        &self.core.audio
+        &self.platform.audio
     }
 
     /// Hardware reset (EN pin): `esp_restart` now; queued work is lost, NVS kept.
     pub fn reset(&mut self, now: SimTime) {
         self.run_until(now);
-        if self.core.power == Power::On {
+        if self.platform.power == Power::On {
             self.restart(BootReason::EspRestart);
         }
     }
@@ -890,16 +522,13 @@ impl Device {
     /// Keeps the main task busy for `d` from `now` (as a slow callback or a blocking channel
     /// open would): everything that arrives meanwhile waits.
     pub fn busy(&mut self, now: SimTime, d: SimDuration) {
-        self.run_until(now);
-        if let Some(run) = self.run.as_deref_mut() {
-            run.main.schedule(app::Task::Busy(d));
-        }
+        self.schedule(now, task::Task::Busy(d));
     }
 
     /// A button gesture as the board wires it (`buttons:` of the board file): a click, or a long
     /// press. Returns what it did, `None` when the board has no such button.
     pub fn press_button(&mut self, now: SimTime, name: &str, long: bool) -> Option<ButtonAction> {
-        let action = self.core.spec.button_action(name, long)?;
+        let action = self.platform.spec.button_action(name, long)?;
         match action {
             ButtonAction::VolumeUp => self.press_volume(now, 10, false),
             ButtonAction::VolumeDown => self.press_volume(now, -10, false),
@@ -914,8 +543,141 @@ impl Device {
     /// A volume button press (button callbacks run in the esp_timer context, not the main task).
     pub fn press_volume(&mut self, now: SimTime, delta: i32, long: bool) {
         self.run_until(now);
-        if let Some(run) = self.run.as_deref_mut() {
-            run.volume_button(&mut self.core, delta, long);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.volume_button(&mut self.platform, delta, long);
+        }
+    }
+}
+
+/// The voice path, seen from outside: frames from a backend, what the user does and says.
+impl Device {
+    /// A binary frame (audio) arrived on the WebSocket: unpacked as the protocol version says
+    /// (trusting its size field as the firmware does), then `OnIncomingAudio`.
+    pub fn handle_ws_binary(&mut self, now: SimTime, frame: &[u8]) {
+        self.run_before(now);
+        let Some(app) = self.app.as_deref_mut() else {
+            self.platform.speech.received(false);
+            self.platform.speech.dropped(Drop::NoChannel);
+            return;
+        };
+        let version = match app.protocol.as_mut() {
+            Some(p) => {
+                p.touch(now);
+                p.incoming_version()
+            }
+            None => 1,
+        };
+        let unpacked = crate::voice::frame::unpack(version, frame);
+        let mut payload = unpacked.payload;
+        if unpacked.overread > 0 {
+            let heap = self.platform.spec.target.free_heap;
+            if unpacked.announced as u64 > heap as u64 {
+                let n = unpacked.announced;
+                self.platform.emit(|| Event::Panicked {
+                    reason: format!(
+                        "std::bad_alloc: a binary frame's header announced {n} payload bytes (more than the heap)"
+                    ),
+                });
+                self.restart(BootReason::Panic);
+                return;
+            }
+            let past = unpacked.overread;
+            self.platform.emit(|| Event::Note {
+                text: format!(
+                    "binary frame of {} bytes announces {} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros)",
+                    frame.len(),
+                    unpacked.announced
+                ),
+            });
+            payload.resize(unpacked.announced, 0);
+        }
+        app.incoming_audio(&mut self.platform, &payload, unpacked.overread > 0);
+    }
+
+    /// One audio packet on the direct link (an MQTT device's UDP audio, already decrypted): the
+    /// Opus packet itself, then `OnIncomingAudio`.
+    pub fn handle_audio(&mut self, now: SimTime, packet: &[u8]) {
+        self.run_before(now);
+        match self.app.as_deref_mut() {
+            Some(app) => app.incoming_audio(&mut self.platform, packet, false),
+            None => {
+                self.platform.speech.received(false);
+                self.platform.speech.dropped(Drop::NoChannel);
+            }
+        }
+    }
+
+    /// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it: `tts`, `stt`,
+    /// `llm`, `system`, `mcp`). A reply it causes leaves as [`Output::Mcp`].
+    pub fn handle_json(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
+        self.run_before(now);
+        let app = self.app.as_deref_mut()?;
+        let receipt = app.receive_json(&mut self.platform, &mut self.parser, frame);
+        self.after_thread();
+        receipt
+    }
+
+    /// Typed input as py-xiaozhi sends it: `listen detect` with the text (the firmware sends
+    /// `detect` only for its wake word; this is **not** firmware behaviour, and the trace says so).
+    pub fn type_text(&mut self, now: SimTime, text: &str) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.typed_text(&mut self.platform, text);
+        }
+    }
+
+    /// What became of the speech this device was sent (all boots).
+    pub fn speech_log(&self) -> &SpeechLog {
+        &self.platform.speech
+    }
+
+    /// A wake word is detected (`MAIN_EVENT_WAKE_WORD_DETECTED`; its audio is not modelled).
+    pub fn wake_word(&mut self, now: SimTime, word: &str) {
+        self.schedule(now, task::Task::WakeWord(word.to_string()));
+    }
+
+    /// The user speaks into the microphone from now: 16 kHz mono samples, captured 60 ms at a
+    /// time while the device listens (silence before and after). At most ten minutes wait in
+    /// the microphone: the rest of a longer recording is not said.
+    pub fn say(&mut self, now: SimTime, samples_16k: &[i16]) {
+        self.say_shared(now, samples_16k.into());
+    }
+
+    /// [`Device::say`] with samples many devices share (a fleet's utterance is held once).
+    pub fn say_shared(&mut self, now: SimTime, samples_16k: Arc<[i16]>) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.mic.say(samples_16k);
+        }
+    }
+
+    /// Forgets what the user said that the microphone has not captured yet.
+    pub fn mic_clear(&mut self) {
+        if let Some(app) = self.app.as_deref_mut() {
+            app.mic.forget();
+        }
+    }
+
+    /// Samples the user has said that the microphone has not captured yet.
+    pub fn mic_pending(&self) -> usize {
+        self.app.as_deref().map_or(0, |a| a.mic.pending())
+    }
+
+    /// Push-to-talk: pressed (`StartListening`) or released (`StopListening`).
+    pub fn push_to_talk(&mut self, now: SimTime, pressed: bool) {
+        let task = if pressed {
+            task::Task::StartListening
+        } else {
+            task::Task::StopListening
+        };
+        self.schedule(now, task);
+    }
+
+    /// Runs to `now`, then queues `task` for the main task (nothing when the board is off).
+    fn schedule(&mut self, now: SimTime, task: task::Task) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.main.schedule(task);
         }
     }
 }

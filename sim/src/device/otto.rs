@@ -94,7 +94,7 @@ pub(crate) mod kind {
 
 /// One queued `OttoActionParams`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Item {
+pub(crate) struct Motion {
     /// Action type id ([`kind`]).
     pub kind: i32,
     /// Repetitions.
@@ -109,10 +109,10 @@ pub(crate) struct Item {
     pub sequence: Option<Vec<u8>>,
 }
 
-impl Item {
+impl Motion {
     /// An item without a sequence.
     pub(crate) fn new(kind: i32, steps: i32, speed: i32, direction: i32, amount: i32) -> Self {
-        Item {
+        Motion {
             kind,
             steps,
             speed,
@@ -182,7 +182,7 @@ fn sequence_ms(json: &[u8]) -> i64 {
 }
 
 /// A move name and (steps, speed, direction, amount, arm_swing) to the queued item.
-pub(crate) type ItemOf = fn(&[u8], i32, i32, i32, i32, i32) -> Option<Item>;
+pub(crate) type MotionOf = fn(&[u8], i32, i32, i32, i32, i32) -> Option<Motion>;
 
 /// Maps an `action` argument to the queued item (`otto_controller.cc:553-660`).
 pub(crate) fn action_item(
@@ -192,9 +192,9 @@ pub(crate) fn action_item(
     direction: i32,
     amount: i32,
     arm_swing: i32,
-) -> Option<Item> {
+) -> Option<Motion> {
     use kind::*;
-    let item = |k, st, sp, d, a| Some(Item::new(k, st, sp, d, a));
+    let item = |k, st, sp, d, a| Some(Motion::new(k, st, sp, d, a));
     match name {
         b"walk" => item(WALK, steps, speed, direction, arm_swing),
         b"turn" => item(TURN, steps, speed, direction, arm_swing),
@@ -232,9 +232,9 @@ pub(crate) fn motion_item_v1(
     direction: i32,
     amount: i32,
     arm_swing: i32,
-) -> Option<Item> {
+) -> Option<Motion> {
     match name {
-        b"hand_wave" => Some(Item::new(kind::HAND_WAVE, 1, speed, direction, 0)),
+        b"hand_wave" => Some(Motion::new(kind::HAND_WAVE, 1, speed, direction, 0)),
         n if crate::board::MOTIONS.iter().any(|m| m.as_bytes() == n) => {
             action_item(name, steps, speed, direction, amount, arm_swing)
         }
@@ -245,9 +245,9 @@ pub(crate) fn motion_item_v1(
 /// The controller's volatile state.
 #[derive(Clone, Debug)]
 pub(crate) struct Otto {
-    queue: VecDeque<Item>,
+    queue: VecDeque<Motion>,
     /// The item executing and when it (with its auto-home) ends.
-    current: Option<(Item, SimTime)>,
+    current: Option<(Motion, SimTime)>,
     /// When the task next takes an item (20 ms after the previous one).
     next_take: Option<SimTime>,
     runs: bool,
@@ -271,7 +271,7 @@ impl Otto {
             runs: task_runs,
             trims,
         };
-        otto.enqueue(Item::new(kind::HOME, 1, 1000, 1, 0), now);
+        otto.enqueue(Motion::new(kind::HOME, 1, 1000, 1, 0), now);
         otto
     }
 
@@ -291,7 +291,7 @@ impl Otto {
     }
 
     /// `QueueAction`: appends `item`; a running, idle task takes it at once.
-    pub(crate) fn enqueue(&mut self, item: Item, now: SimTime) {
+    pub(crate) fn enqueue(&mut self, item: Motion, now: SimTime) {
         self.queue.push_back(item);
         if self.runs && self.current.is_none() && self.next_take.is_none() {
             self.next_take = Some(now);
@@ -303,7 +303,7 @@ impl Otto {
         self.queue.clear();
         self.current = None;
         self.next_take = None;
-        self.enqueue(Item::new(kind::HOME, 1, 1000, 1, 0), now);
+        self.enqueue(Motion::new(kind::HOME, 1, 1000, 1, 0), now);
     }
 
     /// When the action task next does something (`None` when it never runs or has nothing).
@@ -346,6 +346,15 @@ impl Otto {
         }
         note
     }
+}
+
+/// Whether a board uses the otto controller.
+pub(crate) fn needs_otto(spec: &crate::board::BoardSpec) -> bool {
+    use crate::board::{Behavior, BoardTool};
+    spec.board_tools.iter().any(|t| match t {
+        BoardTool::Tool(t) => matches!(&t.behavior, Behavior::Builtin { name, .. } if name.needs_otto()),
+        BoardTool::Lamp { .. } => false,
+    })
 }
 
 #[cfg(test)]

@@ -74,7 +74,7 @@ fn reboot_drops_everything_queued_after_it() {
     assert!(replies(&mut h).is_empty());
     assert_eq!(h.device.boots(), 2);
     assert_eq!(
-        h.device.app().unwrap().gpio_flags.get(&18),
+        h.device.snapshot().gpio.get(&18),
         Some(&false),
         "lamp state is RAM only"
     );
@@ -85,10 +85,10 @@ fn volume_zero_returns_as_ten_after_reboot() {
     let mut h = booted();
     h.deliver(&call(1, "self.audio_speaker.set_volume", r#"{"volume":0}"#));
     h.run_until_idle().unwrap();
-    assert_eq!(h.device.app().unwrap().volume, 0);
+    assert_eq!(h.device.snapshot().volume, Some(0));
     h.deliver(&call(2, "self.reboot", "{}"));
     h.run_until_idle().unwrap();
-    assert_eq!(h.device.app().unwrap().volume, 10, "readback after reboot");
+    assert_eq!(h.device.snapshot().volume, Some(10), "readback after reboot");
     assert_eq!(
         h.device.nvs().get_i32("audio", "output_volume", 70),
         0,
@@ -107,9 +107,9 @@ fn nvs_survives_a_power_cut_and_volatile_state_does_not() {
     assert!(!h.device.is_running());
     assert_eq!(h.deliver(&call(3, "self.get_device_status", "{}")), Receipt::NotRunning);
     h.power_on();
-    let app = h.device.app().unwrap();
-    assert_eq!(app.volume, 33);
-    assert_eq!(app.gpio_flags.get(&18), Some(&false));
+    let after = h.device.snapshot();
+    assert_eq!(after.volume, Some(33));
+    assert_eq!(after.gpio.get(&18), Some(&false));
 }
 
 #[test]
@@ -146,8 +146,8 @@ fn upgrade_answers_true_seven_seconds_later_when_the_ota_fails() {
     assert!(payload.ends_with(br#""text":"true"}],"isError":false}}"#));
     assert_eq!(at, t0 + SimDuration::from_millis(7000));
     assert_eq!(
-        h.device.app().unwrap().state,
-        DeviceState::Upgrading,
+        h.device.state(),
+        Some(DeviceState::Upgrading),
         "nothing brings it back to idle"
     );
 }

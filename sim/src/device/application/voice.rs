@@ -1,0 +1,550 @@
+//! The application's voice interaction (`main/application.cc`: `HandleToggleChatEvent`,
+//! `ContinueOpenAudioChannel`, `OnIncomingJson`, `HandleStateChangedEvent`,
+//! `StartListeningAudio`, `AbortSpeaking`, `HandleStartListeningEvent` /
+//! `HandleStopListeningEvent`, `HandleWakeWordDetectedEvent`, the `tts` lambdas, the
+//! playback-drained and send-audio events; VOICE.md §3–§4): the second and last file of
+//! `Application`'s impl.
+//!
+//! Each handler reads the state as it is when it runs and calls the subsystems with the pieces
+//! they need: the protocol builds and sends the messages, [`Playback`] decodes and plays,
+//! [`Microphone`](crate::device::mic::Microphone) captures and
+//! queues.
+
+use crate::audio::source::Prompt;
+use crate::cjson::Item;
+use crate::device::application::Application;
+use crate::device::listening::{AbortReason, ListeningMode};
+use crate::device::platform::{Output, Platform};
+use crate::device::playback::Playback;
+use crate::device::protocol::websocket::OpenStage;
+use crate::device::protocol::{Protocol, ProtocolBase};
+use crate::device::state::DeviceState;
+use crate::device::task::{RebootStage, Step, Task};
+use crate::mcp::Received;
+use crate::time::SimTime;
+use crate::trace::{Event, LogLevel};
+use crate::voice::log::Drop;
+
+fn text_of(root: Item<'_>, key: &[u8]) -> Option<String> {
+    root.get(key)
+        .and_then(|t| t.c_string())
+        .map(|t| String::from_utf8_lossy(t).into_owned())
+}
+
+/// `(int)state` as the firmware prints it.
+fn state_number(s: DeviceState) -> i32 {
+    match s {
+        DeviceState::Unknown => 0,
+        DeviceState::Starting => 1,
+        DeviceState::WifiConfiguring => 2,
+        DeviceState::Idle => 3,
+        DeviceState::Connecting => 4,
+        DeviceState::Listening => 5,
+        DeviceState::Speaking => 6,
+        DeviceState::Upgrading => 7,
+        DeviceState::Activating => 8,
+        DeviceState::AudioTesting => 9,
+        DeviceState::FatalError => 10,
+    }
+}
+
+impl Application {
+    /// The voice tasks of the main loop (events and scheduled lambdas).
+    pub(super) fn run_voice_task(&mut self, platform: &mut Platform, task: Task) {
+        match task {
+            Task::ToggleChat => self.toggle_chat(platform),
+            Task::TtsStart => self.tts_start(platform),
+            Task::TtsStop => self.tts_stop(platform),
+            Task::StateChanged => self.on_state_changed(platform),
+            Task::PlaybackDrained => self.on_playback_drained(platform),
+            Task::StartListening => self.start_listening(platform),
+            Task::StopListening => self.stop_listening(platform),
+            Task::WakeWord(word) => self.wake_word(platform, &word),
+            Task::SendAudio => self.send_audio(platform),
+            other => unreachable!("not a voice task: {}", other.describe()),
+        }
+    }
+
+    /// Destroys the WebSocket object if there is one (the peer sees TCP close, no close frame).
+    pub(crate) fn drop_socket(&mut self, platform: &mut Platform, why: &'static str) {
+        if let Some(p) = self.protocol.as_mut() {
+            p.close_audio_channel(platform, why);
+        }
+    }
+
+    /// `IsAudioChannelOpened()`.
+    pub(crate) fn channel_open(&self, now: SimTime) -> bool {
+        self.protocol.as_ref().is_some_and(|p| p.is_audio_channel_opened(now))
+    }
+
+    /// The channel has to be opened before use (the WebSocket, and it is not open).
+    fn needs_open(&self, now: SimTime) -> bool {
+        !self.channel_open(now) && self.protocol.as_ref().is_some_and(|p| p.is_websocket())
+    }
+
+    /// A message the protocol's base builds, sent (nothing without a protocol object).
+    fn send_message(&self, platform: &mut Platform, build: impl FnOnce(&ProtocolBase) -> Vec<u8>) {
+        if let Some(p) = &self.protocol {
+            let text = build(&p.base);
+            p.send_text(platform, text);
+        }
+    }
+
+    /// `HandleToggleChatEvent`.
+    fn toggle_chat(&mut self, platform: &mut Platform) {
+        match self.state {
+            DeviceState::Activating => {
+                self.set_state(platform, DeviceState::Idle);
+                return;
+            }
+            DeviceState::WifiConfiguring | DeviceState::AudioTesting => return,
+            _ => {}
+        }
+        if self.protocol.is_none() {
+            platform.log(LogLevel::Error, "Application", || "Protocol not initialized");
+            return;
+        }
+        match self.state {
+            DeviceState::Idle => self.listen_from_idle(platform, ListeningMode::Auto),
+            DeviceState::Listening => {
+                // CloseAudioChannel: the socket goes; its disconnect callback schedules idle.
+                self.drop_socket(platform, "user closed the channel");
+                self.main.schedule(Task::SetState(DeviceState::Idle));
+            }
+            DeviceState::Speaking => self.abort_speaking(platform, AbortReason::None),
+            _ => {}
+        }
+    }
+
+    /// From idle: open the channel first (connecting; listening in `mode` once it is open), or
+    /// listen in `mode` at once when no channel has to be opened.
+    fn listen_from_idle(&mut self, platform: &mut Platform, mode: ListeningMode) {
+        if self.needs_open(platform.now) {
+            self.set_state(platform, DeviceState::Connecting);
+            self.main.schedule(Task::OpenChannel {
+                mode,
+                stage: OpenStage::Begin,
+                wake: None,
+            });
+        } else {
+            self.set_listening_mode(platform, mode);
+        }
+    }
+
+    /// `ContinueOpenAudioChannel` → `OpenAudioChannel`, which blocks the main task while it
+    /// connects (esp-ml307: up to 10 s) and while it waits for the server hello (10 s).
+    pub(super) fn open_channel(
+        &mut self,
+        platform: &mut Platform,
+        mode: ListeningMode,
+        stage: OpenStage,
+        wake: Option<String>,
+    ) -> Step {
+        let timeout = platform.delay(10_000);
+        let wait = |stage| {
+            Step::Block(
+                timeout,
+                Task::OpenChannel {
+                    mode,
+                    stage,
+                    wake: wake.clone(),
+                },
+            )
+        };
+        match stage {
+            OpenStage::Begin => {
+                if self.state != DeviceState::Connecting {
+                    return Step::Done;
+                }
+                if self.channel_open(platform.now) {
+                    self.after_open(platform, mode, wake);
+                    return Step::Done;
+                }
+                let uuid = self.uuid.clone();
+                let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
+                    return Step::Done;
+                };
+                if !ws.begin_open(base, platform, &uuid) {
+                    self.set_state(platform, DeviceState::Idle);
+                    return Step::Done;
+                }
+                wait(OpenStage::AwaitConnect)
+            }
+            OpenStage::AwaitConnect => {
+                let font = platform.spec.text_font();
+                let glyph_push = platform.firmware.glyph_push;
+                let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
+                    return Step::Done;
+                };
+                if !ws.send_hello(base, platform, font.as_ref(), glyph_push) {
+                    self.set_state(platform, DeviceState::Idle);
+                    return Step::Done;
+                }
+                wait(OpenStage::AwaitHello)
+            }
+            OpenStage::AwaitHello => {
+                let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
+                    return Step::Done;
+                };
+                if !ws.hello_arrived(base, platform) {
+                    self.set_state(platform, DeviceState::Idle);
+                    return Step::Done;
+                }
+                if self.state == DeviceState::Connecting {
+                    self.after_open(platform, mode, wake);
+                }
+                Step::Done
+            }
+        }
+    }
+
+    /// The channel is open: listening in `mode`, or the wake word's `listen detect` first.
+    fn after_open(&mut self, platform: &mut Platform, mode: ListeningMode, wake: Option<String>) {
+        match wake {
+            Some(word) => self.continue_wake_word(platform, &word),
+            None => self.set_listening_mode(platform, mode),
+        }
+    }
+
+    /// The driver finished (or failed) the TCP connect and handshake.
+    pub(crate) fn ws_open_result(&mut self, platform: &mut Platform, ok: bool) {
+        if let Some((_, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut())
+            && ws.open_result(ok)
+        {
+            self.main.wake(platform.now);
+        }
+    }
+
+    /// The peer closed or the TCP connection broke: `on_audio_channel_closed` schedules idle.
+    ///
+    /// A close during the connect ends esp-ml307's `Connect()` early (it fails). A close while
+    /// `OpenAudioChannel` waits for the server hello does not: that wait is an event-group wait
+    /// on the hello bit alone, so the device reports `Failed to receive server hello` only when
+    /// the full 10 s have passed (a server that refuses the token with `认证失败` and closes).
+    pub(crate) fn ws_closed(&mut self, platform: &mut Platform) {
+        let Some((_, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
+            return;
+        };
+        let Some(was_connecting) = ws.closed(platform) else {
+            return;
+        };
+        self.main.schedule(Task::SetState(DeviceState::Idle));
+        if was_connecting {
+            self.main.wake(platform.now);
+        }
+    }
+
+    /// The server hello. `Err` is the firmware's crash on a missing or non-string `transport`.
+    pub(crate) fn server_hello(&mut self, platform: &mut Platform, root: Item<'_>) -> Result<(), String> {
+        let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
+            return Ok(());
+        };
+        if ws.parse_server_hello(base, platform, root)? {
+            self.main.wake(platform.now);
+        }
+        Ok(())
+    }
+
+    /// The application dispatcher for a non-hello JSON frame (`OnIncomingJson`).
+    pub(crate) fn incoming_json(&mut self, platform: &mut Platform, root: Item<'_>) -> Option<Received> {
+        let kind = root.get(b"type").and_then(|t| t.c_string())?;
+        match kind {
+            b"mcp" => {
+                let payload = root.get(b"payload").filter(Item::is_object)?;
+                Some(self.mcp.receive(payload))
+            }
+            b"system" => {
+                if root.get(b"command").and_then(|c| c.c_string()) == Some(b"reboot") {
+                    platform.log(LogLevel::Info, "Application", || "System command: reboot");
+                    self.main.schedule(Task::Reboot {
+                        stage: RebootStage::Enter,
+                    });
+                }
+                None
+            }
+            b"tts" | b"stt" | b"llm" => {
+                self.incoming_voice_json(platform, kind, root);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// `HandleStateChangedEvent` (reads the state as it is now).
+    fn on_state_changed(&mut self, platform: &mut Platform) {
+        self.listening.pending_start = false;
+        let now = platform.now;
+        match self.state {
+            DeviceState::Unknown | DeviceState::Idle => {
+                // EnableVoiceProcessing(false), EnableWakeWordDetection(true).
+                self.mic.set_processing(false, now);
+            }
+            DeviceState::Listening if self.listening.play_popup || !self.mic.is_processing() => {
+                if self.listening.mode == ListeningMode::Auto && !Playback::is_idle(&self.audio, now) {
+                    self.listening.pending_start = true;
+                    platform.emit(|| Event::Note {
+                        text: "listen start deferred until playback drains".into(),
+                    });
+                    self.playback.arm_drain_check(&self.audio, now);
+                } else {
+                    self.start_listening_audio(platform);
+                }
+            }
+            DeviceState::Speaking => {
+                if self.listening.mode != ListeningMode::Realtime {
+                    self.mic.set_processing(false, now);
+                }
+                self.reset_decoder(platform);
+            }
+            DeviceState::WifiConfiguring => self.mic.set_processing(false, now),
+            _ => {}
+        }
+    }
+
+    /// `StartListeningAudio`: `listen start`, voice processing on (which resets the decoder),
+    /// the popup if one is owed.
+    fn start_listening_audio(&mut self, platform: &mut Platform) {
+        if self.state != DeviceState::Listening {
+            return;
+        }
+        let mode = self.listening.mode;
+        self.send_message(platform, |b| b.start_listening(mode));
+        let now = platform.now;
+        self.mic.set_processing(true, now);
+        self.audio.enable_input(&mut platform.audio, now, true, self.volume);
+        self.reset_decoder(platform);
+        if self.listening.play_popup {
+            self.listening.play_popup = false;
+            self.play_prompt(platform, Prompt::Popup);
+        }
+    }
+
+    /// `SetListeningMode(mode)`.
+    fn set_listening_mode(&mut self, platform: &mut Platform, mode: ListeningMode) {
+        self.listening.mode = mode;
+        self.set_state(platform, DeviceState::Listening);
+    }
+
+    /// `AbortSpeaking(reason)`.
+    fn abort_speaking(&mut self, platform: &mut Platform, reason: AbortReason) {
+        platform.log(LogLevel::Info, "Application", || "Abort speaking");
+        self.listening.aborted = true;
+        self.send_message(platform, |b| b.abort_speaking(reason));
+    }
+
+    /// `HandleStopListeningEvent` (push-to-talk released).
+    fn stop_listening(&mut self, platform: &mut Platform) {
+        if self.state == DeviceState::Listening {
+            self.send_message(platform, |b| b.stop_listening());
+            self.set_state(platform, DeviceState::Idle);
+        }
+    }
+
+    /// `HandleStartListeningEvent` (push-to-talk pressed).
+    fn start_listening(&mut self, platform: &mut Platform) {
+        match self.state {
+            DeviceState::Activating => {
+                self.set_state(platform, DeviceState::Idle);
+            }
+            DeviceState::Idle => {
+                if self.protocol.is_none() {
+                    platform.log(LogLevel::Error, "Application", || "Protocol not initialized");
+                } else {
+                    self.listen_from_idle(platform, ListeningMode::Manual);
+                }
+            }
+            DeviceState::Speaking => {
+                self.abort_speaking(platform, AbortReason::None);
+                self.set_listening_mode(platform, ListeningMode::Manual);
+            }
+            _ => {}
+        }
+    }
+
+    /// `HandleWakeWordDetectedEvent` for `word` (the wake word's audio is not modelled: no
+    /// packets precede `listen detect`).
+    fn wake_word(&mut self, platform: &mut Platform, word: &str) {
+        if self.protocol.is_none() {
+            return;
+        }
+        let state = self.state;
+        platform.log(LogLevel::Info, "Application", || {
+            format!("Wake word detected: {word} (state: {})", state_number(state))
+        });
+        match state {
+            DeviceState::Idle => {
+                if !self.set_state(platform, DeviceState::Connecting) {
+                    return;
+                }
+                if self.needs_open(platform.now) {
+                    self.main.schedule(Task::OpenChannel {
+                        mode: ListeningMode::Auto,
+                        stage: OpenStage::Begin,
+                        wake: Some(word.to_string()),
+                    });
+                } else {
+                    self.continue_wake_word(platform, word);
+                }
+            }
+            DeviceState::Speaking | DeviceState::Listening => {
+                self.abort_speaking(platform, AbortReason::WakeWordDetected);
+                // Clear the send queue so no residue reaches the server.
+                self.mic.clear_send_queue();
+                if state == DeviceState::Listening {
+                    self.send_message(platform, |b| b.start_listening(ListeningMode::Auto));
+                    self.reset_decoder(platform);
+                    self.play_prompt(platform, Prompt::Popup);
+                } else {
+                    self.listening.play_popup = true;
+                    self.set_listening_mode(platform, ListeningMode::Auto);
+                }
+            }
+            DeviceState::Activating => {
+                self.set_state(platform, DeviceState::Idle);
+            }
+            _ => {}
+        }
+    }
+
+    /// `ContinueWakeWordInvoke` once the channel is open: `listen detect`, then listening.
+    fn continue_wake_word(&mut self, platform: &mut Platform, word: &str) {
+        if self.state != DeviceState::Connecting {
+            return;
+        }
+        platform.log(LogLevel::Info, "Application", || format!("Wake word detected: {word}"));
+        self.send_message(platform, |b| b.wake_word_detected(word));
+        self.set_listening_mode(platform, ListeningMode::Auto);
+    }
+
+    /// Typed input as py-xiaozhi sends it (not firmware behaviour; the trace says so): from
+    /// idle the wake word's path opens the channel and sends the text as `listen detect`;
+    /// otherwise the `listen detect` goes out at once.
+    pub(crate) fn typed_text(&mut self, platform: &mut Platform, text: &str) {
+        platform.emit(|| Event::Note {
+            text: "typed input (as py-xiaozhi sends it; not firmware behaviour): listen detect".into(),
+        });
+        if self.state == DeviceState::Idle {
+            self.main.schedule(Task::WakeWord(text.to_string()));
+            return;
+        }
+        self.send_message(platform, |b| b.typed_text(text));
+    }
+
+    /// `OnIncomingJson` for `tts`, `stt` and `llm` (the receive task: texts are logged here, the
+    /// state changes are scheduled on the main task).
+    fn incoming_voice_json(&mut self, platform: &mut Platform, kind: &[u8], root: Item<'_>) {
+        match kind {
+            b"tts" => {
+                let Some(state) = root.get(b"state").and_then(|s| s.c_string()) else {
+                    if !platform.firmware.tts_state_checked {
+                        // Before 2.4.0: `strcmp(state->valuestring, …)` on a missing string.
+                        platform.emit(|| Event::Panicked {
+                            reason: "LoadProhibited: tts without a string state".into(),
+                        });
+                        self.abort_pending = true;
+                    }
+                    return;
+                };
+                match state {
+                    b"start" => {
+                        platform.speech.start(platform.now);
+                        self.main.schedule(Task::TtsStart);
+                    }
+                    b"stop" => {
+                        platform.speech.stop(platform.now);
+                        self.main.schedule(Task::TtsStop);
+                    }
+                    b"sentence_start" => {
+                        if let Some(text) = text_of(root, b"text") {
+                            let shown = text.clone();
+                            platform.log(LogLevel::Info, "Application", || format!("<< {shown}"));
+                            platform.speech.sentence(platform.now, text);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            b"stt" => {
+                if let Some(text) = text_of(root, b"text") {
+                    platform.log(LogLevel::Info, "Application", || format!(">> {text}"));
+                }
+            }
+            b"llm" => {
+                if let Some(emotion) = text_of(root, b"emotion") {
+                    platform.emit(|| Event::Note {
+                        text: format!("emotion {emotion}"),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The scheduled lambda of `tts start`.
+    fn tts_start(&mut self, platform: &mut Platform) {
+        self.listening.aborted = false;
+        if self.set_state(platform, DeviceState::Speaking) && self.state == DeviceState::Speaking {
+            platform.speech.speaking(platform.now);
+        }
+    }
+
+    /// The scheduled lambda of `tts stop`.
+    fn tts_stop(&mut self, platform: &mut Platform) {
+        if self.state == DeviceState::Speaking {
+            let to = if self.listening.mode == ListeningMode::Manual {
+                DeviceState::Idle
+            } else {
+                DeviceState::Listening
+            };
+            self.set_state(platform, to);
+        }
+    }
+
+    /// `ResetDecoder`, and the drained event it may owe.
+    fn reset_decoder(&mut self, platform: &mut Platform) {
+        if self.playback.reset(platform, &mut self.audio) {
+            self.main.signal(Task::PlaybackDrained);
+        }
+    }
+
+    /// `MAIN_EVENT_PLAYBACK_DRAINED` in the main loop.
+    fn on_playback_drained(&mut self, platform: &mut Platform) {
+        if self.listening.pending_start
+            && self.state == DeviceState::Listening
+            && Playback::is_idle(&self.audio, platform.now)
+        {
+            self.listening.pending_start = false;
+            self.start_listening_audio(platform);
+        }
+    }
+
+    /// `OnIncomingAudio` → `PushPacketToDecodeQueue` (dropped unless speaking) → decode → output.
+    pub(crate) fn incoming_audio(&mut self, platform: &mut Platform, packet: &[u8], overread: bool) {
+        platform.speech.received(overread);
+        if self.state != DeviceState::Speaking {
+            platform.speech.dropped(Drop::WrongState);
+            return;
+        }
+        let server = self
+            .protocol
+            .as_ref()
+            .map_or_else(|| Protocol::direct().server_audio(), Protocol::server_audio);
+        self.playback
+            .push(platform, &mut self.audio, self.volume, server, packet);
+    }
+
+    /// `MAIN_EVENT_SEND_AUDIO`: every queued microphone packet goes out (`SendAudio`); on a
+    /// closed socket the rest is dropped.
+    fn send_audio(&mut self, platform: &mut Platform) {
+        let Some(version) = self.protocol.as_ref().and_then(|p| p.audio_version()) else {
+            self.mic.clear_send_queue();
+            return;
+        };
+        let at = platform.now;
+        let (ts, packets) = self.mic.drain_send_queue();
+        for p in packets {
+            let frame = crate::voice::frame::pack(version, &p, ts);
+            platform.push_output(Output::WsBinary { frame, at });
+        }
+    }
+}

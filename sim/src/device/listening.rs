@@ -1,0 +1,59 @@
+//! The application's voice members (`main/application.h`: `listening_mode_`, `aborted_`,
+//! `play_popup_on_listening_`, the deferred listen start) and the enums the protocol messages
+//! name (`ListeningMode`, `AbortReason`, `main/protocols/protocol.h`). Pure data; imports
+//! nothing of `device/`.
+
+/// `ListeningMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListeningMode {
+    /// `kListeningModeAutoStop`: the server's VAD ends the turn (`"auto"`).
+    Auto,
+    /// `kListeningModeManualStop`: push-to-talk (`"manual"`).
+    Manual,
+    /// `kListeningModeRealtime`: with AEC, the microphone stays on while speaking (`"realtime"`).
+    Realtime,
+}
+
+impl ListeningMode {
+    /// The `mode` of `listen start`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListeningMode::Auto => "auto",
+            ListeningMode::Manual => "manual",
+            ListeningMode::Realtime => "realtime",
+        }
+    }
+}
+
+/// Why the device aborts speech (`AbortReason`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbortReason {
+    /// `kAbortReasonNone`.
+    None,
+    /// `kAbortReasonWakeWordDetected`: `"reason":"wake_word_detected"`.
+    WakeWordDetected,
+}
+
+/// What the application remembers about the conversation between events.
+#[derive(Clone, Debug)]
+pub(crate) struct Listening {
+    /// `listening_mode_`.
+    pub(crate) mode: ListeningMode,
+    /// `aborted_`.
+    pub(crate) aborted: bool,
+    /// A `listen start` waits for playback to drain (auto mode after speaking).
+    pub(crate) pending_start: bool,
+    /// `play_popup_on_listening_`: the popup sound is owed at the next listen start.
+    pub(crate) play_popup: bool,
+}
+
+impl Default for Listening {
+    fn default() -> Self {
+        Listening {
+            mode: ListeningMode::Auto,
+            aborted: false,
+            pending_start: false,
+            play_popup: false,
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! What the application runs on and what crosses the device's boundary: the [`Platform`] (the
+//! chip's identity, flash, clock and seeded generator, the world around it, and the twin's trace
+//! and evidence logs — everything that survives a reboot), the outputs a driver carries
+//! ([`Output`]), what the receive task did with a payload ([`Receipt`]) and the construction
+//! faults read at boot ([`Faults`]), and the software state a readback sees
+//! ([`DeviceSnapshot`]).
+//!
+//! Imports nothing else of `device/`: every other file of the folder may use it.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use rand_chacha::ChaCha8Rng;
+
+use crate::audio::AudioLog;
+use crate::board::BoardSpec;
+use crate::device::catalogue;
+use crate::device::state::DeviceState;
+use crate::device::url::Endpoint;
+use crate::hw::nvs::{EspErr, Nvs};
+use crate::mcp::{DropReason, PropertyValue};
+use crate::time::{SimDuration, SimTime};
+use crate::trace::{BootReason, Event, LogLevel, LogText, NvsValue, TraceEvent};
+use crate::voice::log::SpeechLog;
+use crate::world::{HttpOutcome, WorldSpec};
+
+/// Faults that change what the board constructs at its next boot (FIRMWARE.md §7.4, §9).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// The OLED panel does not answer: `NoDisplay` fallback (tools disappear).
+    pub display_init_fails: bool,
+    /// `esp_camera_init` fails: the tool stays, every call says `Failed to capture photo`.
+    pub camera_init_fails: bool,
+    /// The board's codec is replaced by `DummyAudioCodec` (everything succeeds, nothing plays).
+    pub codec_dummy: bool,
+}
+
+/// What leaves the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// An MCP payload the direct link transmitted (the inner JSON-RPC payload, raw bytes).
+    Mcp {
+        /// The JSON-RPC payload bytes.
+        payload: Vec<u8>,
+        /// When the device transmitted it.
+        at: SimTime,
+    },
+    /// Dial `endpoint` and write `request` (the exact handshake bytes); report with
+    /// [`Device::handle_ws_open_result`].
+    WsOpen {
+        /// Where to dial (split from `websocket/url`).
+        endpoint: Endpoint,
+        /// The handshake request to write once the TCP connection is up.
+        request: Vec<u8>,
+        /// When the device started the connect.
+        at: SimTime,
+    },
+    /// Send one text frame (masked, as a client does).
+    WsText {
+        /// The frame's payload (device hello, `listen`, or an MCP envelope), unmasked.
+        text: Vec<u8>,
+        /// When the device sent it.
+        at: SimTime,
+    },
+    /// A control message (`listen`, `abort`) on the direct link, as MQTT publishes it.
+    Control {
+        /// The JSON text, as the firmware builds it.
+        text: Vec<u8>,
+        /// When the device sent it.
+        at: SimTime,
+    },
+    /// One binary frame of microphone audio (the frame as the protocol version packs it).
+    WsBinary {
+        /// The frame's bytes.
+        frame: Vec<u8>,
+        /// When the device sent it.
+        at: SimTime,
+    },
+    /// Drop the TCP connection without a WebSocket close frame.
+    WsClose {
+        /// When the socket object was destroyed.
+        at: SimTime,
+    },
+}
+
+impl Output {
+    /// The inner MCP payload of a direct-link reply.
+    pub fn mcp(&self) -> Option<(&[u8], SimTime)> {
+        match self {
+            Output::Mcp { payload, at } => Some((payload, *at)),
+            _ => None,
+        }
+    }
+}
+
+/// What the receive task did with one inbound payload (the "parameters" evidence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Receipt {
+    /// The device was off or still booting: nobody received it.
+    NotRunning,
+    /// Dropped without any reply, ever.
+    Dropped {
+        /// Why `McpServer::ParseMessage` dropped it.
+        reason: DropReason,
+    },
+    /// Parsing needed more heap than the device has: dropped (a device event, not a twin crash).
+    OutOfMemory,
+    /// A reply was built on the receive task and queued (1 hop).
+    Answered {
+        /// The request's JSON-RPC `id`.
+        id: i32,
+        /// The reply is a JSON-RPC `error`, not a `result`.
+        is_error: bool,
+    },
+    /// Nothing caught what the receive path threw: the device aborts and reboots, no reply
+    /// (the L1–L2 range error, [`crate::firmware::Firmware::range_error_aborts`]).
+    Aborted {
+        /// What was thrown.
+        reason: String,
+    },
+    /// A valid `tools/call` was queued for the main task (2 hops), with the coerced arguments.
+    Scheduled {
+        /// The request's JSON-RPC `id`.
+        id: i32,
+        /// The tool's name.
+        tool: String,
+        /// One value per property of the tool, in property order.
+        args: Vec<PropertyValue>,
+    },
+}
+
+impl std::fmt::Display for Receipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Receipt::NotRunning => f.write_str("not received (the device was not running)"),
+            Receipt::Dropped { reason } => write!(f, "dropped without a reply ({})", reason.as_str()),
+            Receipt::OutOfMemory => f.write_str("dropped (parsing needed more heap than the device has)"),
+            Receipt::Answered { id, is_error: false } => write!(f, "answered on the receive task (id {id})"),
+            Receipt::Answered { id, is_error: true } => {
+                write!(f, "answered with an error on the receive task (id {id})")
+            }
+            Receipt::Aborted { reason } => write!(f, "the device aborted ({reason}): no reply, reboot"),
+            Receipt::Scheduled { id, tool, .. } => write!(f, "{tool} queued for the main task (id {id})"),
+        }
+    }
+}
+
+/// What [`Device::snapshot`] reads: the software state, as a readback sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceSnapshot {
+    /// Boots since the simulation started.
+    pub boots: u32,
+    /// The application is up (not off, not booting).
+    pub running: bool,
+    /// `GetDeviceState()`, while the application exists.
+    pub state: Option<DeviceState>,
+    /// `AudioCodec::output_volume_`.
+    pub volume: Option<i32>,
+    /// The backlight's current brightness (mid-fade values included), 0–100.
+    pub brightness: Option<u8>,
+    /// Where the backlight is fading to, 0–100.
+    pub backlight_target: Option<u8>,
+    /// The display's current theme, on boards that have themes.
+    pub theme: Option<String>,
+    /// Software flags of lamps and board GPIO tools, by GPIO.
+    pub gpio: std::collections::BTreeMap<u32, bool>,
+    /// The audio service has the codec output enabled (`EnableOutput(true)`).
+    pub output_enabled: bool,
+    /// The codec is open (ES8311 boards: the chip answers register writes).
+    pub codec_open: bool,
+    /// The amplifier's PA pin is high.
+    pub pa_on: bool,
+    /// An Opus decoder exists (made at the first received packet; codec state is lazy).
+    pub decoder_allocated: bool,
+    /// An Opus encoder exists (made when the microphone first streams).
+    pub encoder_allocated: bool,
+    /// Microphone packets sent this boot.
+    pub mic_packets_sent: u64,
+    /// Microphone packets dropped from the full send queue this boot.
+    pub mic_packets_dropped: u64,
+}
+
+/// Power state of the board.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Power {
+    Off,
+    Booting { ready_at: SimTime, reason: BootReason },
+    On,
+}
+
+/// State that is not part of the application: identity, flash, time, trace, outputs (it
+/// survives reboots and power cuts; the [`Application`](crate::device::application::Application)
+/// is rebuilt at every boot).
+pub(crate) struct Platform {
+    /// The board file the device was built from.
+    pub(crate) spec: Arc<BoardSpec>,
+    /// The firmware the board runs: its behaviour switches (`firmware.version`).
+    pub(crate) firmware: crate::firmware::Firmware,
+    /// The board's catalogue memo (shared by devices of one [`Board`]).
+    pub(crate) catalogues: Arc<catalogue::CatalogueCache>,
+    /// The world the board lives in (Wi-Fi, OTA, WebSocket server, room, timings).
+    pub(crate) world: WorldSpec,
+    /// Construction faults, read at the next boot.
+    pub(crate) faults: Faults,
+    /// The NVS partition (survives reboots and power cuts).
+    pub(crate) nvs: Nvs,
+    /// The device's clock (virtual time).
+    pub(crate) now: SimTime,
+    /// Boots since the simulation started.
+    pub(crate) boots: u32,
+    /// Seeded generator: MAC and build hash, then the UUID and `Sec-WebSocket-Key`s.
+    pub(crate) rng: ChaCha8Rng,
+    /// Wi-Fi STA MAC, lowercase `f4:12:fa:…` (`Device-Id`, `mac_address`).
+    pub(crate) mac: String,
+    /// The build's ELF SHA-256 (`application.elf_sha256` of the system info).
+    pub(crate) elf_sha256: [u8; 32],
+    /// Everything that happened to the audio path (evidence; survives reboots).
+    pub(crate) audio: AudioLog,
+    /// What became of the speech the device was sent (evidence; survives reboots).
+    pub(crate) speech: SpeechLog,
+    /// Where Opus work is done when many devices share it (`None`: codecs of its own).
+    pub(crate) codecs: Option<Arc<dyn crate::voice::memo::CodecPool>>,
+    /// Received speech is not decoded: packet lengths come from their TOC bytes.
+    pub(crate) durations_only: bool,
+    pub(crate) trace: bool,
+    pub(crate) events: Vec<TraceEvent>,
+    pub(crate) outputs: VecDeque<Output>,
+    pub(crate) power: Power,
+    pub(crate) last_boot_at: Option<SimTime>,
+}
+
+fn format_mac(bytes: [u8; 6]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+impl Platform {
+    /// A freshly flashed chip (empty NVS), powered off; MAC and build hash from `seed`.
+    pub(crate) fn new(board: catalogue::Board, world: WorldSpec, seed: u64) -> Platform {
+        use rand_core::{RngCore, SeedableRng};
+        let catalogue::Board { spec, catalogues } = board;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut mac = [0u8; 6];
+        rng.fill_bytes(&mut mac[3..]);
+        mac[..3].copy_from_slice(&[0xf4, 0x12, 0xfa]);
+        let mut elf_sha256 = [0u8; 32];
+        rng.fill_bytes(&mut elf_sha256);
+        Platform {
+            firmware: spec.firmware(),
+            spec,
+            catalogues,
+            world,
+            faults: Faults::default(),
+            nvs: Nvs::new(0x4000),
+            now: SimTime::ZERO,
+            boots: 0,
+            rng,
+            mac: format_mac(mac),
+            elf_sha256,
+            audio: AudioLog::default(),
+            speech: SpeechLog::default(),
+            codecs: None,
+            durations_only: false,
+            trace: true,
+            events: Vec::new(),
+            outputs: VecDeque::new(),
+            power: Power::Off,
+            last_boot_at: None,
+        }
+    }
+
+    /// Records an event (only when tracing; the closure is not evaluated otherwise).
+    pub(crate) fn emit(&mut self, kind: impl FnOnce() -> Event) {
+        if self.trace {
+            let at = self.now;
+            self.events.push(TraceEvent { at, kind: kind() });
+        }
+    }
+
+    /// An `ESP_LOGx` line.
+    pub(crate) fn log<T: Into<LogText>>(&mut self, level: LogLevel, tag: &'static str, text: impl FnOnce() -> T) {
+        if self.trace {
+            let at = self.now;
+            self.events.push(TraceEvent {
+                at,
+                kind: Event::Logged {
+                    level,
+                    tag,
+                    text: text().into(),
+                },
+            });
+        }
+    }
+
+    /// Whether events are recorded ([`Device::set_trace`]).
+    pub(crate) fn is_tracing(&self) -> bool {
+        self.trace
+    }
+
+    /// `vTaskDelay(pdMS_TO_TICKS(ms))`.
+    pub(crate) fn delay(&self, ms: u64) -> SimDuration {
+        self.spec.target.tick_rate().delay(ms)
+    }
+
+    /// A `Settings::Set*` write with its event; the error name when NVS refuses it.
+    pub(crate) fn nvs_set(&mut self, namespace: &str, key: &str, value: NvsValue) -> Result<(), EspErr> {
+        let trace = self.trace;
+        let shown = trace.then(|| value.clone());
+        match self.nvs.set(namespace, key, value) {
+            Ok(()) => {
+                if let Some(value) = shown {
+                    self.emit(|| Event::NvsSet {
+                        namespace: namespace.to_string(),
+                        key: key.to_string(),
+                        value,
+                    });
+                }
+                Ok(())
+            }
+            Err(error) => {
+                self.emit(|| Event::NvsFailed {
+                    namespace: namespace.to_string(),
+                    key: key.to_string(),
+                    error,
+                });
+                Err(error)
+            }
+        }
+    }
+
+    pub(crate) fn push_output(&mut self, output: Output) {
+        self.outputs.push_back(output);
+    }
+
+    pub(crate) fn transmit(&mut self, payload: Vec<u8>) {
+        if self.trace {
+            let copy = payload.clone();
+            self.emit(|| Event::ReplySent { payload: copy });
+        }
+        let at = self.now;
+        self.outputs.push_back(Output::Mcp { payload, at });
+    }
+
+    /// An HTTP request to `url` in this world (`http->Open`), with its trace event.
+    pub(crate) fn http(&mut self, method: &'static str, url: &[u8]) -> HttpOutcome {
+        let outcome = self.world.http_open(url);
+        self.emit(|| Event::HttpOpened {
+            method,
+            url: url.to_vec(),
+            outcome: match &outcome {
+                HttpOutcome::Unreachable { .. } => "fail".to_string(),
+                HttpOutcome::Answered { status, .. } => format!("status {status}"),
+            },
+        });
+        outcome
+    }
+
+    /// A version-4 UUID from the seeded generator (`Board::GenerateUuid`), lowercase.
+    pub(crate) fn uuid_v4(&mut self) -> String {
+        use rand_core::RngCore;
+        let mut b = [0u8; 16];
+        self.rng.fill_bytes(&mut b);
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        // 8-4-4-4-12 lowercase hex digits.
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut uuid = String::with_capacity(36);
+        for (i, x) in b.iter().enumerate() {
+            if matches!(i, 4 | 6 | 8 | 10) {
+                uuid.push('-');
+            }
+            uuid.push(char::from(HEX[usize::from(x >> 4)]));
+            uuid.push(char::from(HEX[usize::from(x & 0x0f)]));
+        }
+        uuid
+    }
+
+    /// Records a firmware log line given as `"<L> <TAG>: <text>"`.
+    pub(crate) fn log_line(&mut self, line: String) {
+        let (level, rest) = line.split_at(1);
+        let level = LogLevel::from_letter(level.chars().next().unwrap_or('I'));
+        let rest = rest.trim_start();
+        let (tag, text) = rest.split_once(": ").unwrap_or(("MCP", rest));
+        let tag: &'static str = match tag {
+            "MCP" => "MCP",
+            _ => "App",
+        };
+        let text = text.to_string();
+        self.log(level, tag, || text);
+    }
+}

@@ -1,0 +1,247 @@
+//! Received speech, from Opus packet to codec: the decode side of the audio service
+//! (`main/audio/audio_service.cc`: `PushPacketToDecodeQueue`, `OpusCodecTask`,
+//! `AudioOutputTask`, `ResetDecoder`, `IsIdle`; VOICE.md §3).
+//!
+//! Timing model. Decoding takes no virtual time; a decoded frame plays right after whatever the
+//! output already holds (the [`AudioService`]), so output runs at real time and the queues fill
+//! when frames arrive faster. A packet is dropped when 40 packets wait for decoding (the
+//! two-entry playback queue holds the next two frames, so: 42 frames not yet started). Playback
+//! counts as drained when the last frame has been written to I2S, one DMA ring (6 × 240 frames)
+//! before it has been heard.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::audio::source::Source;
+use crate::device::audio::{AudioService, dma_latency};
+use crate::device::platform::Platform;
+use crate::time::{SimDuration, SimTime};
+use crate::trace::LogLevel;
+use crate::voice::codec::{OPUS_RATES, toc_duration_48k};
+use crate::voice::log::Drop;
+use crate::voice::memo::DecodeStream;
+
+/// `MAX_DECODE_PACKETS_IN_QUEUE` (2400 ms / 60 ms).
+pub(crate) const DECODE_QUEUE: usize = 40;
+/// `MAX_PLAYBACK_TASKS_IN_QUEUE`.
+pub(crate) const PLAYBACK_QUEUE: usize = 2;
+
+/// A decoded (or silent) frame: the decoder's `(input, output)` rates and the output samples.
+type Decoded = ((u32, u32), Arc<[i16]>);
+
+/// The decoder, the frames on their way to the codec, and the drained check of one boot.
+#[derive(Debug)]
+pub(crate) struct Playback {
+    /// The application was told the playback drained since the last frame was queued.
+    drained_notified: bool,
+    /// When the playback-drained check is due.
+    drain_at: Option<SimTime>,
+    /// `opus_decoder_` (+ resampler), made at the first packet; `None` until then. Its own,
+    /// or a position in the codec pool the device was given (`Device::share_codecs`).
+    decoder: Option<DecodeStream>,
+    /// The `(rate, frame ms)` the decoder was made for.
+    decoder_for: (i32, i32),
+    /// Making the decoder failed (logged once).
+    decoder_failed: bool,
+    /// Decoded frames not yet finished: `[start, end)` on the codec.
+    frames: VecDeque<(SimTime, SimTime)>,
+    /// Silence played for undecoded packets (`Device::set_durations_only`).
+    silence: Option<Arc<[i16]>>,
+}
+
+impl Default for Playback {
+    fn default() -> Self {
+        Playback {
+            drained_notified: true,
+            drain_at: None,
+            decoder: None,
+            decoder_for: (0, 0),
+            decoder_failed: false,
+            frames: VecDeque::new(),
+            silence: None,
+        }
+    }
+}
+
+impl Playback {
+    /// Whether an Opus decoder exists (codec state is allocated lazily).
+    pub(crate) fn has_decoder(&self) -> bool {
+        self.decoder.is_some()
+    }
+
+    /// When the playback-drained check is due.
+    pub(crate) fn timer_deadline(&self) -> Option<SimTime> {
+        self.drain_at
+    }
+
+    /// `IsPlaybackIdle`: nothing left to write to I2S.
+    pub(crate) fn is_idle(audio: &AudioService, now: SimTime) -> bool {
+        audio.last_output_end.max(SimTime::ZERO) <= now + dma_latency(audio.rate())
+    }
+
+    /// Arms the drained check for when the last queued frame has been written.
+    pub(crate) fn arm_drain_check(&mut self, audio: &AudioService, now: SimTime) {
+        let latency = dma_latency(audio.rate());
+        let end = audio.last_output_end;
+        let at = if end.as_micros() > latency.as_micros() {
+            SimTime::from_micros(end.as_micros() - latency.as_micros())
+        } else {
+            SimTime::ZERO
+        };
+        self.drain_at = Some(at.max(now));
+    }
+
+    /// Marks the playback drained; true when the application is to be told (once per drain).
+    fn mark_drained(&mut self) -> bool {
+        !std::mem::replace(&mut self.drained_notified, true)
+    }
+
+    /// `ResetDecoder`: the decoder forgets the stream, the decode and playback queues are
+    /// cleared; the frame being written and the DMA ring still play. True when the application
+    /// is to be told the playback drained.
+    pub(crate) fn reset(&mut self, platform: &mut Platform, audio: &mut AudioService) -> bool {
+        let now = platform.now;
+        if let Some(d) = self.decoder.as_mut() {
+            d.reset();
+        }
+        let in_flight = self.frames.iter().find(|(s, e)| *s <= now && now < *e).map(|f| f.1);
+        let cut = in_flight.unwrap_or(now);
+        if self.frames.iter().any(|(_, e)| *e > cut) {
+            audio.cut_playback(&mut platform.audio, cut);
+            platform.speech.cut(cut);
+        }
+        self.frames.clear();
+        self.mark_drained()
+    }
+
+    /// The drained check fired at `now` (the output task wrote the last frame). True when the
+    /// application is to be told: a new drain, or a deferred listen start (`pending_start`)
+    /// that waits for the event even when nothing new was queued.
+    pub(crate) fn on_drain_timer(&mut self, audio: &AudioService, now: SimTime, pending_start: bool) -> bool {
+        let Some(due) = self.drain_at else { return false };
+        if due > now {
+            return false;
+        }
+        self.drain_at = None;
+        if !Self::is_idle(audio, now) {
+            self.arm_drain_check(audio, now);
+            return false;
+        }
+        self.frames.retain(|(_, e)| *e > now);
+        if self.drained_notified {
+            pending_start
+        } else {
+            self.mark_drained()
+        }
+    }
+
+    /// `PushPacketToDecodeQueue` → decode → output (the decoded frame plays after what the output
+    /// holds; the rates are the decoder's `(input, output)`), for a packet that arrived while speaking;
+    /// `server` is the server's `(sample rate, frame duration)` from its hello.
+    pub(crate) fn push(
+        &mut self,
+        platform: &mut Platform,
+        audio: &mut AudioService,
+        volume: i32,
+        server: (i32, i32),
+        packet: &[u8],
+    ) {
+        let now = platform.now;
+        self.frames.retain(|(_, e)| *e > now);
+        let waiting = self.frames.iter().filter(|(s, _)| *s > now).count();
+        if waiting >= DECODE_QUEUE + PLAYBACK_QUEUE {
+            platform.speech.dropped(Drop::QueueFull);
+            return;
+        }
+        let decoded = if platform.durations_only {
+            self.silence_for(platform, server.0, packet)
+        } else {
+            self.decode(platform, server, packet)
+        };
+        let Some((rates, samples)) = decoded else { return };
+        let out = rates.1;
+        let duration = SimDuration::from_micros(samples.len() as u64 * 1_000_000 / u64::from(out.max(1)));
+        let source = Source::Pcm { rate: out, samples };
+        let (start, end) = audio.play(&mut platform.audio, now, source, duration, volume);
+        platform.speech.decoded(start, end, rates);
+        self.frames.push_back((start, end));
+        self.drained_notified = false;
+        self.arm_drain_check(audio, now);
+    }
+
+    /// `--decode none`: the packet's length from its TOC byte, played as silence of that length
+    /// (the queues, timing and power-down are the same; levels are not measured).
+    fn silence_for(&mut self, platform: &mut Platform, rate: i32, packet: &[u8]) -> Option<Decoded> {
+        let Some(n48) = toc_duration_48k(packet) else {
+            platform.speech.dropped(Drop::Undecodable);
+            return None;
+        };
+        // The rates a decoder would run at; a rate no decoder runs at drops the packet as the
+        // full path does.
+        let Some(dec) = u32::try_from(rate).ok().filter(|r| OPUS_RATES.contains(r)) else {
+            platform.log(LogLevel::Error, "AudioService", || "Audio decoder is not configured");
+            platform.speech.dropped(Drop::Undecodable);
+            return None;
+        };
+        let out_rate = platform.spec.audio.output_sample_rate;
+        let out = if out_rate > 0 { out_rate } else { dec };
+        let n = (u64::from(n48) * u64::from(out) / 48_000) as usize;
+        let samples = match &self.silence {
+            Some(z) if z.len() == n => z.clone(),
+            _ => {
+                let z: Arc<[i16]> = vec![0; n].into();
+                self.silence = Some(z.clone());
+                z
+            }
+        };
+        Some(((dec, out), samples))
+    }
+
+    /// Decodes one packet with the decoder made for the server's parameters (`SetDecodeSampleRate`:
+    /// a changed rate closes the decoder and opens a new one).
+    fn decode(&mut self, platform: &mut Platform, server: (i32, i32), packet: &[u8]) -> Option<Decoded> {
+        let (rate, frame_ms) = server;
+        let out_rate = platform.spec.audio.output_sample_rate;
+        if self.decoder.is_none() || self.decoder_for != server {
+            self.decoder_for = server;
+            match DecodeStream::open(platform.codecs.as_ref(), rate, frame_ms, out_rate) {
+                Ok(d) => {
+                    if rate as u32 != out_rate {
+                        platform.log(LogLevel::Info, "AudioService", || {
+                            format!("Resampling audio from {rate} to {out_rate}")
+                        });
+                    }
+                    self.decoder = Some(d);
+                    self.decoder_failed = false;
+                }
+                Err(_) => {
+                    self.decoder = None;
+                    if !self.decoder_failed {
+                        self.decoder_failed = true;
+                        platform.log(
+                            LogLevel::Error,
+                            "AudioService",
+                            || "Failed to create audio decoder, error code: -1",
+                        );
+                    }
+                }
+            }
+        }
+        let Some(decoder) = self.decoder.as_mut() else {
+            platform.log(LogLevel::Error, "AudioService", || "Audio decoder is not configured");
+            platform.speech.dropped(Drop::Undecodable);
+            return None;
+        };
+        let rates = decoder.rates();
+        let Ok(samples) = decoder.decode(packet) else {
+            platform.log(
+                LogLevel::Error,
+                "AudioService",
+                || "Failed to decode audio after resize, error code: -1",
+            );
+            platform.speech.dropped(Drop::Undecodable);
+            return None;
+        };
+        Some((rates, samples))
+    }
+}

@@ -1,0 +1,149 @@
+//! What the main task runs (`Application::Schedule`'s lambdas and the main loop's event bits,
+//! `main/application.cc`; FIRMWARE.md §6): every [`Task`], how each is described in evidence and
+//! recorded when a restart drops it, and what running one did to the loop ([`Step`]).
+
+use crate::audio::source::Prompt;
+use crate::device::listening::ListeningMode;
+use crate::device::platform::Platform;
+use crate::device::protocol::websocket::OpenStage;
+use crate::device::state::DeviceState;
+use crate::device::upgrade::Upgrade;
+use crate::mcp::{PropertyValue, ReturnValue};
+use crate::time::SimDuration;
+use crate::trace::{BootReason, Event};
+
+/// Work on the main task's queue.
+#[derive(Debug)]
+pub(crate) enum Task {
+    /// `SendMcpMessage`'s lambda: send if a protocol object exists.
+    Send {
+        /// The JSON-RPC message to send.
+        payload: Vec<u8>,
+    },
+    /// `DoToolCall`'s lambda: run the callback, then reply (scheduled again).
+    Call {
+        /// The request's JSON-RPC `id`.
+        id: i32,
+        /// Index of the tool in this boot's `McpServer` registry.
+        tool: usize,
+        /// One coerced value per property, in property order.
+        args: Vec<PropertyValue>,
+    },
+    /// A callback that blocked (HTTP, camera upload) finishing.
+    FinishCall {
+        /// The request's JSON-RPC `id`.
+        id: i32,
+        /// The callback's return value, or the text of the exception it threw.
+        outcome: Result<ReturnValue, Vec<u8>>,
+    },
+    /// `self.reboot`'s lambda: log, wait 1000 ms, `Reboot()`.
+    UserReboot,
+    /// `Application::Reboot()` (after its first step) and its 1000 ms before `esp_restart`.
+    Reboot {
+        /// Where `Reboot()` resumes.
+        stage: RebootStage,
+    },
+    /// `self.upgrade_firmware`'s lambda: `UpgradeFirmware(url)`, and where it resumes.
+    Upgrade(Upgrade),
+    /// `audio_service_.PlaySound(...)` scheduled on the main task (e.g. the success prompt).
+    PlayPrompt(Prompt),
+    /// Work elsewhere that keeps the main task busy (e.g. opening the audio channel).
+    Busy(SimDuration),
+    /// `MAIN_EVENT_TOGGLE_CHAT` (BOOT click, wake word).
+    ToggleChat,
+    /// `ContinueOpenAudioChannel(mode)` (or `ContinueWakeWordInvoke(word)`) and its waits.
+    OpenChannel {
+        /// The listening mode to enter once the channel is open (`auto` for a toggle).
+        mode: ListeningMode,
+        /// Where the open resumes.
+        stage: OpenStage,
+        /// The wake word whose `listen detect` goes out once the channel is open.
+        wake: Option<String>,
+    },
+    /// A state change the firmware schedules (`on_audio_channel_closed`).
+    SetState(DeviceState),
+    /// The lambda `tts start` schedules: `aborted_ = false`, speaking.
+    TtsStart,
+    /// The lambda `tts stop` schedules: idle (manual mode) or listening, if still speaking.
+    TtsStop,
+    /// `MAIN_EVENT_STATE_CHANGED`: `HandleStateChangedEvent`.
+    StateChanged,
+    /// `MAIN_EVENT_PLAYBACK_DRAINED`: a deferred `listen start`.
+    PlaybackDrained,
+    /// `MAIN_EVENT_START_LISTENING` (push-to-talk pressed).
+    StartListening,
+    /// `MAIN_EVENT_STOP_LISTENING` (push-to-talk released).
+    StopListening,
+    /// `MAIN_EVENT_WAKE_WORD_DETECTED` for this word.
+    WakeWord(String),
+    /// `MAIN_EVENT_SEND_AUDIO`: microphone packets go out.
+    SendAudio,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where `Application::Reboot` is when the main task resumes it.
+pub(crate) enum RebootStage {
+    /// Log `Rebooting...`, destroy the protocol, stop audio, then wait 1000 ms.
+    Enter,
+    /// `esp_restart()`.
+    Restart,
+}
+
+impl Task {
+    /// A short description for evidence.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Task::Send { payload } => format!("send {}", String::from_utf8_lossy(payload)),
+            Task::Call { id, tool, .. } => format!("call tool #{tool} for id {id}"),
+            Task::FinishCall { id, .. } => format!("finish call for id {id}"),
+            Task::UserReboot => "reboot (user requested)".into(),
+            Task::Reboot { .. } => "reboot".into(),
+            Task::Upgrade(_) => "firmware upgrade".into(),
+            Task::PlayPrompt(p) => format!("play {}", p.name()),
+            Task::Busy(d) => format!("busy for {d}"),
+            Task::ToggleChat => "toggle chat".into(),
+            Task::OpenChannel { .. } => "open the audio channel".into(),
+            Task::SetState(s) => format!("set state {}", s.name()),
+            Task::TtsStart => "tts start".into(),
+            Task::TtsStop => "tts stop".into(),
+            Task::StateChanged => "state changed event".into(),
+            Task::PlaybackDrained => "playback drained event".into(),
+            Task::StartListening => "start listening".into(),
+            Task::StopListening => "stop listening".into(),
+            Task::WakeWord(w) => format!("wake word {w}"),
+            Task::SendAudio => "send audio event".into(),
+        }
+    }
+
+    /// Records that this task will never run.
+    pub(crate) fn record_drop(self, platform: &mut Platform, why: &'static str) {
+        match self {
+            Task::Send { payload } => platform.emit(|| Event::ReplyDropped { payload, why }),
+            Task::Call { .. } | Task::FinishCall { .. } => platform.emit(|| Event::TaskDropped { what: "call", why }),
+            Task::UserReboot | Task::Reboot { .. } => platform.emit(|| Event::TaskDropped { what: "reboot", why }),
+            Task::Upgrade(_) => platform.emit(|| Event::TaskDropped { what: "upgrade", why }),
+            Task::PlayPrompt(_) => platform.emit(|| Event::TaskDropped { what: "sound", why }),
+            Task::Busy(_) => platform.emit(|| Event::TaskDropped { what: "busy", why }),
+            Task::ToggleChat
+            | Task::OpenChannel { .. }
+            | Task::SetState(_)
+            | Task::TtsStart
+            | Task::TtsStop
+            | Task::StartListening
+            | Task::StopListening
+            | Task::WakeWord(_) => platform.emit(|| Event::TaskDropped { what: "state", why }),
+            // Event bits die with the task that would have read them; nothing was promised.
+            Task::StateChanged | Task::PlaybackDrained | Task::SendAudio => {}
+        }
+    }
+}
+
+/// What running one task did to the main loop.
+pub(crate) enum Step {
+    /// The task returned; the main loop takes the next one.
+    Done,
+    /// `vTaskDelay`: the main task is busy for this long, then runs the continuation.
+    Block(SimDuration, Task),
+    /// `esp_restart()` or a panic.
+    Restart(BootReason),
+}
