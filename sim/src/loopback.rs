@@ -110,7 +110,7 @@ impl Loopback {
             Some((script, fault)) => ScriptedBackend::new(
                 session,
                 script,
-                self.connections as u32,
+                u32::try_from(self.connections).unwrap_or(u32::MAX),
                 self.connections,
                 *fault,
                 Arc::new(BTreeMap::new()),

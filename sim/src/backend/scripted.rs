@@ -198,6 +198,15 @@ struct FaultRun {
 }
 
 impl FaultRun {
+    fn new(fault: BackendFault, connection: u64) -> FaultRun {
+        FaultRun {
+            fault,
+            connection,
+            reply_frames: 0,
+            muted: false,
+        }
+    }
+
     /// What becomes of one text frame: whether it is sent, and whether the connection closes
     /// right after it.
     fn text(&mut self, text: &str) -> (bool, bool) {
@@ -270,12 +279,7 @@ impl ScriptedBackend {
         let steps = script.steps_for(device_connection).map(|l| l.step.clone()).collect();
         ScriptedBackend {
             steps: Some(steps),
-            fault: FaultRun {
-                fault,
-                connection,
-                reply_frames: 0,
-                muted: false,
-            },
+            fault: FaultRun::new(fault, connection),
             wavs,
             ..ScriptedBackend::unscripted(session)
         }
@@ -292,12 +296,7 @@ impl ScriptedBackend {
             waiting_utterance: None,
             resume_at: None,
             script_done: false,
-            fault: FaultRun {
-                fault: BackendFault::None,
-                connection: 0,
-                reply_frames: 0,
-                muted: false,
-            },
+            fault: FaultRun::new(BackendFault::None, 0),
             wavs: Arc::new(std::collections::BTreeMap::new()),
             life: Life::Open,
             outbox: VecDeque::new(),
@@ -539,12 +538,7 @@ mod tests {
 
     #[test]
     fn stop_mid_reply_mutes_the_rest_of_a_reply_until_the_next_tts_start() {
-        let mut f = FaultRun {
-            fault: BackendFault::StopMidReply,
-            connection: 1,
-            reply_frames: 0,
-            muted: false,
-        };
+        let mut f = FaultRun::new(BackendFault::StopMidReply, 1);
         assert_eq!(f.text(r#"{"type":"tts","state":"start"}"#), (true, false));
         let sent: Vec<usize> = (0..12).map(|_| f.audio()).collect();
         assert_eq!(sent, [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0]);
