@@ -2,9 +2,13 @@
 //! of every device that connects, in the manner of a real backend (a *personality*). Used by
 //! `xiaozhi-twin backend`, by the fleet's built-in backend and by scenarios over the wire.
 //!
-//! The decisions (what to answer, which ids, when to list, what the LLM sees) are the sans-IO
-//! [`Session`] of the sim crate; this module owns the listener, the sockets, the timers, the
-//! script runner and the report of each connection.
+//! The decisions (what to answer, which ids, when to list, what the LLM sees, how the script
+//! runs, what a fault does) are the sans-IO [`ScriptedBackend`] of the sim crate; this module
+//! owns the listener, the handshake, the sockets, the wall clock (a [`Clock`] maps tokio time
+//! onto `SimTime`), the WAV files a script speaks, and the report of each connection. A
+//! connection is a short drive loop in quinn's shape: carry out the backend's actions
+//! ([`drive_transmit`]), then wait for a frame, the backend's deadline, a stdin command or the
+//! stop signal, and hand it in.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -21,11 +25,13 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
-use xiaozhi_sim::backend::script::{Script, SpeakVoice, Step};
-use xiaozhi_sim::backend::{Action, BackendSpec, Session, SessionReport, spec::SHIPPED};
-use xiaozhi_sim::time::{SimDuration, SimTime};
+use xiaozhi_sim::backend::script::{Script, Step};
+pub use xiaozhi_sim::backend::scripted::BackendFault;
+use xiaozhi_sim::backend::scripted::{ScriptedAction, ScriptedBackend, WavSource, prepare_speech};
+use xiaozhi_sim::backend::{BackendSpec, Session, SessionReport, spec::SHIPPED};
+use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::voice::memo::CodecPool;
-use xiaozhi_sim::voice::speak::{Timbre, natural_duration};
+use xiaozhi_sim::voice::speak::Timbre;
 
 use crate::live::{Clock, read_http_head, small_ws_config};
 
@@ -83,40 +89,6 @@ pub struct ConnReport {
     pub session: SessionReport,
 }
 
-/// A misbehaving backend, for the fleet's fault runs (`fleet --voice --backend-fault`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum BackendFault {
-    /// Behaves.
-    #[default]
-    None,
-    /// Never sends `tts start` (the audio still comes: the device drops it).
-    NeverTtsStart,
-    /// Stops mid-reply: after 10 audio frames of a reply, nothing more of it (no `tts stop`).
-    StopMidReply,
-    /// Floods: every audio frame sent 10 times (10× real time).
-    Flood,
-    /// Closes every Nth connection as its reply starts.
-    CloseEvery(u64),
-}
-
-impl std::str::FromStr for BackendFault {
-    type Err = String;
-    fn from_str(s: &str) -> Result<BackendFault, String> {
-        match s {
-            "none" => Ok(BackendFault::None),
-            "never-tts-start" => Ok(BackendFault::NeverTtsStart),
-            "stop-mid-reply" => Ok(BackendFault::StopMidReply),
-            "flood" => Ok(BackendFault::Flood),
-            _ => match s.strip_prefix("close-every:").map(str::parse::<u64>) {
-                Some(Ok(n)) if n >= 1 => Ok(BackendFault::CloseEvery(n)),
-                _ => Err(format!(
-                    "`{s}`: use none, never-tts-start, stop-mid-reply, flood or close-every:N (N ≥ 1)"
-                )),
-            },
-        }
-    }
-}
-
 /// State shared by every connection of one server.
 pub struct Server {
     spec: Arc<BackendSpec>,
@@ -137,6 +109,27 @@ pub struct Server {
     /// Opus work shared by every connection (a fleet's backend encodes a reply once).
     codecs: Option<Arc<dyn CodecPool>>,
     fault: BackendFault,
+    /// The sound of a script's `speak … wav FILE` (read when the step runs).
+    wavs: Arc<dyn WavSource>,
+}
+
+/// A script's WAV files, read from disk when a `speak` step runs; one that cannot be read
+/// speaks with the built-in voice (and says so on stderr).
+struct WavFiles;
+
+impl WavSource for WavFiles {
+    fn timbre(&self, path: &str) -> Timbre {
+        match crate::wav::read_pcm(std::path::Path::new(path)) {
+            Ok((rate, samples)) => Timbre::Pcm {
+                rate,
+                samples: samples.into(),
+            },
+            Err(e) => {
+                eprintln!("backend: speak: {e:#}; speaking with the built-in voice");
+                Timbre::default()
+            }
+        }
+    }
 }
 
 impl Server {
@@ -157,11 +150,12 @@ impl Server {
         connections: Option<Arc<AtomicU64>>,
     ) -> Arc<Server> {
         if let Some(pool) = &codecs {
-            prepare_speech(&spec, &script, pool);
+            prepare_speech(&spec, &script, pool, &WavFiles);
         }
         Arc::new(Server {
             codecs,
             fault,
+            wavs: Arc::new(WavFiles),
             spec: Arc::new(spec),
             script: Arc::new(script),
             clock: Clock::new(SimTime::ZERO),
@@ -200,6 +194,20 @@ impl Server {
     /// Sends a step to every ready connection (stdin commands).
     pub fn broadcast(&self, step: Step) {
         let _ = self.commands.send(step);
+    }
+
+    /// Counts a connection of the device `device_id`: its 1-based number (2 after a reboot, …).
+    fn device_connection(&self, device_id: &str) -> u32 {
+        let mut m = self.per_device.lock().unwrap_or_else(|e| e.into_inner());
+        let c = m.entry(device_id.to_string()).or_insert(0);
+        *c += 1;
+        *c
+    }
+
+    /// The script of a device's `device_connection`th connection has ended.
+    fn script_done(&self, device_connection: u32) {
+        self.scripts_done.fetch_add(1, Ordering::Relaxed);
+        self.last_script_done.send_modify(|k| *k = (*k).max(device_connection));
     }
 
     fn finish(&self, report: ConnReport) {
@@ -299,205 +307,60 @@ async fn handshake(mut stream: TcpStream) -> Result<(ServerWs, String, Vec<(Stri
     Ok((ws, path, headers))
 }
 
-/// One device connection, handshake to close.
-async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Server>, mut stop: watch::Receiver<bool>) {
-    let accepted = tokio::time::timeout(Duration::from_secs(10), handshake(stream)).await;
-    let (mut ws, path, headers) = match accepted {
-        Ok(Ok(x)) => x,
+/// The handshake, within 10 s; `None` (logged when verbose) when it fails.
+async fn accept(
+    stream: TcpStream,
+    peer: SocketAddr,
+    verbose: bool,
+) -> Option<(ServerWs, String, Vec<(String, String)>)> {
+    match tokio::time::timeout(Duration::from_secs(10), handshake(stream)).await {
+        Ok(Ok(x)) => Some(x),
         Ok(Err(e)) => {
-            if server.verbose {
+            if verbose {
                 eprintln!("backend: {peer}: handshake failed: {e:#}");
             }
-            return;
+            None
         }
         Err(_) => {
-            if server.verbose {
+            if verbose {
                 eprintln!("backend: {peer}: no handshake within 10 s");
             }
-            return;
+            None
         }
+    }
+}
+
+/// One device connection, handshake to close.
+async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Server>, stop: watch::Receiver<bool>) {
+    let Some((mut ws, path, headers)) = accept(stream, peer, server.verbose).await else {
+        return;
     };
-    let clock = server.clock;
-    let opened = clock.now();
+    let opened = server.clock.now();
     let mut session = Session::accept(server.spec.clone(), opened, &headers, n);
     if let Some(pool) = &server.codecs {
         session.share_codecs(pool.clone());
     }
-    let mut reply_frames = 0u32;
-    let mut muted = false;
-    let device_connection = {
-        let mut m = server.per_device.lock().unwrap_or_else(|e| e.into_inner());
-        let c = m.entry(session.device_id().to_string()).or_insert(0);
-        *c += 1;
-        *c
-    };
+    let device_connection = server.device_connection(session.device_id());
     if server.verbose {
         eprintln!("backend: connection {n} from {peer} ({}), {path}", session.device_id());
     }
-    let mut commands = server.commands.subscribe();
-    let steps: Vec<Step> = server
-        .script
-        .steps_for(device_connection)
-        .map(|l| l.step.clone())
-        .collect();
-    let mut next_step = 0usize;
-    let mut resume_at: Option<Instant> = None;
-    let mut waiting_reply = false;
-    let mut waiting_utterance: Option<usize> = None;
-    let mut script_done = false;
-    let timer = tokio::time::sleep_until(Instant::now());
-    tokio::pin!(timer);
-    let ending = 'conn: loop {
-        // Send what the session decided.
-        while let Some(action) = session.poll_action() {
-            match action {
-                Action::Send(text) => {
-                    // Only a fault run looks into what it sends.
-                    let tts_state = if server.fault == BackendFault::None {
-                        None
-                    } else {
-                        serde_json::from_str::<serde_json::Value>(&text)
-                            .ok()
-                            .filter(|v| v["type"] == "tts")
-                            .and_then(|v| v["state"].as_str().map(str::to_string))
-                    };
-                    let tts = |state: &str| tts_state.as_deref() == Some(state);
-                    let starts = tts("start");
-                    if starts {
-                        reply_frames = 0;
-                        muted = false;
-                    }
-                    let skip = match server.fault {
-                        BackendFault::NeverTtsStart => starts,
-                        BackendFault::StopMidReply => muted && tts("stop"),
-                        _ => false,
-                    };
-                    if skip {
-                        continue;
-                    }
-                    if server.verbose {
-                        eprintln!("backend[{n}] → {text}");
-                    }
-                    if ws.send(Message::text(text)).await.is_err() {
-                        break 'conn Ending::TcpClosedWithoutCloseFrame;
-                    }
-                    if starts && matches!(server.fault, BackendFault::CloseEvery(k) if n.is_multiple_of(k)) {
-                        let _ = ws.close(None).await;
-                        break 'conn Ending::BackendClosed;
-                    }
-                }
-                Action::Binary(frame) => {
-                    reply_frames += 1;
-                    if server.fault == BackendFault::StopMidReply && reply_frames > 10 {
-                        muted = true;
-                        continue;
-                    }
-                    let copies = if server.fault == BackendFault::Flood { 10 } else { 1 };
-                    let frame = tokio_tungstenite::tungstenite::Bytes::from(frame);
-                    for _ in 0..copies {
-                        if ws.send(Message::Binary(frame.clone())).await.is_err() {
-                            break 'conn Ending::TcpClosedWithoutCloseFrame;
-                        }
-                    }
-                }
-                Action::Close => {
-                    let _ = ws.close(None).await;
-                    break 'conn Ending::BackendClosed;
-                }
-            }
-        }
-        // Run the script as far as it goes.
-        if session.is_ready() {
-            if waiting_reply && session.pending_len() == 0 {
-                waiting_reply = false;
-            }
-            if waiting_utterance.is_some_and(|n| session.utterances() > n) {
-                waiting_utterance = None;
-            }
-            while !waiting_reply
-                && waiting_utterance.is_none()
-                && resume_at.is_none_or(|t| Instant::now() >= t)
-                && next_step < steps.len()
-            {
-                resume_at = None;
-                let step = steps[next_step].clone();
-                next_step += 1;
-                if !step.continues_turn() {
-                    session.end_turn(clock.now());
-                }
-                match run_step(&mut session, &mut ws, clock.now(), step).await {
-                    StepResult::Continue => {}
-                    StepResult::WaitReply => waiting_reply = true,
-                    StepResult::WaitUtterance(n) => waiting_utterance = Some(n),
-                    StepResult::Sleep(d) => resume_at = Some(Instant::now() + d),
-                    StepResult::End(e) => break 'conn e,
-                }
-                if session.has_actions() {
-                    continue 'conn;
-                }
-            }
-            if !waiting_reply && next_step == steps.len() {
-                session.end_turn(clock.now());
-                if session.has_actions() {
-                    continue 'conn;
-                }
-            }
-            if !script_done && !waiting_reply && next_step == steps.len() {
-                script_done = true;
-                server.scripts_done.fetch_add(1, Ordering::Relaxed);
-                server
-                    .last_script_done
-                    .send_modify(|k| *k = (*k).max(device_connection));
-            }
-        }
-        let mut until = session.poll_timeout().map(|t| clock.instant(t));
-        if let Some(r) = resume_at {
-            until = Some(until.map_or(r, |u| u.min(r)));
-        }
-        let sleep = until.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-        if timer.deadline() != sleep {
-            timer.as_mut().reset(sleep);
-        }
-        tokio::select! {
-            msg = ws.next() => {
-                let now = clock.now();
-                match msg {
-                    Some(Ok(Message::Text(t))) => {
-                        if server.verbose {
-                            eprintln!("backend[{n}] ← {}", t.as_str());
-                        }
-                        session.handle_text(now, t.as_str());
-                    }
-                    Some(Ok(Message::Binary(b))) => session.handle_binary(now, &b),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                    Some(Ok(Message::Close(_))) => break 'conn Ending::DeviceCloseFrame,
-                    Some(Err(_)) | None => break 'conn Ending::TcpClosedWithoutCloseFrame,
-                }
-            }
-            _ = &mut timer => {
-                session.handle_timeout(clock.now());
-            }
-            cmd = commands.recv() => {
-                if let Ok(step) = cmd
-                    && session.is_ready() {
-                        match run_step(&mut session, &mut ws, clock.now(), step).await {
-                            StepResult::End(e) => break 'conn e,
-                            StepResult::Continue
-                            | StepResult::WaitReply
-                            | StepResult::WaitUtterance(_)
-                            | StepResult::Sleep(_) => {}
-                        }
-                    }
-            }
-            _ = stop.changed() => {
-                let _ = ws.close(None).await;
-                break 'conn Ending::Shutdown;
-            }
-        }
+    let commands = server.commands.subscribe();
+    let mut backend = ScriptedBackend::new(
+        session,
+        &server.script,
+        device_connection,
+        n,
+        server.fault,
+        server.wavs.clone(),
+    );
+    let link = Link {
+        server: &server,
+        n,
+        device_connection,
     };
-    let closed = clock.now();
-    session.handle_closed(closed);
-    let report = session.report();
+    let ending = link.drive(&mut backend, &mut ws, commands, stop).await;
+    let closed = server.clock.now();
+    backend.handle_closed(closed);
     server.finish(ConnReport {
         connection: n,
         peer: peer.to_string(),
@@ -507,99 +370,108 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
         opened_ms: opened.as_micros() as f64 / 1000.0,
         closed_ms: closed.as_micros() as f64 / 1000.0,
         ending,
-        unanswered: session.unanswered(),
-        session: report,
+        unanswered: backend.session().unanswered(),
+        session: backend.report(),
     });
-}
-
-enum StepResult {
-    Continue,
-    WaitReply,
-    /// Until the session has found more utterances than this.
-    WaitUtterance(usize),
-    Sleep(Duration),
-    End(Ending),
 }
 
 type ServerWs = tokio_tungstenite::WebSocketStream<TcpStream>;
 
-async fn run_step(session: &mut Session, ws: &mut ServerWs, now: SimTime, step: Step) -> StepResult {
-    match step {
-        Step::Call { tool, args, wait } => {
-            let before = session.pending_len();
-            session.call(now, &tool, args);
-            if wait && session.pending_len() > before {
-                StepResult::WaitReply
-            } else {
-                StepResult::Continue
+/// What the drive loop of one connection needs to know about it.
+struct Link<'a> {
+    server: &'a Server,
+    /// The server's connection number.
+    n: u64,
+    /// The device's connection number (1, 2 after a reboot, …).
+    device_connection: u32,
+}
+
+impl Link<'_> {
+    /// Runs `backend` on `ws` until the connection ends; how it ended.
+    async fn drive(
+        &self,
+        backend: &mut ScriptedBackend,
+        ws: &mut ServerWs,
+        mut commands: broadcast::Receiver<Step>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Ending {
+        let clock = self.server.clock;
+        let timer = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(timer);
+        loop {
+            if let Some(ending) = self.drive_transmit(backend, ws).await {
+                return ending;
             }
-        }
-        Step::Wait(d) => StepResult::Sleep(Duration::from_micros(d.as_micros())),
-        Step::Raw(text) => {
-            session.raw(&text);
-            StepResult::Continue
-        }
-        Step::Frame(text) => {
-            session.frame(text);
-            StepResult::Continue
-        }
-        Step::Garbage => {
-            // A reserved opcode (0x3) with the RSV bits set: no WebSocket peer can parse it.
-            let _ = ws.flush().await;
-            let _ = ws
-                .get_mut()
-                .write_all(&[0xF3, 0x05, b'h', b'e', b'l', b'l', b'o'])
-                .await;
-            let _ = ws.get_mut().flush().await;
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            StepResult::End(Ending::BackendVanished)
-        }
-        Step::Vanish => StepResult::End(Ending::BackendVanished),
-        Step::Close => {
-            session.close();
-            StepResult::Continue
-        }
-        Step::AwaitUtterance => StepResult::WaitUtterance(session.utterances()),
-        Step::Speak { text, duration, voice } => {
-            let (timbre, d) = sound_of(&text, duration, &voice);
-            session.speak(now, &text, &timbre, d);
-            StepResult::Continue
+            let sleep = backend
+                .poll_timeout()
+                .map_or_else(|| Instant::now() + Duration::from_secs(3600), |t| clock.instant(t));
+            if timer.deadline() != sleep {
+                timer.as_mut().reset(sleep);
+            }
+            // After `garbage` the backend reads nothing until it vanishes.
+            let open = backend.takes_input();
+            tokio::select! {
+                msg = ws.next(), if open => {
+                    let now = clock.now();
+                    match msg {
+                        Some(Ok(Message::Text(t))) => {
+                            if self.server.verbose {
+                                eprintln!("backend[{}] ← {}", self.n, t.as_str());
+                            }
+                            backend.handle_text(now, t.as_str());
+                        }
+                        Some(Ok(Message::Binary(b))) => backend.handle_binary(now, &b),
+                        Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+                        Some(Ok(Message::Close(_))) => return Ending::DeviceCloseFrame,
+                        Some(Err(_)) | None => return Ending::TcpClosedWithoutCloseFrame,
+                    }
+                }
+                _ = &mut timer => backend.handle_timeout(clock.now()),
+                cmd = commands.recv(), if open => {
+                    if let Ok(step) = cmd {
+                        backend.handle_command(clock.now(), step);
+                    }
+                }
+                _ = stop.changed(), if open => {
+                    let _ = ws.close(None).await;
+                    return Ending::Shutdown;
+                }
+            }
         }
     }
-}
 
-/// What a `speak` line sounds like, and for how long.
-fn sound_of(text: &str, duration: Option<SimDuration>, voice: &SpeakVoice) -> (Timbre, SimDuration) {
-    let timbre = match voice {
-        SpeakVoice::Default => Timbre::default(),
-        SpeakVoice::Tone(freq_hz, dbfs) => Timbre::Tone {
-            freq_hz: *freq_hz,
-            dbfs: *dbfs,
-        },
-        SpeakVoice::Wav(path) => match crate::wav::read_pcm(std::path::Path::new(path)) {
-            Ok((rate, samples)) => Timbre::Pcm {
-                rate,
-                samples: samples.into(),
-            },
-            Err(e) => {
-                eprintln!("backend: speak: {e:#}; speaking with the built-in voice");
-                Timbre::default()
+    /// Carries out every action the backend has decided, in order; how the connection ended,
+    /// if one of them ended it.
+    async fn drive_transmit(&self, backend: &mut ScriptedBackend, ws: &mut ServerWs) -> Option<Ending> {
+        while let Some(action) = backend.poll_action() {
+            let sent = match action {
+                ScriptedAction::Text(text) => {
+                    if self.server.verbose {
+                        eprintln!("backend[{}] → {text}", self.n);
+                    }
+                    ws.send(Message::text(text)).await
+                }
+                ScriptedAction::Binary(frame) => ws.send(Message::Binary(frame.into())).await,
+                ScriptedAction::Raw(bytes) => {
+                    let _ = ws.flush().await;
+                    let _ = ws.get_mut().write_all(&bytes).await;
+                    let _ = ws.get_mut().flush().await;
+                    Ok(())
+                }
+                ScriptedAction::Close => {
+                    let _ = ws.close(None).await;
+                    return Some(Ending::BackendClosed);
+                }
+                ScriptedAction::Vanish => return Some(Ending::BackendVanished),
+                ScriptedAction::ScriptDone => {
+                    self.server.script_done(self.device_connection);
+                    Ok(())
+                }
+            };
+            if sent.is_err() {
+                return Some(Ending::TcpClosedWithoutCloseFrame);
             }
-        },
-    };
-    (timbre, duration.unwrap_or_else(|| natural_duration(text)))
-}
-
-/// Encodes every sentence of `script` into `pool` before the first device connects, so no
-/// connection waits (and no runtime worker blocks) while a reply is encoded.
-fn prepare_speech(spec: &BackendSpec, script: &Script, pool: &Arc<dyn CodecPool>) {
-    let Some(rate) = spec.voice.as_ref().map(|v| v.tts_rate) else {
-        return;
-    };
-    for line in (1..=3).flat_map(|n| script.steps_for(n)) {
-        if let Step::Speak { text, duration, voice } = &line.step {
-            let (timbre, d) = sound_of(text, *duration, voice);
-            let _ = pool.speech(&timbre, d, rate);
         }
+        None
     }
 }

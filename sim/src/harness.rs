@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::backend::is_abort;
 use crate::board::BoardSpec;
 use crate::cjson::Terminator;
 use crate::device::{Device, Output, Receipt};
@@ -49,10 +50,9 @@ impl Harness {
     /// Takes the device's outputs into the harness, answering an `abort` as the backend does.
     fn pump(&mut self) {
         while let Some(o) = self.device.poll_output() {
-            const ABORT: &[u8] = b"\"type\":\"abort\"";
             if let Output::Control { text, at } = &o
-                && text.windows(ABORT.len()).any(|w| w == ABORT)
                 && (!self.agenda.is_empty() || self.agenda.in_turn())
+                && is_abort(&String::from_utf8_lossy(text))
             {
                 self.agenda.abort(*at);
             }

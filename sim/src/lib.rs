@@ -25,8 +25,9 @@
 //!   WebSocket channel, reboot, power.
 //! * **Drivers** — [`harness`] (offline runs and replay), [`loopback`] (device and backend in one
 //!   clock), [`scenario`] (scenario files, runner, acceptance records, runs over the wire),
-//!   [`backend`] (a backend as MCP client, driven by a personality), and `bounds` (the bound
-//!   properties of every integer parameter, behind the cargo feature `bounds`).
+//!   [`backend`] (a backend as MCP client, driven by a personality; [`backend::scripted`] runs
+//!   its script and faults, sans-IO), and `bounds` (the bound properties of every integer
+//!   parameter, behind the cargo feature `bounds`).
 
 #![warn(missing_docs, unreachable_pub)]
 

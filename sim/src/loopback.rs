@@ -1,11 +1,20 @@
-//! A device and a backend session joined by an in-memory "socket" in virtual time: the whole
-//! WebSocket exchange (handshake, hellos, MCP both ways, closes) without the network, so
-//! personalities can be tested deterministically. The live version of the same pairing runs over
-//! real sockets in the binary.
+//! A device and a backend connection joined by an in-memory "socket" in virtual time: the whole
+//! WebSocket exchange (handshake, hellos, MCP both ways, speech, closes) without the network, so
+//! personalities, backend scripts and backend faults can be tested deterministically. The live
+//! version of the same pairing runs over real sockets in the binary (`server.rs`).
+//!
+//! Each connection is a [`ScriptedBackend`]: with no script and no fault
+//! ([`Loopback::new`]) it is a bare personality driven by hand; with [`Loopback::scripted`] it
+//! runs a script (its waits in virtual time) and commits a [`BackendFault`]. What the device
+//! sees of the backend's `garbage` and `vanish` is what a TCP close without a close frame is to
+//! it: the connection breaking (at the garbage, which its WebSocket client cannot parse).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::backend::{Action, BackendSpec, Session, SessionReport};
+use crate::backend::script::Script;
+use crate::backend::scripted::{BackendFault, ScriptedAction, ScriptedBackend};
+use crate::backend::{BackendSpec, Session, SessionReport};
 use crate::device::{Device, Output};
 use crate::time::SimTime;
 
@@ -26,7 +35,12 @@ pub struct Loopback {
     /// The device side of the pairing.
     pub device: Device,
     spec: Arc<BackendSpec>,
-    session: Option<Session>,
+    /// The script and fault of every connection (`None`: sessions driven by hand).
+    script: Option<(Script, BackendFault)>,
+    backend: Option<ScriptedBackend>,
+    /// The device has been told the live connection broke (a `garbage` step), though the backend
+    /// still lingers.
+    device_told: bool,
     finished: Vec<SessionReport>,
     connections: u64,
 }
@@ -46,9 +60,21 @@ impl Loopback {
         Loopback {
             device,
             spec,
-            session: None,
+            script: None,
+            backend: None,
+            device_told: false,
             finished: Vec::new(),
             connections: 0,
+        }
+    }
+
+    /// Pairs `device` with a backend of `spec` that runs `script` on every connection and
+    /// commits `fault`, as `xiaozhi-twin backend` does (a `speak … wav FILE` line speaks with the
+    /// built-in voice: the sim reads no files).
+    pub fn scripted(device: Device, spec: Arc<BackendSpec>, script: Script, fault: BackendFault) -> Self {
+        Loopback {
+            script: Some((script, fault)),
+            ..Loopback::new(device, spec)
         }
     }
 
@@ -59,20 +85,47 @@ impl Loopback {
 
     /// The backend session of the live connection, if any.
     pub fn session(&mut self) -> Option<&mut Session> {
-        self.session.as_mut()
+        self.backend.as_mut().map(ScriptedBackend::session_mut)
     }
 
     /// Reports of every connection so far (closed ones first, then the live one).
     pub fn reports(&self) -> Vec<SessionReport> {
         let mut all = self.finished.clone();
-        all.extend(self.session.as_ref().map(Session::report));
+        all.extend(self.backend.as_ref().map(ScriptedBackend::report));
         all
     }
 
     fn next_deadline(&self) -> Option<SimTime> {
         let d = self.device.poll_timeout();
-        let b = self.session.as_ref().and_then(Session::poll_timeout);
+        let b = self.backend.as_ref().and_then(ScriptedBackend::poll_timeout);
         d.into_iter().chain(b).min()
+    }
+
+    /// A backend for the connection the device just opened.
+    fn accept(&mut self, now: SimTime, request: &[u8]) -> ScriptedBackend {
+        self.connections += 1;
+        let session = Session::accept(self.spec.clone(), now, &request_headers(request), self.connections);
+        match &self.script {
+            // One device: its connection count is the pairing's.
+            Some((script, fault)) => ScriptedBackend::new(
+                session,
+                script,
+                u32::try_from(self.connections).unwrap_or(u32::MAX),
+                self.connections,
+                *fault,
+                Arc::new(BTreeMap::new()),
+            ),
+            None => ScriptedBackend::unscripted(session),
+        }
+    }
+
+    /// The live connection is over: its report joins the closed ones.
+    fn finish(&mut self, now: SimTime) {
+        if let Some(mut b) = self.backend.take() {
+            b.handle_closed(now);
+            self.finished.push(b.report());
+        }
+        self.device_told = false;
     }
 
     /// Runs both sides until `t`.
@@ -90,8 +143,8 @@ impl Loopback {
                 break;
             }
             self.device.run_until(d);
-            if let Some(s) = self.session.as_mut() {
-                s.handle_timeout(d);
+            if let Some(b) = self.backend.as_mut() {
+                b.handle_timeout(d);
             }
             self.apply();
         }
@@ -111,31 +164,23 @@ impl Loopback {
             let now = self.now();
             match out {
                 Output::WsOpen { request, .. } => {
-                    if let Some(mut old) = self.session.take() {
-                        old.handle_closed(now);
-                        self.finished.push(old.report());
-                    }
-                    self.connections += 1;
-                    let headers = request_headers(&request);
-                    self.session = Some(Session::accept(self.spec.clone(), now, &headers, self.connections));
+                    self.finish(now);
+                    self.backend = Some(self.accept(now, &request));
                     self.device.handle_ws_open_result(now, true);
                     self.apply();
                 }
                 Output::WsText { text, .. } => {
-                    if let Some(s) = self.session.as_mut() {
-                        s.handle_text(now, &String::from_utf8_lossy(&text));
+                    if let Some(b) = self.backend.as_mut() {
+                        b.handle_text(now, &String::from_utf8_lossy(&text));
                     }
                     self.apply();
                 }
-                Output::WsClose { .. } => {
-                    if let Some(mut s) = self.session.take() {
-                        s.handle_closed(now);
-                        self.finished.push(s.report());
-                    }
-                }
+                // A lingering backend reads nothing: it ends at its own time.
+                Output::WsClose { .. } if self.backend.as_ref().is_some_and(|b| !b.takes_input()) => {}
+                Output::WsClose { .. } => self.finish(now),
                 Output::WsBinary { frame, .. } => {
-                    if let Some(s) = self.session.as_mut() {
-                        s.handle_binary(now, &frame);
+                    if let Some(b) = self.backend.as_mut() {
+                        b.handle_binary(now, &frame);
                     }
                     self.apply();
                 }
@@ -145,22 +190,27 @@ impl Loopback {
         Err(NeverRests("the device kept producing output"))
     }
 
-    /// Takes every action the session has decided, in order.
+    /// Takes every action the backend has decided, in order.
     fn apply(&mut self) {
         let now = self.now();
-        while let Some(a) = self.session.as_mut().and_then(Session::poll_action) {
+        while let Some(a) = self.backend.as_mut().and_then(ScriptedBackend::poll_action) {
             match a {
-                Action::Send(text) => {
+                ScriptedAction::Text(text) => {
                     self.device.handle_ws_text(now, text.as_bytes());
                 }
-                Action::Binary(frame) => self.device.handle_ws_binary(now, &frame),
-                Action::Close => {
+                ScriptedAction::Binary(frame) => self.device.handle_ws_binary(now, &frame),
+                ScriptedAction::Raw(_) => {
+                    // Not a frame: the device's WebSocket client gives up on the connection.
                     self.device.handle_ws_closed(now);
-                    if let Some(mut s) = self.session.take() {
-                        s.handle_closed(now);
-                        self.finished.push(s.report());
-                    }
+                    self.device_told = true;
                 }
+                ScriptedAction::Close | ScriptedAction::Vanish => {
+                    if !self.device_told {
+                        self.device.handle_ws_closed(now);
+                    }
+                    self.finish(now);
+                }
+                ScriptedAction::ScriptDone => {}
             }
         }
     }
@@ -168,7 +218,7 @@ impl Loopback {
     /// The backend calls a tool (as its LLM decided).
     pub fn call(&mut self, tool: &str, args: serde_json::Value) {
         let now = self.now();
-        if let Some(s) = self.session.as_mut() {
+        if let Some(s) = self.session() {
             s.call(now, tool, args);
         }
         self.apply();

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use xiaozhi_sim::backend::{BackendSpec, Delivery, Outcome, Phase};
+use xiaozhi_sim::backend::script::Script;
+use xiaozhi_sim::backend::{BackendSpec, Delivery, Outcome, Phase, SessionReport};
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::Device;
+use xiaozhi_sim::device::{Device, DeviceState};
 use xiaozhi_sim::loopback::Loopback;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::world::WorldSpec;
@@ -16,8 +17,8 @@ fn pair(board_yaml: &str, personality: &str) -> Loopback {
     pair_with(board_yaml, BackendSpec::shipped(personality).unwrap())
 }
 
-/// Boots the board, lets the user open the channel, and runs 5 s against `backend`.
-fn pair_with(board_yaml: &str, backend: BackendSpec) -> Loopback {
+/// The board, powered on at 0 in a world with a WebSocket server configured.
+fn powered(board_yaml: &str) -> Device {
     let spec = BoardSpec::from_yaml("b.yaml", board_yaml).unwrap();
     let mut world = WorldSpec::conformance();
     world.websocket = Some(WsConfig {
@@ -28,6 +29,12 @@ fn pair_with(board_yaml: &str, backend: BackendSpec) -> Loopback {
     world.board_tasks_run = true;
     let mut d = Device::new(Arc::new(spec), world, 9);
     d.power_on(SimTime::ZERO);
+    d
+}
+
+/// Boots the board, lets the user open the channel, and runs 5 s against `backend`.
+fn pair_with(board_yaml: &str, backend: BackendSpec) -> Loopback {
+    let d = powered(board_yaml);
     let mut lb = Loopback::new(d, Arc::new(backend));
     lb.run_until(SimTime::from_millis(1000)).expect("comes to rest");
     let now = lb.now();
@@ -229,4 +236,164 @@ fn on_1_9_4_the_backends_see_the_1_x_catalogue() {
     let call = r.exchanges.iter().find(|e| e.method == "tools/call").unwrap();
     assert_eq!(call.outcome, Outcome::Error);
     assert_eq!(lb.device.boots(), 1, "nothing reboots");
+}
+
+/// `script` run by xinnan-py with `fault` against the bread board, in virtual time: boot, the
+/// user opens the channel, and 10 s pass (discovery takes a second, then the script runs).
+fn scripted(script: &str, fault: &str) -> Loopback {
+    let d = powered(BREAD);
+    let script = Script::parse("test.script", script).unwrap();
+    let backend = Arc::new(BackendSpec::shipped("xinnan-py").unwrap());
+    let mut lb = Loopback::scripted(d, backend, script, fault.parse().unwrap());
+    lb.run_until(SimTime::from_millis(1000)).expect("comes to rest");
+    let now = lb.now();
+    lb.device.toggle_chat(now);
+    lb.run_until(now + SimDuration::from_secs(10)).expect("comes to rest");
+    lb
+}
+
+const REPLY: &str = "speak \"好的\" for 2s\n";
+
+/// The note a session writes when its connection ends.
+fn closed_at(r: &SessionReport) -> Option<&str> {
+    r.notes.iter().find_map(|n| n.strip_prefix("connection closed at "))
+}
+
+#[test]
+fn a_scripted_reply_without_a_fault_is_heard_whole() {
+    let lb = scripted(REPLY, "none");
+    let r = lb.reports().pop().unwrap();
+    assert_eq!(r.phase, Phase::Ready);
+    assert_eq!(r.voice.spoken.len(), 1);
+    let log = lb.device.speech_log();
+    assert_eq!(log.sessions.len(), 1);
+    let s = &log.sessions[0];
+    assert!(s.stopped.is_some(), "the end of the script sent tts stop");
+    assert_eq!(s.counts.received, r.voice.frames_out);
+    assert!(s.counts.decoded > 0);
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
+}
+
+#[test]
+fn a_backend_that_never_sends_tts_start_has_its_whole_reply_dropped_by_the_device() {
+    let lb = scripted(REPLY, "never-tts-start");
+    let r = lb.reports().pop().unwrap();
+    assert!(r.voice.frames_out > 0, "the audio still came");
+    let log = lb.device.speech_log();
+    assert!(log.sessions.is_empty(), "no tts start, no speech session");
+    assert_eq!(log.outside.received, r.voice.frames_out);
+    assert_eq!(
+        log.outside.dropped_wrong_state, r.voice.frames_out,
+        "not speaking: dropped"
+    );
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
+}
+
+#[test]
+fn a_backend_that_stops_mid_reply_leaves_the_device_speaking_after_ten_frames() {
+    let lb = scripted(REPLY, "stop-mid-reply");
+    let r = lb.reports().pop().unwrap();
+    assert!(r.voice.frames_out > 10, "{}", r.voice.frames_out);
+    let s = &lb.device.speech_log().sessions[0];
+    assert_eq!(s.counts.received, 10);
+    assert_eq!(s.stopped, None, "the tts stop is not sent either");
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Speaking));
+}
+
+#[test]
+fn a_flooding_backend_sends_every_frame_ten_times_and_the_device_drops_the_excess() {
+    let lb = scripted(REPLY, "flood");
+    let r = lb.reports().pop().unwrap();
+    let s = &lb.device.speech_log().sessions[0];
+    assert_eq!(s.counts.received, 10 * r.voice.frames_out);
+    assert!(s.counts.dropped_queue_full > 0, "{:?}", s.counts);
+}
+
+#[test]
+fn close_every_1_closes_the_connection_as_the_reply_starts() {
+    let lb = scripted(REPLY, "close-every:1");
+    let reports = lb.reports();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].phase, Phase::Closed);
+    let log = lb.device.speech_log();
+    assert_eq!(log.sessions.len(), 1, "the tts start went out, then the close");
+    let s = &log.sessions[0];
+    assert_eq!(s.counts.received, 0, "no audio after the close");
+    assert_eq!(
+        closed_at(&reports[0]),
+        Some(format!("{} ms", s.started.as_micros() / 1000).as_str())
+    );
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Idle));
+    // close-every:2 spares the first connection.
+    let lb = scripted(REPLY, "close-every:2");
+    assert_eq!(lb.reports()[0].phase, Phase::Ready);
+}
+
+#[test]
+fn garbage_breaks_the_devices_connection_at_once_and_the_backend_vanishes_100_ms_later() {
+    let mut lb = scripted("garbage\n", "none");
+    let disconnected = lb
+        .device
+        .drain_events()
+        .into_iter()
+        .find(|e| e.to_string().contains("Websocket disconnected"))
+        .expect("the device saw the connection break")
+        .at;
+    let r = lb.reports().pop().unwrap();
+    assert_eq!(r.phase, Phase::Closed);
+    let at = disconnected + SimDuration::from_millis(100);
+    assert_eq!(closed_at(&r), Some(format!("{} ms", at.as_micros() / 1000).as_str()));
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Idle));
+}
+
+#[test]
+fn a_script_wait_passes_in_virtual_time() {
+    let plain = scripted(REPLY, "none").reports().pop().unwrap();
+    let waited = scripted(&format!("wait 3s\n{REPLY}"), "none").reports().pop().unwrap();
+    let at = |r: &SessionReport| r.voice.spoken[0].at_ms;
+    assert_eq!(at(&waited) - at(&plain), 3000.0);
+    let vanished = scripted("wait 2s\nvanish\n", "none").reports().pop().unwrap();
+    let ready = plain.exchanges.last().unwrap().reply_ms.unwrap();
+    assert_eq!(closed_at(&vanished), Some(format!("{:.0} ms", ready + 2000.0).as_str()));
+}
+
+/// What a run leaves behind, as bytes: the backend's reports as JSON, the device's trace and
+/// speech log.
+fn evidence(mut lb: Loopback) -> (String, Vec<String>, String) {
+    let reports = serde_json::to_string(&lb.reports()).unwrap();
+    let trace = lb.device.drain_events().iter().map(|e| e.to_string()).collect();
+    (reports, trace, format!("{:?}", lb.device.speech_log()))
+}
+
+#[test]
+fn a_scripted_backend_with_a_fault_replays_byte_for_byte() {
+    let script =
+        "speak \"音量已调小\" for 1s tone 440 -12\ncall self.get_device_status\nspeak \"好\"\nwait 1s\nclose\n";
+    for fault in ["stop-mid-reply", "flood", "close-every:1", "never-tts-start"] {
+        let run = || {
+            let mut lb = scripted(&format!("{REPLY}{script}"), fault);
+            let now = lb.now();
+            lb.device.toggle_chat(now);
+            lb.run_until(now + SimDuration::from_secs(5)).expect("comes to rest");
+            evidence(lb)
+        };
+        let (a, b) = (run(), run());
+        assert!(a.1.len() > 10, "{fault}: a trace to compare");
+        assert_eq!(a, b, "{fault}");
+    }
+}
+
+/// The harness answers an abort by the backend's own rule: a frame whose parsed `type` is
+/// `abort`, not any text that contains the words.
+#[test]
+fn an_abort_is_told_by_its_parsed_type() {
+    use xiaozhi_sim::backend::is_abort;
+    assert!(is_abort(
+        r#"{"session_id":"s","type":"abort","reason":"wake_word_detected"}"#
+    ));
+    assert!(is_abort(r#"{"type": "abort"}"#));
+    assert!(!is_abort(
+        r#"{"type":"listen","state":"detect","text":"\"type\":\"abort\""}"#
+    ));
+    assert!(!is_abort(r#""type":"abort""#));
 }

@@ -5,8 +5,11 @@
 //!
 //! The socket layer lives in the binary; this module is handed `now`, the handshake headers
 //! and text frames, and hands back frames to send and a report. Knows nothing about sockets.
+//! [`scripted::ScriptedBackend`] wraps a session with the script it runs and the fault it
+//! commits, for the server and for [`crate::loopback::Loopback`].
 
 pub mod script;
+pub mod scripted;
 pub mod spec;
 pub mod voice;
 
@@ -210,6 +213,18 @@ pub struct Session {
 
 fn ms(t: SimTime) -> f64 {
     t.as_micros() as f64 / 1000.0
+}
+
+/// The `type` of a device text frame parsed as JSON (`hello`, `listen`, `abort`, `mcp`, …): the
+/// rule a session tells the device's messages apart by.
+pub fn frame_type(frame: &Value) -> Option<&str> {
+    frame.get("type").and_then(Value::as_str)
+}
+
+/// Whether a device text frame is an `abort`, by the session's rule: it parses as JSON and its
+/// [`frame_type`] is `abort` (what a backend answers by dropping its queued speech).
+pub fn is_abort(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok_and(|v| frame_type(&v) == Some("abort"))
 }
 
 /// Python `json.dumps` style: `", "` and `": "` separators, non-ASCII as `\uXXXX`.
@@ -431,7 +446,7 @@ impl Session {
             }
             return out;
         };
-        match v.get("type").and_then(Value::as_str) {
+        match frame_type(&v) {
             Some("hello") => self.on_device_hello(now, &v, &mut out),
             Some("listen" | "abort") => {
                 out.extend(self.outbox.drain(..));

@@ -214,7 +214,7 @@ impl Session {
 
     /// A `listen` or `abort` message from the device.
     pub(crate) fn on_voice_text(&mut self, now: SimTime, v: &serde_json::Value) {
-        match v.get("type").and_then(serde_json::Value::as_str) {
+        match crate::backend::frame_type(v) {
             Some("listen") => {
                 let state = v["state"].as_str().unwrap_or("");
                 let shown = match state {
