@@ -38,9 +38,13 @@ impl Hist {
         self.0.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The value at percentile `p`, ms (`None` when empty).
     pub fn ms_at(&self, p: f64) -> Option<f64> {
-        (!self.0.is_empty()).then(|| self.0.value_at_quantile(p / 100.0) as f64 / 1000.0)
+        (!self.is_empty()).then(|| self.0.value_at_quantile(p / 100.0) as f64 / 1000.0)
     }
 
     pub fn add(&mut self, other: &Hist) -> Result<()> {
@@ -93,7 +97,7 @@ impl Latency {
             p50_ms: h.ms_at(50.0),
             p90_ms: h.ms_at(90.0),
             p99_ms: h.ms_at(99.0),
-            max_ms: (!h.0.is_empty()).then(|| h.0.max() as f64 / 1000.0),
+            max_ms: (!h.is_empty()).then(|| h.0.max() as f64 / 1000.0),
             hdr: h.encode(),
         }
     }
