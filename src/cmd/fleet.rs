@@ -31,8 +31,7 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
 use xiaozhi_sim::world::WsConfig;
 
-use crate::args::parse_std_duration;
-use crate::boards;
+use crate::args::{BoardArgs, parse_std_duration};
 use crate::fleet::summary::{Shard, Summary as VoiceSummary};
 use crate::fleet::{VOICE_SCRIPT, VoiceRun, raise_open_files_limit, rss_kib};
 use crate::live::{Counters, LiveOptions, Wake, run_device};
@@ -72,6 +71,7 @@ call self.audio_speaker.set_volume {\"volume\": 45}
 /// summaries of --shard runs.
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
+#[command(mut_arg("board", |a| a.required(false).default_value("bread-compact-wifi")))]
 pub struct Args {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -81,13 +81,8 @@ pub struct Args {
     /// Backend URL (default: a built-in backend on a loopback port).
     #[arg(long)]
     pub url: Option<String>,
-    /// Board id or path to a board YAML file.
-    #[arg(long, default_value = "bread-compact-wifi")]
-    pub board: String,
-    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
-    /// the board file's `firmware.version`).
-    #[arg(long, value_name = "VERSION")]
-    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// Stop after this long at most (with --voice: at least as long as the ramp and the turns
     /// need).
     #[arg(long, default_value = "60s", value_parser = parse_std_duration)]
@@ -263,7 +258,7 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
     if opts.devices == 0 {
         bail!("--devices must be at least 1");
     }
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let spec = opts.board.load()?;
     let (utterance, name) = match &opts.utterance {
         Some(p) => {
             let (rate, pcm) = crate::wav::read_pcm(p)?;
@@ -351,7 +346,7 @@ fn run_mcp(opts: &Args) -> Result<bool> {
     if opts.devices == 0 {
         bail!("--devices must be at least 1");
     }
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let spec = opts.board.load()?;
     // One memo of the tool catalogue for every device of the fleet (they share the registry).
     let board = xiaozhi_sim::device::Board::new(spec.clone());
     let limit = raise_open_files_limit();

@@ -15,7 +15,8 @@ use xiaozhi_sim::scenario::reply::call_request;
 use xiaozhi_sim::time::SimDuration;
 use xiaozhi_sim::world::WorldSpec;
 
-use crate::{boards, wav};
+use crate::args::BoardArgs;
+use crate::wav;
 
 /// Set the volume through the MCP path, play a probe, and measure what is heard.
 ///
@@ -25,13 +26,8 @@ use crate::{boards, wav};
 /// the I2S level, the sound pressure at the listener and the verdict.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Board id or path to a board YAML file.
-    #[arg(long)]
-    pub board: String,
-    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
-    /// the board file's `firmware.version`).
-    #[arg(long, value_name = "VERSION")]
-    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// Volume to set through `tools/call` first (0..100).
     #[arg(long)]
     pub volume: Option<i32>,
@@ -94,7 +90,7 @@ struct Report<'a> {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let spec = opts.board.load()?;
     if let Some(v) = opts.volume
         && !(0..=100).contains(&v)
     {
@@ -173,7 +169,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     if let Some(path) = &opts.html {
         let summary = format!(
             "board {} ({}), {}; call {}; reply {}; readback {}; levels I2S {}, amp input {}; listener {} at {:.2} m (ambient {:.1} dBA); verdict {}",
-            opts.board,
+            opts.board.board,
             spec.firmware.version,
             described,
             call.as_deref().unwrap_or("(none)"),
@@ -186,12 +182,12 @@ pub fn run(opts: &Args) -> Result<bool> {
             m.ambient_dba,
             m.verdict.name()
         );
-        let html = crate::html::sound_document(&format!("xiaozhi-twin render: {}", opts.board), m, &summary)?;
+        let html = crate::html::sound_document(&format!("xiaozhi-twin render: {}", opts.board.board), m, &summary)?;
         std::fs::write(path, html).map_err(|e| anyhow::anyhow!("{}: cannot write the HTML: {e}", path.display()))?;
     }
     if opts.json {
         let report = Report {
-            board: &opts.board,
+            board: &opts.board.board,
             call,
             reply,
             readback_volume: readback,
@@ -203,7 +199,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(
-            &opts.board,
+            &opts.board.board,
             &spec,
             call.as_deref(),
             reply.as_deref(),
