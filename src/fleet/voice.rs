@@ -525,6 +525,6 @@ mod tests {
     fn the_shipped_utterance_is_two_seconds_of_voice_to_its_last_frame() {
         let (rate, pcm) = crate::wav::parse_pcm(DEFAULT_UTTERANCE).unwrap();
         assert_eq!((rate, pcm.len()), (16_000, 32_000));
-        assert_eq!(super::super::turns::voiced_end(&pcm, -40.0), pcm.len());
+        assert_eq!(crate::fleet::turns::voiced_end(&pcm, -40.0), pcm.len());
     }
 }

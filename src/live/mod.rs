@@ -94,7 +94,8 @@ pub struct LiveOptions {
     pub script: Option<Vec<crate::user::Line>>,
     /// Keep state transitions, control messages and requests for a report.
     pub record: bool,
-    /// The talking user of a voice fleet's device (`fleet --voice`: `crate::fleet::turns`).
+    /// The talking user of a voice fleet's device (`fleet --voice`: `crate::fleet::turns`), or
+    /// any other companion of the device.
     pub turns: Option<Box<dyn Companion + Send>>,
 }
 
