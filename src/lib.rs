@@ -36,7 +36,8 @@
 //! * `live`: the real-time driver of one device on real sockets, in short drive functions:
 //!   * `live::companion`: the `Companion` trait, the simulated users and the observers;
 //!   * `live::frame`: a text frame parsed once (`type`, `state`, the MCP payload);
-//!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings.
+//!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
+//!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
 //! * `matrix`: the version matrix of `run --firmware A,B,…`.
 //! * `ota`: the firmware's OTA/activation request (`connect --ota`).
 //! * `scenarios`: scenario files found, loaded, run in virtual time, their WAV evidence.

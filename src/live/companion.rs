@@ -14,7 +14,9 @@ use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::trace::{Event, TraceEvent};
 use xiaozhi_sim::voice::codec::MIC_RATE;
 
-use super::{Clock, DeviceStats, Frame, Request};
+use super::frame::Frame;
+use super::net::Clock;
+use super::stats::{DeviceStats, Request};
 use crate::user::{Action, Line};
 
 /// A simulated user or an observer of one live device.

@@ -13,11 +13,12 @@
 //! into a [`Frame`] that every companion reads; frame types are told by their parsed `type`.
 //!
 //! Files: `net.rs` the clock and the sockets, `frame.rs` the parsed frame, `companion.rs` the
-//! trait, the users and the observers.
+//! trait, the users and the observers, `stats.rs` what a run leaves.
 
 mod companion;
 mod frame;
 mod net;
+mod stats;
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -36,47 +37,12 @@ use xiaozhi_sim::time::SimTime;
 pub use companion::{Companion, Counters, Recorder, Scripted, Seen, Turn, Wake, Waker};
 pub use frame::{Frame, Mcp};
 pub use net::{Clock, Ws, dial, raw_text, read_http_head, small_ws_config};
+pub use stats::{DeviceStats, Request};
 
 /// How long a dial may take before it counts as failed.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The users look at the device at least this often (a `--wake every:` idle check).
 const USER_CHECK: Duration = Duration::from_millis(200);
-
-/// What happened to a live device (for reports and the fleet summary).
-#[derive(Clone, Debug, Default)]
-pub struct DeviceStats {
-    pub connects: u64,
-    pub connect_failures: u64,
-    /// Server hellos received (frames whose `type` is `hello`).
-    pub hellos: u64,
-    pub frames_in: u64,
-    pub frames_out: u64,
-    pub binary_in: u64,
-    pub binary_out: u64,
-    pub boots: u32,
-    pub closes: u64,
-    /// With `record`: state transitions (ms, from, to).
-    pub transitions: Vec<(f64, String, String)>,
-    /// With `record`: `listen`/`abort` messages the device sent (ms, text).
-    pub control_out: Vec<(f64, String)>,
-    /// With `record`: MCP requests that arrived.
-    pub requests_in: Vec<Request>,
-    /// With `record`: MCP replies the device sent (ms, id, `content[0].text`).
-    pub replies_out: Vec<(f64, Option<i64>, Option<String>)>,
-    /// With a script: what the user did (ms, line, action).
-    pub user: Vec<(f64, usize, String)>,
-}
-
-/// An MCP request that arrived at a live device.
-#[derive(Clone, Debug)]
-pub struct Request {
-    pub at_ms: f64,
-    pub method: String,
-    /// `params.name` (`tools/call`).
-    pub tool: Option<String>,
-    pub arguments: Option<serde_json::Value>,
-    pub id: Option<i64>,
-}
 
 /// Options of one live device.
 pub struct LiveOptions {
