@@ -1,28 +1,12 @@
 //! `xiaozhi-twin`: the command line of the xiaozhi-esp32 digital twin.
 //!
-//! The binary only parses arguments and hands over to one module per subcommand (`cmd::*`);
-//! every behaviour of the device lives in the `xiaozhi-sim` crate.
-
-mod args;
-mod boards;
-mod cmd;
-mod fleet;
-mod html;
-mod junit;
-mod live;
-mod matrix;
-mod ota;
-mod scenarios;
-mod server;
-mod state;
-mod user;
-mod voice_report;
-mod wav;
-mod wire;
+//! The binary only parses arguments and hands over to one module per subcommand (`cmd::*` of
+//! the `xiaozhi_twin` library); every behaviour of the device lives in the `xiaozhi-sim` crate.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use xiaozhi_twin::cmd;
 
 /// A digital twin of the xiaozhi-esp32 voice assistant, seen from its MCP tool layer.
 ///

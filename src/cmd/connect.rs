@@ -11,8 +11,7 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
 use xiaozhi_sim::world::WsConfig;
 
-use crate::args::parse_std_duration;
-use crate::boards;
+use crate::args::{BoardArgs, parse_std_duration};
 use crate::live::{LiveOptions, Wake, run_device};
 use crate::state;
 
@@ -29,13 +28,8 @@ use crate::state;
 /// press <button> [long], abort.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Board id or path to a board YAML file.
-    #[arg(long)]
-    pub board: String,
-    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
-    /// the board file's `firmware.version`).
-    #[arg(long, value_name = "VERSION")]
-    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// Backend WebSocket URL, e.g. ws://127.0.0.1:8000/xiaozhi/v1/.
     #[arg(long, required_unless_present = "ota")]
     pub url: Option<String>,
@@ -131,7 +125,7 @@ pub fn build_device(opts: &Args) -> Result<Device> {
 
 /// A device with this run's identity (MAC, UUID, saved NVS).
 fn identity(opts: &Args, world: WorldSpec) -> Result<Device> {
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let spec = opts.board.load()?;
     let mut device = Device::new(spec, world, opts.seed);
     if let Some(mac) = &opts.device_id {
         device.set_mac(mac).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;

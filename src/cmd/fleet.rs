@@ -3,55 +3,32 @@
 //!
 //! With `--voice` the devices talk: each runs voice turns (wake, an utterance, the reply heard)
 //! and the summary gives turns, failures by reason, latencies per phase as mergeable
-//! histograms, TTS pacing and the twin's own costs (`crate::fleet`); `--find-capacity` ramps
-//! the count until an SLO breaks; `--shard i/N` runs one part of a run and `fleet merge` adds
-//! the parts up.
+//! histograms, TTS pacing and the twin's own costs (`crate::fleet::voice`); `--find-capacity`
+//! ramps the count until an SLO breaks (`crate::fleet::capacity`); `--shard i/N` runs one part of
+//! a run and `fleet merge` adds the parts up (`crate::fleet::summary`).
 //!
 //! Without `--url` the fleet brings its own backend server (`crate::server`, as `xiaozhi-twin
 //! backend` runs it) on a loopback port and runs a script on every device (default: 10 tool
 //! calls), so the round trips are measured where a backend sees them. With `--url` the backend
 //! is someone else's and latency is measured on the device side (request frame in → reply frame
-//! out).
+//! out); `crate::fleet::mcp` runs it.
+//!
+//! This file holds the arguments, their help and their checks; the fleets live in
+//! `crate::fleet`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tokio::time::Instant;
-use xiaozhi_sim::backend::Outcome;
 use xiaozhi_sim::backend::script::Script;
-use xiaozhi_sim::device::Device;
-use xiaozhi_sim::time::SimTime;
-use xiaozhi_sim::world::WorldSpec;
-use xiaozhi_sim::world::WsConfig;
 
-use crate::args::parse_std_duration;
-use crate::boards;
-use crate::fleet::summary::{Shard, Summary as VoiceSummary};
-use crate::fleet::{VOICE_SCRIPT, VoiceRun, raise_open_files_limit, rss_kib};
-use crate::live::{Counters, LiveOptions, Wake, run_device};
-use crate::server::BackendFault;
-use crate::server::{Ending, Server, load_personality, serve};
-
-/// The script every device runs against the built-in backend: 10 calls.
-pub const DEFAULT_SCRIPT: &str = "\
-call self.get_device_status
-call self.audio_speaker.set_volume {\"volume\": 30}
-call self.get_device_status
-call self.audio_speaker.set_volume {\"volume\": 55}
-call self.get_device_status
-call self.audio_speaker.set_volume {\"volume\": 80}
-call self.get_device_status
-call self.audio_speaker.set_volume {\"volume\": 0}
-call self.get_device_status
-call self.audio_speaker.set_volume {\"volume\": 45}
-";
+use crate::args::{BoardArgs, parse_std_duration};
+use crate::fleet::mcp::{self, McpRun};
+use crate::fleet::summary::{Shard, merge_files};
+use crate::fleet::turns::{Plan, voiced_end};
+use crate::fleet::voice::{self, VoiceRun, load_utterance, nominal_first_audio, turn_script};
+use crate::fleet::{capacity, open_files_for};
+use crate::server::{BackendFault, load_personality};
 
 /// Many simulated devices against one backend, with a progress bar and a summary.
 ///
@@ -72,6 +49,7 @@ call self.audio_speaker.set_volume {\"volume\": 45}
 /// summaries of --shard runs.
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
+#[command(mut_arg("board", |a| a.required(false).default_value("bread-compact-wifi")))]
 pub struct Args {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -81,13 +59,8 @@ pub struct Args {
     /// Backend URL (default: a built-in backend on a loopback port).
     #[arg(long)]
     pub url: Option<String>,
-    /// Board id or path to a board YAML file.
-    #[arg(long, default_value = "bread-compact-wifi")]
-    pub board: String,
-    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
-    /// the board file's `firmware.version`).
-    #[arg(long, value_name = "VERSION")]
-    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// Stop after this long at most (with --voice: at least as long as the ramp and the turns
     /// need).
     #[arg(long, default_value = "60s", value_parser = parse_std_duration)]
@@ -191,41 +164,17 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
     Ok(Shard { index, count })
 }
 
-/// The end-of-run summary.
-#[derive(Clone, Debug, Serialize)]
-pub struct Summary {
-    pub devices: u32,
-    pub board: String,
-    pub firmware: String,
-    pub backend: String,
-    pub connected_peak: u64,
-    pub hellos_completed: u64,
-    pub devices_done: u64,
-    pub mcp_round_trips: u64,
-    pub unanswered: u64,
-    pub latency_p50_ms: Option<f64>,
-    pub latency_p99_ms: Option<f64>,
-    pub latency_measured_at: &'static str,
-    pub drops: u64,
-    pub connect_failures: u64,
-    pub rss_before_kib: u64,
-    pub rss_connected_kib: u64,
-    pub rss_per_device_kib: f64,
-    pub open_files_limit: u64,
-    pub wall_s: f64,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
-}
-
 pub fn run(opts: &Args) -> Result<bool> {
     if let Some(Command::Merge { files, json, partial }) = &opts.command {
-        return merge(files, json.as_deref(), *partial);
+        let m = merge_files(files, *partial)?;
+        m.print();
+        if let Some(path) = json {
+            m.write(path)?;
+        }
+        return Ok(m.all_completed());
+    }
+    if opts.devices == 0 {
+        bail!("--devices must be at least 1");
     }
     if opts.voice {
         return run_voice(opts);
@@ -233,74 +182,19 @@ pub fn run(opts: &Args) -> Result<bool> {
     run_mcp(opts)
 }
 
-fn merge(files: &[PathBuf], json: Option<&std::path::Path>, partial: bool) -> Result<bool> {
-    let mut merged: Option<VoiceSummary> = None;
-    for f in files {
-        let s = VoiceSummary::read(f)?;
-        match merged.as_mut() {
-            None => merged = Some(s),
-            Some(m) => m.merge(&s, &f.display().to_string())?,
-        }
-    }
-    let Some(m) = merged else { bail!("no summary files") };
-    let count = m.shards.first().map_or(1, |s| s.count);
-    if m.shards.len() as u32 != count {
-        let have: Vec<String> = m.shards.iter().map(|s| format!("{}/{}", s.index, s.count)).collect();
-        let what = format!("{} of {count} shards ({})", m.shards.len(), have.join(", "));
-        if !partial {
-            bail!("only {what}: give every shard, or --partial to merge these alone");
-        }
-        eprintln!("fleet merge: {what} merged (--partial); the summary covers those only");
-    }
-    m.print();
-    if let Some(path) = json {
-        m.write(path)?;
-    }
-    Ok(m.all_completed())
-}
-
 fn voice_run(opts: &Args) -> Result<VoiceRun> {
-    if opts.devices == 0 {
-        bail!("--devices must be at least 1");
-    }
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
-    let (utterance, name) = match &opts.utterance {
-        Some(p) => {
-            let (rate, pcm) = crate::wav::read_pcm(p)?;
-            if pcm.is_empty() {
-                bail!("{}: the utterance is empty", p.display());
-            }
-            let pcm = xiaozhi_sim::voice::codec::resample_clip(&pcm, rate, xiaozhi_sim::voice::codec::MIC_RATE);
-            (pcm, p.display().to_string())
-        }
-        None => {
-            let (rate, pcm) = crate::wav::parse_pcm(crate::fleet::DEFAULT_UTTERANCE)?;
-            (pcm, format!("built-in ({rate} Hz speech-like, 2 s)"))
-        }
-    };
+    let spec = opts.board.load()?;
+    let (utterance, name) = load_utterance(opts.utterance.as_deref())?;
     let personality = load_personality(&opts.personality)?;
-    // The backend's script is one turn; it runs once per turn (repeated --turns times).
-    let (origin, text, default_script) = match &opts.script {
-        Some(p) => (
-            p.display().to_string(),
-            std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
-            false,
-        ),
-        None => ("default voice fleet script".to_string(), VOICE_SCRIPT.to_string(), true),
-    };
-    Script::parse(&origin, &text)?;
-    let mut turns_text = text.clone();
-    if !turns_text.ends_with('\n') {
-        turns_text.push('\n');
-    }
-    let script = Script::parse(&origin, &turns_text.repeat(opts.turns as usize))?;
+    let (script, script_text) = turn_script(opts.script.as_deref(), opts.turns)?;
     let voice_dbfs = personality.voice.as_ref().map_or(-40.0, |v| v.voice_dbfs);
-    let voiced_end = crate::fleet::turns::voiced_end(&utterance, voice_dbfs);
+    let voiced_end = voiced_end(&utterance, voice_dbfs);
     if voiced_end == 0 {
         bail!("{name}: no 60 ms frame of the utterance is voice (RMS ≥ {voice_dbfs} dBFS)");
     }
-    let nominal = if opts.url.is_none() && default_script {
-        crate::fleet::nominal_first_audio(&personality)
+    // The built-in backend's own delay is known for its own script only.
+    let nominal = if opts.url.is_none() && opts.script.is_none() {
+        nominal_first_audio(&personality)
     } else {
         None
     };
@@ -311,9 +205,9 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
         url: opts.url.clone(),
         personality,
         script,
-        script_text: text,
+        script_text,
         fault: opts.backend_fault,
-        plan: crate::fleet::turns::Plan {
+        plan: Plan {
             utterance: utterance.into(),
             voiced_end,
             turns: opts.turns,
@@ -333,13 +227,13 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
 fn run_voice(opts: &Args) -> Result<bool> {
     let run = voice_run(opts)?;
     if opts.find_capacity {
-        let slo = crate::fleet::capacity::Slo::parse(opts.slo.as_deref().unwrap_or_default())?;
-        return crate::fleet::capacity::find(&run, &slo, opts.max_devices, opts.out.as_deref(), opts.json.as_deref());
+        let slo = capacity::Slo::parse(opts.slo.as_deref().unwrap_or_default())?;
+        return capacity::find(&run, &slo, opts.max_devices, opts.out.as_deref(), opts.json.as_deref());
     }
     if opts.slo.is_some() {
         bail!("--slo is read by --find-capacity only");
     }
-    let summary = crate::fleet::run_voice(&run)?;
+    let summary = voice::run(&run)?;
     summary.print();
     if let Some(path) = &opts.json {
         summary.write(path)?;
@@ -348,224 +242,31 @@ fn run_voice(opts: &Args) -> Result<bool> {
 }
 
 fn run_mcp(opts: &Args) -> Result<bool> {
-    if opts.devices == 0 {
-        bail!("--devices must be at least 1");
-    }
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
-    // One memo of the tool catalogue for every device of the fleet (they share the registry).
-    let board = xiaozhi_sim::device::Board::new(spec.clone());
-    let limit = raise_open_files_limit();
-    let needed = u64::from(opts.devices) * if opts.url.is_some() { 1 } else { 2 } + 64;
-    if limit != 0 && limit < needed {
-        bail!(
-            "{} devices need about {needed} open files, but the limit is {limit} (raise it with `ulimit -n`)",
-            opts.devices
-        );
-    }
+    let spec = opts.board.load()?;
+    let limit = open_files_for(u64::from(opts.devices), opts.url.is_none())?;
     eprintln!("fleet: open-files limit {limit} (raised to the hard limit when lower)");
     let script = match &opts.script {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
             Script::parse(&p.display().to_string(), &text)?
         }
-        None => Script::parse("default fleet script", DEFAULT_SCRIPT)?,
+        None => Script::parse("default fleet script", mcp::DEFAULT_SCRIPT)?,
     };
-    let expected_calls = script.steps_for(1).count() as u64;
-    let personality = load_personality(&opts.personality)?;
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()?;
-    let summary = runtime.block_on(async {
-        let started = Instant::now();
-        // The backend stops first (close frames), then the devices.
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let (backend_stop_tx, backend_stop_rx) = watch::channel(false);
-        // The backend: ours on a loopback port, or the one named by --url.
-        let (url, server, serving) = match &opts.url {
-            Some(u) => (u.clone(), None, None),
-            None => {
-                let listener = TcpListener::bind("127.0.0.1:0").await?;
-                let addr = listener.local_addr()?;
-                let server = Server::new(personality.clone(), script, false, false);
-                let serving = tokio::spawn(serve(listener, server.clone(), backend_stop_rx));
-                (format!("ws://{addr}/xiaozhi/v1/"), Some(server), Some(serving))
-            }
-        };
-        if xiaozhi_sim::device::url::parse_url(&url).is_none() {
-            bail!("--url `{url}`: expected ws://HOST:PORT/PATH");
-        }
-        let rss_before = rss_kib();
-        let counters = Arc::new(Counters::default());
-        let bar = ProgressBar::new(u64::from(opts.devices));
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} devices done · {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        let mut tasks = tokio::task::JoinSet::new();
-        for i in 0..opts.devices {
-            let world = WorldSpec::dialling(WsConfig {
-                url: url.clone(),
-                token: "test-token".into(),
-                version: 1,
-            });
-            let mut device = Device::new(&board, world, opts.seed.wrapping_add(u64::from(i)));
-            device.set_trace(false);
-            let live = LiveOptions {
-                wake: Wake::OnBoot,
-                duration: Some(opts.duration),
-                verbose: false,
-                label: device.mac().to_string(),
-                stop: Some(stop_rx.clone()),
-                counters: Some(counters.clone()),
-                script: None,
-                record: false,
-                turns: None,
-            };
-            let delay = opts.stagger * i;
-            tasks.spawn(async move {
-                tokio::time::sleep(delay).await;
-                device.power_on(SimTime::ZERO);
-                run_device(device, live).await
-            });
-        }
-        // Wait: every device done (its script finished), or the duration.
-        let deadline = started + opts.duration;
-        let mut peak = 0u64;
-        let mut rss_connected = 0u64;
-        loop {
-            let open = counters.open.load(Ordering::Relaxed);
-            peak = peak.max(open);
-            let done = match &server {
-                Some(s) => s.scripts_done(),
-                None => counters.hellos.load(Ordering::Relaxed),
-            };
-            bar.set_position(done.min(u64::from(opts.devices)));
-            bar.set_message(format!(
-                "{open} connected, {} hellos, {} MCP replies",
-                counters.hellos.load(Ordering::Relaxed),
-                counters.replies.load(Ordering::Relaxed)
-            ));
-            // A foreign backend decides when its devices are done: run for the whole duration.
-            if (server.is_some() && done >= u64::from(opts.devices)) || Instant::now() >= deadline {
-                rss_connected = rss_connected.max(rss_kib());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        bar.finish_and_clear();
-        let _ = backend_stop_tx.send(true);
-        if let Some(s) = serving {
-            let _ = tokio::time::timeout(Duration::from_secs(10), s).await;
-        }
-        let _ = stop_tx.send(true);
-        let mut connect_failures = 0;
-        while let Some(r) = tasks.join_next().await {
-            if let Ok(Ok((_, stats))) = r {
-                connect_failures += stats.connect_failures;
-            }
-        }
-        let hellos = counters.hellos.load(Ordering::Relaxed);
-        let (mut lat, trips, unanswered, drops, done, measured_at);
-        match &server {
-            Some(s) => {
-                let reports = s.take_reports();
-                lat = Vec::new();
-                let mut u = 0;
-                for r in &reports {
-                    for e in &r.session.exchanges {
-                        match (e.outcome.clone(), e.reply_ms) {
-                            (Outcome::Replied | Outcome::Error, Some(at)) => lat.push(at - e.sent_ms),
-                            _ => u += 1,
-                        }
-                    }
-                }
-                trips = lat.len() as u64;
-                unanswered = u;
-                drops = reports.iter().filter(|r| r.ending != Ending::Shutdown).count() as u64;
-                done = s.scripts_done();
-                measured_at = "backend (request sent → reply received)";
-            }
-            None => {
-                lat = counters
-                    .reply_us
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .map(|us| f64::from(*us) / 1000.0)
-                    .collect();
-                trips = counters.replies.load(Ordering::Relaxed);
-                unanswered = 0;
-                drops = 0;
-                done = hellos;
-                measured_at = "device (request frame in → reply frame out)";
-            }
-        }
-        lat.sort_by(f64::total_cmp);
-        let _ = expected_calls;
-        Ok::<_, anyhow::Error>(Summary {
-            devices: opts.devices,
-            board: spec.name.clone(),
-            firmware: spec.firmware.version.clone(),
-            backend: match &opts.url {
-                Some(u) => u.clone(),
-                None => format!("built-in ({})", personality.name),
-            },
-            connected_peak: peak,
-            hellos_completed: hellos,
-            devices_done: done,
-            mcp_round_trips: trips,
-            unanswered,
-            latency_p50_ms: percentile(&lat, 50.0),
-            latency_p99_ms: percentile(&lat, 99.0),
-            latency_measured_at: measured_at,
-            drops,
-            connect_failures,
-            rss_before_kib: rss_before,
-            rss_connected_kib: rss_connected,
-            rss_per_device_kib: rss_connected.saturating_sub(rss_before) as f64 / f64::from(opts.devices),
-            open_files_limit: limit,
-            wall_s: started.elapsed().as_secs_f64(),
-        })
-    })?;
-    let fmt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2} ms"));
-    println!(
-        "devices            {} × {} {} against {}",
-        summary.devices, summary.board, summary.firmware, summary.backend
-    );
-    println!("connected (peak)   {}", summary.connected_peak);
-    println!("hellos completed   {}", summary.hellos_completed);
-    println!("devices done       {}", summary.devices_done);
-    println!(
-        "MCP round trips    {} ({} unanswered)",
-        summary.mcp_round_trips, summary.unanswered
-    );
-    println!(
-        "reply latency      p50 {}  p99 {}  (at the {})",
-        fmt(summary.latency_p50_ms),
-        fmt(summary.latency_p99_ms),
-        summary.latency_measured_at
-    );
-    println!(
-        "drops              {} (connect failures {})",
-        summary.drops, summary.connect_failures
-    );
-    println!(
-        "memory             {:.1} KiB per device ({} KiB → {} KiB resident{})",
-        summary.rss_per_device_kib,
-        summary.rss_before_kib,
-        summary.rss_connected_kib,
-        if opts.url.is_none() {
-            ", built-in backend included"
-        } else {
-            ""
-        }
-    );
-    println!("wall time          {:.2} s", summary.wall_s);
+    let run = McpRun {
+        spec,
+        devices: opts.devices,
+        url: opts.url.clone(),
+        personality: load_personality(&opts.personality)?,
+        script,
+        duration: opts.duration,
+        stagger: opts.stagger,
+        seed: opts.seed,
+        open_files_limit: limit,
+    };
+    let summary = mcp::run(&run)?;
+    summary.print();
     if let Some(path) = &opts.json {
-        std::fs::write(path, serde_json::to_string_pretty(&summary)? + "\n")
-            .with_context(|| format!("{}", path.display()))?;
+        summary.write(path)?;
     }
-    Ok(summary.devices_done >= u64::from(summary.devices) && summary.drops == 0)
+    Ok(summary.all_done())
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand; each owns its arguments (`Args`, with the help text) and turns
 //! them into output and an exit code (`run`). Commands do not use each other: what several of
-//! them share lives in the binary's other modules (`server`, `scenarios`, `wire`, `live`, …).
+//! them share lives in the library's other modules (`args`, `server`, `scenarios`, `wire`,
+//! `live`, `fleet`, …).
 
 pub mod backend;
 pub mod boards;

@@ -2,11 +2,13 @@
 //! probe and reports what reaches the I2S bus and the listener.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use serde::Serialize;
 use xiaozhi_sim::audio::measure::Measurement;
 use xiaozhi_sim::audio::source::Source;
+use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::fault::Fault;
 use xiaozhi_sim::harness::Harness;
@@ -15,7 +17,8 @@ use xiaozhi_sim::scenario::reply::call_request;
 use xiaozhi_sim::time::SimDuration;
 use xiaozhi_sim::world::WorldSpec;
 
-use crate::{boards, wav};
+use crate::args::BoardArgs;
+use crate::wav;
 
 /// Set the volume through the MCP path, play a probe, and measure what is heard.
 ///
@@ -25,13 +28,8 @@ use crate::{boards, wav};
 /// the I2S level, the sound pressure at the listener and the verdict.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Board id or path to a board YAML file.
-    #[arg(long)]
-    pub board: String,
-    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
-    /// the board file's `firmware.version`).
-    #[arg(long, value_name = "VERSION")]
-    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// Volume to set through `tools/call` first (0..100).
     #[arg(long)]
     pub volume: Option<i32>,
@@ -94,13 +92,85 @@ struct Report<'a> {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let spec = opts.board.load()?;
     if let Some(v) = opts.volume
         && !(0..=100).contains(&v)
     {
         eprintln!("note: volume {v} is outside 0..=100; the device will answer with a range error");
     }
-    let (source, duration) = match (&opts.probe, &opts.wav) {
+    let (source, duration) = source(opts)?;
+    let mut h = boot(opts, &spec)?;
+    let (call, reply) = match opts.volume {
+        Some(v) => set_volume(&mut h, v)?,
+        None => (None, None),
+    };
+    let readback = h.device.snapshot().volume;
+    let want_signals = opts.out.is_some() || opts.play;
+    let described = source.describe();
+    let Some(listening) = h.play_and_measure(source, duration, want_signals) else {
+        bail!("the board is not running (a fault stopped it?)")
+    };
+    let mut files = Vec::new();
+    if let (Some(dir), Some(signals)) = (&opts.out, &listening.signals) {
+        let (a, b) = wav::write_signals(dir, "render", spec.audio.output_sample_rate, signals)?;
+        files.push(a.display().to_string());
+        files.push(b.display().to_string());
+    }
+    let m = &listening.measurement;
+    let board = opts.board.board.as_str();
+    if let Some(path) = &opts.html {
+        let summary = format!(
+            "board {board} ({}), {described}; call {}; reply {}; readback {}; levels I2S {}, amp input {}; listener {} at {:.2} m (ambient {:.1} dBA); verdict {}",
+            spec.firmware.version,
+            call.as_deref().unwrap_or("(none)"),
+            reply.as_deref().unwrap_or("(none)"),
+            readback.map_or("-".to_string(), |v| v.to_string()),
+            db(m.i2s_dbfs, "dBFS"),
+            db(m.amp_input_dbfs, "dBFS"),
+            db(m.spl_db, "dB SPL"),
+            m.distance_m,
+            m.ambient_dba,
+            m.verdict.name()
+        );
+        let html = crate::html::sound_document(&format!("xiaozhi-twin render: {board}"), m, &summary)?;
+        std::fs::write(path, html).map_err(|e| anyhow::anyhow!("{}: cannot write the HTML: {e}", path.display()))?;
+    }
+    if opts.json {
+        let report = Report {
+            board,
+            call,
+            reply,
+            readback_volume: readback,
+            source: described,
+            faults: opts.faults.iter().map(|f| f.name().to_string()).collect(),
+            measurement: m,
+            files,
+        };
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(
+            board,
+            &spec,
+            call.as_deref(),
+            reply.as_deref(),
+            readback,
+            &described,
+            &opts.faults,
+            m,
+            &files,
+        );
+    }
+    if opts.play
+        && let Some(signals) = &listening.signals
+    {
+        wav::play(spec.audio.output_sample_rate, signals)?;
+    }
+    Ok(true)
+}
+
+/// What is played (`--wav`, or the `--probe` tone) and for how long.
+fn source(opts: &Args) -> Result<(Source, SimDuration)> {
+    match (&opts.probe, &opts.wav) {
         (Some(_), Some(_)) => bail!("give either --probe or --wav, not both"),
         (None, Some(path)) => {
             let (rate, samples) = wav::read_pcm(path)?;
@@ -112,16 +182,21 @@ pub fn run(opts: &Args) -> Result<bool> {
                 samples: samples.into(),
             };
             let d = source.natural_duration().unwrap_or(SimDuration::from_secs(1));
-            (source, d)
+            Ok((source, d))
         }
         (probe, None) => {
             let (hz, dbfs, ms) = parse_probe(probe.as_deref().unwrap_or("tone:1000:-6:1000"))?;
-            (
+            Ok((
                 Source::probe(hz, dbfs),
                 SimDuration::from_millis(ms) + xiaozhi_sim::harness::PROBE_GUARD,
-            )
+            ))
         }
-    };
+    }
+}
+
+/// The board booted in its room (`--distance`, `--ambient`) with `--fault`s: those that act at
+/// boot set before power-on, the others once it is idle.
+fn boot(opts: &Args, spec: &Arc<BoardSpec>) -> Result<Harness> {
     let mut world = WorldSpec::conformance();
     if let Some(d) = opts.distance {
         world.room.listener_distance_m = d;
@@ -142,84 +217,22 @@ pub fn run(opts: &Args) -> Result<bool> {
         let now = h.now();
         h.device.set_fault(*f, now, true);
     }
-    let mut call = None;
-    let mut reply = None;
-    if let Some(v) = opts.volume {
-        let args = serde_json::json!({ "volume": v });
-        let msg = String::from_utf8_lossy(&call_request(1, wire::TOOL_SET_VOLUME, Some(&args))).into_owned();
-        h.deliver(msg.as_bytes());
-        h.run_until_idle()?;
-        reply = h
-            .take_outputs()
-            .into_iter()
-            .filter_map(|o| o.mcp().map(|(p, _)| String::from_utf8_lossy(p).into_owned()))
-            .next();
-        call = Some(msg);
-        h.sleep(SimDuration::from_millis(200));
-    }
-    let readback = h.device.snapshot().volume;
-    let want_signals = opts.out.is_some() || opts.play;
-    let described = source.describe();
-    let Some(listening) = h.play_and_measure(source, duration, want_signals) else {
-        bail!("the board is not running (a fault stopped it?)")
-    };
-    let mut files = Vec::new();
-    if let (Some(dir), Some(signals)) = (&opts.out, &listening.signals) {
-        let (a, b) = wav::write_signals(dir, "render", spec.audio.output_sample_rate, signals)?;
-        files.push(a.display().to_string());
-        files.push(b.display().to_string());
-    }
-    let m = &listening.measurement;
-    if let Some(path) = &opts.html {
-        let summary = format!(
-            "board {} ({}), {}; call {}; reply {}; readback {}; levels I2S {}, amp input {}; listener {} at {:.2} m (ambient {:.1} dBA); verdict {}",
-            opts.board,
-            spec.firmware.version,
-            described,
-            call.as_deref().unwrap_or("(none)"),
-            reply.as_deref().unwrap_or("(none)"),
-            readback.map_or("-".to_string(), |v| v.to_string()),
-            db(m.i2s_dbfs, "dBFS"),
-            db(m.amp_input_dbfs, "dBFS"),
-            db(m.spl_db, "dB SPL"),
-            m.distance_m,
-            m.ambient_dba,
-            m.verdict.name()
-        );
-        let html = crate::html::sound_document(&format!("xiaozhi-twin render: {}", opts.board), m, &summary)?;
-        std::fs::write(path, html).map_err(|e| anyhow::anyhow!("{}: cannot write the HTML: {e}", path.display()))?;
-    }
-    if opts.json {
-        let report = Report {
-            board: &opts.board,
-            call,
-            reply,
-            readback_volume: readback,
-            source: described,
-            faults: opts.faults.iter().map(|f| f.name().to_string()).collect(),
-            measurement: m,
-            files,
-        };
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_table(
-            &opts.board,
-            &spec,
-            call.as_deref(),
-            reply.as_deref(),
-            readback,
-            &described,
-            &opts.faults,
-            m,
-            &files,
-        );
-    }
-    if opts.play
-        && let Some(signals) = &listening.signals
-    {
-        wav::play(spec.audio.output_sample_rate, signals)?;
-    }
-    Ok(true)
+    Ok(h)
+}
+
+/// `self.audio_speaker.set_volume` as a backend calls it: the request and the reply.
+fn set_volume(h: &mut Harness, volume: i32) -> Result<(Option<String>, Option<String>)> {
+    let args = serde_json::json!({ "volume": volume });
+    let msg = String::from_utf8_lossy(&call_request(1, wire::TOOL_SET_VOLUME, Some(&args))).into_owned();
+    h.deliver(msg.as_bytes());
+    h.run_until_idle()?;
+    let reply = h
+        .take_outputs()
+        .into_iter()
+        .filter_map(|o| o.mcp().map(|(p, _)| String::from_utf8_lossy(p).into_owned()))
+        .next();
+    h.sleep(SimDuration::from_millis(200));
+    Ok((Some(msg), reply))
 }
 
 fn db(v: Option<f64>, unit: &str) -> String {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use xiaozhi_sim::harness::{ReplayLine, Replayer};
 
-use crate::boards;
+use crate::args::BoardArgs;
 
 /// Replay a conformance request file on a freshly flashed board and print what it sends.
 ///
@@ -21,14 +21,10 @@ use crate::boards;
 /// per line: {"n", "request", "replies", "events"}. Exit status 2 on a missing file, an
 /// unknown board or a malformed directive (nothing is printed then).
 #[derive(clap::Args)]
+#[command(mut_arg("board", |a| a.help("Board id (see `xiaozhi-twin boards`) or path to a board YAML file")))]
 pub struct Args {
-    /// Board id (see `xiaozhi-twin boards`) or path to a board YAML file.
-    #[arg(long)]
-    pub board: String,
-    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
-    /// the board file's `firmware.version`).
-    #[arg(long, value_name = "VERSION")]
-    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// Request file, one payload or directive per line.
     pub file: PathBuf,
     /// Print only the reply payloads, one per line (for piping and throughput runs).
@@ -40,7 +36,7 @@ pub struct Args {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let spec = opts.board.load()?;
     let file = opts.file.as_path();
     let parse = |n: usize, raw: &[u8]| {
         ReplayLine::parse(n, raw).map_err(|e| anyhow::anyhow!("{}:{}: {}", file.display(), e.line, e.message))

@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 
 use xiaozhi_sim::backend::spec::BackendSpec;
 use xiaozhi_sim::firmware::Firmware;
+use xiaozhi_sim::scenario::record::ScenarioReport;
 
 use crate::args::parse_std_duration;
 use crate::matrix::{self, Cell, Matrix, Row};
@@ -72,148 +73,43 @@ pub struct Args {
 
 /// `--wire` and its settings.
 struct Wire<'a> {
+    /// The personality as given (for the command that reproduces a failure).
     personality: &'a str,
+    backend: BackendSpec,
     limit: Duration,
 }
 
+impl Wire<'_> {
+    /// Runs `l` over loopback sockets: its report, judged from the backend's side.
+    fn run(&self, l: &Loaded, seed: Option<u64>) -> Result<ScenarioReport> {
+        let mut result = crate::wire::run_one(l, self.backend.clone(), seed, self.limit, false)?;
+        crate::wire::require_completion(&mut result, self.limit);
+        Ok(result.report)
+    }
+}
+
 pub fn run(opts: &Args) -> Result<bool> {
-    let wire = opts.wire.then_some(Wire {
-        personality: &opts.personality,
-        limit: opts.limit,
-    });
     let versions = firmware_list(&opts.firmware)?;
     if versions.len() > 1 && (opts.junit.is_some() || opts.out.is_some() || opts.html.is_some()) {
         anyhow::bail!("--junit, --html and --out take one firmware version at a time (a matrix run writes --json)");
     }
-    let files = scenarios::collect(&opts.paths)?;
-    // Load everything first: a broken file stops the run before anything is reported.
-    let mut loaded: Vec<Loaded> = files.iter().map(|f| scenarios::load(f)).collect::<Result<_>>()?;
-    for l in &loaded {
-        // A scenario named on the command line (or any, in a matrix) whose premise holds on no
-        // version run here is a mistake; one found in a directory is skipped as not applicable.
-        let named = opts.paths.iter().any(|p| p == &l.path);
-        if named || versions.len() > 1 {
-            scenarios::check_premise(l, &versions)?;
-        }
-    }
-    let mut not_applicable = 0;
-    if versions.len() <= 1 {
-        let before = loaded.len();
-        loaded.retain(|l| {
-            let fw = versions.first().cloned().unwrap_or_else(|| l.board.firmware());
-            l.spec.firmware_constraint().is_none_or(|c| c.matches(&fw))
-        });
-        not_applicable = before - loaded.len();
-    }
-    if let [only] = versions.as_slice() {
-        let mut kept = Vec::new();
-        for mut l in loaded {
-            match l.board.with_firmware(only.tag) {
-                Ok(b) => {
-                    l.board = std::sync::Arc::new(b);
-                    kept.push(l);
-                }
-                // A board that does not exist on that tag: an error for a file named on the
-                // command line, not applicable for one found in a directory.
-                Err(e) if opts.paths.iter().any(|p| p == &l.path) => {
-                    return Err(anyhow::anyhow!("{}: {e}", l.origin));
-                }
-                Err(_) => not_applicable += 1,
-            }
-        }
-        loaded = kept;
-    }
+    let (mut loaded, not_applicable) = load(opts, &versions)?;
     let mut skipped = 0;
-    let personality = match &wire {
-        Some(w) => {
-            // Scenarios that act on the device itself cannot run over the wire: alone, that is
-            // an error; among others, they are skipped with their reason.
-            let mut refusals = Vec::new();
-            loaded.retain(
-                |l| match xiaozhi_sim::scenario::wire::WirePlan::of(&l.spec, &l.origin, &l.text) {
-                    Ok(_) => true,
-                    Err(e) => {
-                        refusals.push(e);
-                        false
-                    }
-                },
-            );
-            if loaded.is_empty() && !refusals.is_empty() {
-                return Err(refusals.swap_remove(0).into());
-            }
-            skipped = refusals.len();
-            for e in &refusals {
-                eprintln!("skipped: {e}");
-            }
-            Some(crate::server::load_personality(w.personality)?)
-        }
-        None => None,
+    let wire = if opts.wire {
+        skipped = keep_what_runs_over_the_wire(&mut loaded)?;
+        Some(Wire {
+            personality: &opts.personality,
+            backend: crate::server::load_personality(&opts.personality)?,
+            limit: opts.limit,
+        })
+    } else {
+        None
     };
     if versions.len() > 1 {
-        return run_matrix(opts, &loaded, &versions, wire.as_ref(), personality.as_ref());
+        return run_matrix(opts, &loaded, &versions, wire.as_ref());
     }
-    let mut reports = Vec::new();
-    let mut all_passed = true;
-    for l in &loaded {
-        let report = match (&wire, &personality) {
-            (Some(w), Some(p)) => {
-                let mut result = crate::wire::run_one(l, p.clone(), opts.seed, w.limit, false)?;
-                crate::wire::require_completion(&mut result, w.limit);
-                result.report
-            }
-            _ => {
-                let (mut report, evidence) = scenarios::run_one(l, opts.seed, opts.out.is_some());
-                if let Some(out) = &opts.out {
-                    scenarios::write_evidence(out, l, &mut report, &evidence)?;
-                }
-                report
-            }
-        };
-        if !opts.quiet || !report.passed {
-            print!("{}", report.to_text());
-            println!();
-        }
-        if !report.passed {
-            all_passed = false;
-            eprintln!(
-                "FAILED: {} ({} of {} checks failed). Reproduce with: xiaozhi-twin run {}{}{} --seed {}",
-                l.spec.name,
-                report.failed_checks().count(),
-                report.checks.len(),
-                l.origin,
-                wire.as_ref()
-                    .map_or(String::new(), |w| format!(" --wire --personality {}", w.personality)),
-                versions
-                    .first()
-                    .map_or(String::new(), |f| format!(" --firmware {}", f.tag)),
-                report.seed
-            );
-        }
-        reports.push(report);
-    }
-    if let Some(path) = &opts.json {
-        let text = serde_json::to_string_pretty(&reports)?;
-        std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the report", path.display()))?;
-    }
-    if let Some(path) = &opts.html {
-        let html = crate::html::document("xiaozhi-twin run", &reports)?;
-        std::fs::write(path, html).with_context(|| format!("{}: cannot write the HTML report", path.display()))?;
-    }
-    if let Some(path) = &opts.junit {
-        let command = match &wire {
-            Some(w) => format!(
-                "xiaozhi-twin run {{file}} --wire --personality {} --seed {{seed}}",
-                w.personality
-            ),
-            None => "xiaozhi-twin run {file} --seed {seed}".to_string(),
-        };
-        let command = match versions.first() {
-            Some(f) => command.replace(" --seed", &format!(" --firmware {} --seed", f.tag)),
-            None => command,
-        };
-        let xml = crate::junit::document(&reports, &command)?;
-        std::fs::write(path, xml).with_context(|| format!("{}: cannot write the JUnit file", path.display()))?;
-    }
+    let (reports, all_passed) = run_each(opts, &loaded, versions.first(), wire.as_ref())?;
+    write_reports(opts, &reports, versions.first(), wire.as_ref())?;
     let passed = reports.iter().filter(|r| r.passed).count();
     let checks: usize = reports.iter().map(|r| r.checks.len()).sum();
     let skipped = if skipped > 0 {
@@ -233,6 +129,145 @@ pub fn run(opts: &Args) -> Result<bool> {
     Ok(all_passed)
 }
 
+/// The scenarios to run, every file loaded first (a broken file stops the run before anything
+/// is reported), and how many do not apply on the one version run (left out).
+fn load(opts: &Args, versions: &[Firmware]) -> Result<(Vec<Loaded>, usize)> {
+    let files = scenarios::collect(&opts.paths)?;
+    let mut loaded: Vec<Loaded> = files.iter().map(|f| scenarios::load(f)).collect::<Result<_>>()?;
+    let named = |l: &Loaded| opts.paths.iter().any(|p| p == &l.path);
+    for l in &loaded {
+        // A scenario named on the command line (or any, in a matrix) whose premise holds on no
+        // version run here is a mistake; one found in a directory is skipped as not applicable.
+        if named(l) || versions.len() > 1 {
+            scenarios::check_premise(l, versions)?;
+        }
+    }
+    if versions.len() > 1 {
+        return Ok((loaded, 0));
+    }
+    let before = loaded.len();
+    loaded.retain(|l| {
+        let fw = versions.first().cloned().unwrap_or_else(|| l.board.firmware());
+        l.spec.firmware_constraint().is_none_or(|c| c.matches(&fw))
+    });
+    let mut not_applicable = before - loaded.len();
+    let [only] = versions else {
+        return Ok((loaded, not_applicable));
+    };
+    let mut kept = Vec::new();
+    for mut l in loaded {
+        match l.board.with_firmware(only.tag) {
+            Ok(b) => {
+                l.board = std::sync::Arc::new(b);
+                kept.push(l);
+            }
+            // A board that does not exist on that tag: an error for a file named on the
+            // command line, not applicable for one found in a directory.
+            Err(e) if named(&l) => return Err(anyhow::anyhow!("{}: {e}", l.origin)),
+            Err(_) => not_applicable += 1,
+        }
+    }
+    Ok((kept, not_applicable))
+}
+
+/// Scenarios that act on the device itself cannot run over the wire: alone, that is an error;
+/// among others, they are left out with their reason. Returns how many were.
+fn keep_what_runs_over_the_wire(loaded: &mut Vec<Loaded>) -> Result<usize> {
+    let mut refusals = Vec::new();
+    loaded.retain(
+        |l| match xiaozhi_sim::scenario::wire::WirePlan::of(&l.spec, &l.origin, &l.text) {
+            Ok(_) => true,
+            Err(e) => {
+                refusals.push(e);
+                false
+            }
+        },
+    );
+    if loaded.is_empty() && !refusals.is_empty() {
+        return Err(refusals.swap_remove(0).into());
+    }
+    for e in &refusals {
+        eprintln!("skipped: {e}");
+    }
+    Ok(refusals.len())
+}
+
+/// Runs every scenario (on `version` when one is given), printing its record; the reports and
+/// whether all passed.
+fn run_each(
+    opts: &Args,
+    loaded: &[Loaded],
+    version: Option<&Firmware>,
+    wire: Option<&Wire<'_>>,
+) -> Result<(Vec<ScenarioReport>, bool)> {
+    let mut reports = Vec::new();
+    let mut all_passed = true;
+    for l in loaded {
+        let report = match wire {
+            Some(w) => w.run(l, opts.seed)?,
+            None => {
+                let (mut report, evidence) = scenarios::run_one(l, opts.seed, opts.out.is_some());
+                if let Some(out) = &opts.out {
+                    scenarios::write_evidence(out, l, &mut report, &evidence)?;
+                }
+                report
+            }
+        };
+        if !opts.quiet || !report.passed {
+            print!("{}", report.to_text());
+            println!();
+        }
+        if !report.passed {
+            all_passed = false;
+            eprintln!(
+                "FAILED: {} ({} of {} checks failed). Reproduce with: xiaozhi-twin run {}{}{} --seed {}",
+                l.spec.name,
+                report.failed_checks().count(),
+                report.checks.len(),
+                l.origin,
+                wire.map_or(String::new(), |w| format!(" --wire --personality {}", w.personality)),
+                version.map_or(String::new(), |f| format!(" --firmware {}", f.tag)),
+                report.seed
+            );
+        }
+        reports.push(report);
+    }
+    Ok((reports, all_passed))
+}
+
+/// `--json`, `--html` and `--junit`.
+fn write_reports(
+    opts: &Args,
+    reports: &[ScenarioReport],
+    version: Option<&Firmware>,
+    wire: Option<&Wire<'_>>,
+) -> Result<()> {
+    if let Some(path) = &opts.json {
+        let text = serde_json::to_string_pretty(&reports)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the report", path.display()))?;
+    }
+    if let Some(path) = &opts.html {
+        let html = crate::html::document("xiaozhi-twin run", reports)?;
+        std::fs::write(path, html).with_context(|| format!("{}: cannot write the HTML report", path.display()))?;
+    }
+    if let Some(path) = &opts.junit {
+        let command = match wire {
+            Some(w) => format!(
+                "xiaozhi-twin run {{file}} --wire --personality {} --seed {{seed}}",
+                w.personality
+            ),
+            None => "xiaozhi-twin run {file} --seed {seed}".to_string(),
+        };
+        let command = match version {
+            Some(f) => command.replace(" --seed", &format!(" --firmware {} --seed", f.tag)),
+            None => command,
+        };
+        let xml = crate::junit::document(reports, &command)?;
+        std::fs::write(path, xml).with_context(|| format!("{}: cannot write the JUnit file", path.display()))?;
+    }
+    Ok(())
+}
+
 /// `--firmware` values as modelled versions (duplicates refused).
 fn firmware_list(given: &[String]) -> Result<Vec<Firmware>> {
     let mut out: Vec<Firmware> = Vec::new();
@@ -247,13 +282,7 @@ fn firmware_list(given: &[String]) -> Result<Vec<Firmware>> {
 }
 
 /// Every scenario on every version: the matrix.
-fn run_matrix(
-    opts: &Args,
-    loaded: &[Loaded],
-    versions: &[Firmware],
-    wire: Option<&Wire<'_>>,
-    personality: Option<&BackendSpec>,
-) -> Result<bool> {
+fn run_matrix(opts: &Args, loaded: &[Loaded], versions: &[Firmware], wire: Option<&Wire<'_>>) -> Result<bool> {
     let reference = (0..versions.len())
         .max_by_key(|&i| xiaozhi_sim::firmware::tags().position(|t| t == versions[i].tag))
         .unwrap_or(0);
@@ -279,13 +308,9 @@ fn run_matrix(
                     continue;
                 }
             }
-            let report = match (wire, personality) {
-                (Some(w), Some(p)) => {
-                    let mut result = crate::wire::run_one(&on, p.clone(), opts.seed, w.limit, false)?;
-                    crate::wire::require_completion(&mut result, w.limit);
-                    result.report
-                }
-                _ => scenarios::run_one(&on, opts.seed, false).0,
+            let report = match wire {
+                Some(w) => w.run(&on, opts.seed)?,
+                None => scenarios::run_one(&on, opts.seed, false).0,
             };
             if report.passed {
                 cells.push(Cell::Pass);

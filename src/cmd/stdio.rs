@@ -17,7 +17,7 @@ use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::time::SimDuration;
 use xiaozhi_sim::world::WorldSpec;
 
-use crate::boards;
+use crate::args::BoardArgs;
 use crate::live::Clock;
 
 /// The board as a standard MCP server on stdin/stdout (newline-delimited JSON-RPC).
@@ -30,13 +30,8 @@ use crate::live::Clock;
 /// client's legacy mode. Logs go to stderr.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Board id or path to a board YAML file.
-    #[arg(long)]
-    pub board: String,
-    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
-    /// the board file's `firmware.version`).
-    #[arg(long, value_name = "VERSION")]
-    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// Repair what standard MCP clients cannot accept (see above).
     #[arg(long)]
     pub compat: bool,
@@ -152,7 +147,7 @@ impl Stdio {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let spec = opts.board.load()?;
     let mut device = Device::new(spec, WorldSpec::conformance(), opts.seed);
     device.set_trace(opts.verbose);
     // Boot in virtual time (no point in making a client wait for the boot).

@@ -8,25 +8,20 @@ use xiaozhi_sim::mcp::ToolsPage;
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WorldSpec;
 
-use crate::boards;
+use crate::args::BoardArgs;
 
 /// Print the exact `tools/list` result object(s) a board sends, one page per line.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Board id or path to a board YAML file.
-    #[arg(long)]
-    pub board: String,
-    /// Firmware version to run (an upstream tag such as 2.4.2, 2.2.6, 1.9.4, 1.8.9; overrides
-    /// the board file's `firmware.version`).
-    #[arg(long, value_name = "VERSION")]
-    pub firmware: Option<String>,
+    #[command(flatten)]
+    pub board: BoardArgs,
     /// List user-only tools too (`withUserTools: true`).
     #[arg(long)]
     pub with_user_tools: bool,
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let spec = boards::load_as(&opts.board, opts.firmware.as_deref())?;
+    let spec = opts.board.load()?;
     let mut device = Device::new(spec, WorldSpec::conformance(), 0);
     device.set_trace(false);
     device.power_on(SimTime::ZERO);

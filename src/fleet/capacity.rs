@@ -14,8 +14,8 @@ use anyhow::{Context, Result, bail};
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::fleet::summary::{Latency, Summary};
-use crate::fleet::{VoiceRun, run_voice};
+use crate::fleet::summary::{Latency, VoiceSummary};
+use crate::fleet::voice::{self, VoiceRun};
 use crate::server::BackendFault;
 
 /// The twin's own first-audio budget (the target), ms.
@@ -94,7 +94,7 @@ impl Slo {
         Ok(Slo(terms))
     }
 
-    fn value(metric: &str, s: &Summary) -> Option<f64> {
+    fn value(metric: &str, s: &VoiceSummary) -> Option<f64> {
         let lat = |name: &str| -> Option<&Latency> {
             let l = &s.latency;
             Some(match name {
@@ -124,7 +124,7 @@ impl Slo {
     }
 
     /// The first term that does not hold, with the value seen (no value: no turn completed).
-    pub fn broken(&self, s: &Summary) -> Option<String> {
+    pub fn broken(&self, s: &VoiceSummary) -> Option<String> {
         for t in &self.0 {
             match Slo::value(&t.metric, s) {
                 Some(v) if (t.strict && v < t.limit) || (!t.strict && v <= t.limit) => {}
@@ -140,7 +140,7 @@ impl Slo {
 }
 
 /// Whether the twin itself was the limit at this step (and how).
-pub fn twin_limit(s: &Summary, fault: BackendFault) -> Option<String> {
+pub fn twin_limit(s: &VoiceSummary, fault: BackendFault) -> Option<String> {
     if s.turns.unfinished > 0 {
         return Some(format!(
             "{} of {} turns did not end before the run did",
@@ -194,7 +194,7 @@ pub struct Capacity {
     pub steps: Vec<Step>,
 }
 
-fn step_of(devices: u32, s: &Summary, slo: &Slo, fault: BackendFault) -> Step {
+fn step_of(devices: u32, s: &VoiceSummary, slo: &Slo, fault: BackendFault) -> Step {
     let twin = twin_limit(s, fault);
     let broke = twin.clone().or_else(|| slo.broken(s));
     Step {
@@ -220,7 +220,7 @@ pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, js
         let mut r = base.clone();
         r.devices = n;
         eprintln!("capacity: {n} devices …");
-        let s = run_voice(&r)?;
+        let s = voice::run(&r)?;
         let st = step_of(n, &s, slo, base.fault);
         eprintln!(
             "capacity: {n} devices: {} completed, {} failed, first audio p99 {} → {}",

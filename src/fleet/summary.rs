@@ -38,9 +38,13 @@ impl Hist {
         self.0.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The value at percentile `p`, ms (`None` when empty).
     pub fn ms_at(&self, p: f64) -> Option<f64> {
-        (!self.0.is_empty()).then(|| self.0.value_at_quantile(p / 100.0) as f64 / 1000.0)
+        (!self.is_empty()).then(|| self.0.value_at_quantile(p / 100.0) as f64 / 1000.0)
     }
 
     pub fn add(&mut self, other: &Hist) -> Result<()> {
@@ -93,7 +97,7 @@ impl Latency {
             p50_ms: h.ms_at(50.0),
             p90_ms: h.ms_at(90.0),
             p99_ms: h.ms_at(99.0),
-            max_ms: (!h.0.is_empty()).then(|| h.0.max() as f64 / 1000.0),
+            max_ms: (!h.is_empty()).then(|| h.0.max() as f64 / 1000.0),
             hdr: h.encode(),
         }
     }
@@ -175,6 +179,20 @@ pub struct Loudness {
     pub not_audible: u64,
 }
 
+impl Loudness {
+    /// Adds `other` (another part of the fleet): counts and sums add, the extremes widen, the
+    /// mean is the mean of all.
+    pub fn add(&mut self, other: &Loudness) {
+        self.replies_measured += other.replies_measured;
+        self.spl_db_sum += other.spl_db_sum;
+        self.replies_with_level += other.replies_with_level;
+        self.not_audible += other.not_audible;
+        self.spl_db_min = min_opt(self.spl_db_min, other.spl_db_min, f64::min);
+        self.spl_db_max = min_opt(self.spl_db_max, other.spl_db_max, f64::max);
+        self.spl_db_mean = (self.replies_with_level > 0).then(|| self.spl_db_sum / self.replies_with_level as f64);
+    }
+}
+
 /// What the twin itself cost (so a user can tell it was not the bottleneck).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TwinCost {
@@ -214,8 +232,9 @@ pub struct Phases {
 }
 
 /// The summary of a voice fleet (one run or one shard; merged shards look like one run).
+/// (The MCP fleet's is `crate::fleet::mcp::McpSummary`.)
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Summary {
+pub struct VoiceSummary {
     pub format: String,
     pub run: RunOf,
     /// The shards this summary covers (one, or all after a merge).
@@ -245,6 +264,30 @@ pub fn write_atomically(path: &std::path::Path, text: &str) -> Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))
 }
 
+/// `fleet merge`: the summaries in `files` merged into one; the shards of the run must all be
+/// there unless `partial` (then a line on stderr says which are).
+pub fn merge_files(files: &[std::path::PathBuf], partial: bool) -> Result<VoiceSummary> {
+    let mut merged: Option<VoiceSummary> = None;
+    for f in files {
+        let s = VoiceSummary::read(f)?;
+        match merged.as_mut() {
+            None => merged = Some(s),
+            Some(m) => m.merge(&s, &f.display().to_string())?,
+        }
+    }
+    let Some(m) = merged else { bail!("no summary files") };
+    let count = m.shards.first().map_or(1, |s| s.count);
+    if m.shards.len() as u32 != count {
+        let have: Vec<String> = m.shards.iter().map(|s| format!("{}/{}", s.index, s.count)).collect();
+        let what = format!("{} of {count} shards ({})", m.shards.len(), have.join(", "));
+        if !partial {
+            bail!("only {what}: give every shard, or --partial to merge these alone");
+        }
+        eprintln!("fleet merge: {what} merged (--partial); the summary covers those only");
+    }
+    Ok(m)
+}
+
 fn add_map(a: &mut BTreeMap<String, u64>, b: &BTreeMap<String, u64>) {
     for (k, v) in b {
         *a.entry(k.clone()).or_insert(0) += v;
@@ -264,7 +307,7 @@ fn min_opt(a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64) -> Option<f64
     }
 }
 
-impl Summary {
+impl VoiceSummary {
     /// Every planned turn completed (the exit status of a run and of a merge).
     pub fn all_completed(&self) -> bool {
         self.turns.failed == 0 && self.turns.unfinished == 0 && self.turns.completed == self.turns.planned
@@ -277,7 +320,7 @@ impl Summary {
     }
 
     /// Reads a summary file; one-line errors name the file.
-    pub fn read(path: &std::path::Path) -> Result<Summary> {
+    pub fn read(path: &std::path::Path) -> Result<VoiceSummary> {
         let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
         let v: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
@@ -292,7 +335,7 @@ impl Summary {
     }
 
     /// Adds `other` (another shard of the same run).
-    pub fn merge(&mut self, other: &Summary, name: &str) -> Result<()> {
+    pub fn merge(&mut self, other: &VoiceSummary, name: &str) -> Result<()> {
         if other.run != self.run {
             let a = serde_json::to_value(&self.run)?;
             let b = serde_json::to_value(&other.run)?;
@@ -358,13 +401,7 @@ impl Summary {
         );
         self.loudness = match (self.loudness.take(), &other.loudness) {
             (Some(mut a), Some(b)) => {
-                a.replies_measured += b.replies_measured;
-                a.spl_db_sum += b.spl_db_sum;
-                a.replies_with_level += b.replies_with_level;
-                a.not_audible += b.not_audible;
-                a.spl_db_min = min_opt(a.spl_db_min, b.spl_db_min, f64::min);
-                a.spl_db_max = min_opt(a.spl_db_max, b.spl_db_max, f64::max);
-                a.spl_db_mean = (a.replies_with_level > 0).then(|| a.spl_db_sum / a.replies_with_level as f64);
+                a.add(b);
                 Some(a)
             }
             (a, b) => a.or_else(|| b.clone()),

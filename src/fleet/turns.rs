@@ -31,6 +31,7 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::voice::codec::MIC_RATE;
 
 use crate::fleet::summary::Hist;
+use crate::live::{Companion, Frame, Seen, Turn};
 
 /// A gap between TTS frames longer than this is a stutter the user hears (two 60 ms frames).
 pub const STUTTER: Duration = Duration::from_millis(120);
@@ -240,7 +241,7 @@ impl Driver {
     }
 
     /// Called every loop of the device: starts turns, times them out, recovers.
-    pub fn tick(&mut self, device: &mut Device, now: SimTime, channel_open: bool) {
+    fn tick(&mut self, device: &mut Device, now: SimTime, channel_open: bool) {
         let wall = Instant::now();
         let t = self.plan.timeout;
         if std::mem::take(&mut self.clear_mic) {
@@ -323,7 +324,7 @@ impl Driver {
     }
 
     /// A microphone frame left the device.
-    pub fn mic_frame_sent(&mut self, device: &Device) {
+    fn mic_frame_sent(&mut self, device: &Device) {
         self.metrics.mic_frames.fetch_add(1, Ordering::Relaxed);
         if let Phase::Saying { .. } = self.phase {
             let consumed = self.plan.utterance.len().saturating_sub(device.mic_pending());
@@ -337,16 +338,16 @@ impl Driver {
     }
 
     /// A text frame the device sent.
-    pub fn text_sent(&mut self, v: &serde_json::Value) {
-        if v["type"] == "listen" && v["state"] == "start" {
+    fn text_sent(&mut self, frame: &Frame<'_>) {
+        if frame.is_state("listen", "start") {
             self.listen_started = true;
         }
     }
 
     /// A text frame that arrived (handled by `device` already).
-    pub fn text_in(&mut self, v: &serde_json::Value, device: &Device) {
+    fn text_in(&mut self, frame: &Frame<'_>, device: &Device) {
         let wall = Instant::now();
-        match v["type"].as_str() {
+        match frame.kind.as_deref() {
             Some("hello") => self.hello = true,
             Some("stt") => {
                 if let Phase::Saying { .. } = self.phase {
@@ -357,7 +358,7 @@ impl Driver {
                     self.phase = Phase::Awaiting { eou, stt: true };
                 }
             }
-            Some("tts") => match v["state"].as_str() {
+            Some("tts") => match frame.state.as_deref() {
                 Some("start") => {
                     let eou = match self.phase {
                         Phase::Awaiting { eou, .. } => Some(eou),
@@ -421,7 +422,7 @@ impl Driver {
     }
 
     /// A binary frame (TTS audio) arrived.
-    pub fn audio_in(&mut self) {
+    fn audio_in(&mut self) {
         self.metrics.tts_frames.fetch_add(1, Ordering::Relaxed);
         let wall = Instant::now();
         if let Phase::Speaking {
@@ -447,12 +448,12 @@ impl Driver {
     }
 
     /// An MCP request → reply time at the device.
-    pub fn mcp_reply(&self, d: Duration) {
+    fn mcp_reply(&self, d: Duration) {
         self.metrics.record(|l| l.mcp_reply.record(us(d)));
     }
 
     /// The channel opened (or failed to).
-    pub fn connected(&mut self, ok: bool) {
+    fn connected(&mut self, ok: bool) {
         self.refused = !ok;
         self.opened |= ok;
         if ok {
@@ -461,7 +462,7 @@ impl Driver {
     }
 
     /// The channel closed.
-    pub fn closed(&mut self) {
+    fn closed(&mut self) {
         if matches!(
             self.phase,
             Phase::Saying { .. } | Phase::Awaiting { .. } | Phase::Speaking { .. }
@@ -469,6 +470,26 @@ impl Driver {
             self.end_turn(Some(Failure::ConnectionLost), Instant::now());
         }
         self.listen_started = false;
+    }
+}
+
+/// The user of a voice fleet's device, beside it in the live driver.
+impl Companion for Driver {
+    fn act(&mut self, device: &mut Device, turn: &Turn<'_>) {
+        self.tick(device, turn.now, turn.open);
+    }
+
+    fn seen(&mut self, what: &Seen<'_>, device: &Device) {
+        match *what {
+            Seen::Sent { frame, .. } => self.text_sent(frame),
+            Seen::Received { frame, .. } => self.text_in(frame, device),
+            Seen::Replied(d) => self.mcp_reply(d),
+            Seen::MicSent => self.mic_frame_sent(device),
+            Seen::AudioIn => self.audio_in(),
+            Seen::Dialled(ok) => self.connected(ok),
+            Seen::Closed => self.closed(),
+            Seen::Dropped | Seen::Traced(_) => {}
+        }
     }
 }
 

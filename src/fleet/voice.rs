@@ -1,0 +1,530 @@
+//! The voice fleet: many devices that talk (wake, an utterance, the reply heard), against one
+//! backend, with the summary a backend operator reads (`super::summary`), run whole or as one
+//! shard of a bigger run.
+//!
+//! What is shared, and why it is still faithful: every device has its own state machine,
+//! queues, NVS, audio chain and measurement; Opus work goes through one codec memo
+//! (`xiaozhi_sim::voice::memo`), which gives each device the bytes its own decoder or encoder
+//! would give; the utterance's samples are held once; the built-in backend encodes each distinct
+//! reply once.
+//!
+//! One thread per core, each with its own single-threaded runtime, its own built-in backend
+//! (sharing the codec pool) and every `workers`-th device: a device and its backend connection
+//! then run on one thread, with no cross-thread wake-ups per audio frame.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use indicatif::ProgressBar;
+use tokio::sync::watch;
+use xiaozhi_sim::backend::BackendSpec;
+use xiaozhi_sim::backend::script::Script;
+use xiaozhi_sim::board::BoardSpec;
+use xiaozhi_sim::device::{Board, Device};
+use xiaozhi_sim::voice::codec::{MIC_RATE, resample_clip};
+use xiaozhi_sim::voice::memo::{CodecPool, SharedCodecs};
+
+use super::summary::{self, Latency, Loudness, Pacing, Phases, RunOf, Shard, TwinCost, VoiceSummary};
+use super::turns::{Latencies, Metrics, Plan};
+use super::{
+    Devices, Member, check_url, cpu_s, fleet_device, loopback_backend, open_files_for, progress_bar, rss_kib, start,
+};
+use crate::live::Counters;
+use crate::server::{BackendFault, Server};
+
+/// The fleet's default utterance (`assets/utterance-2s.wav`, made by `assets/make_utterance.py`).
+pub const DEFAULT_UTTERANCE: &[u8] = include_bytes!("../../assets/utterance-2s.wav");
+
+/// What the built-in backend does on each turn: hear the utterance, turn the volume down, say so.
+pub const VOICE_SCRIPT: &str = "\
+await utterance
+speak \"好的，音量已经调小了。\" for 3s
+";
+
+/// A voice fleet to run.
+#[derive(Clone)]
+pub struct VoiceRun {
+    pub spec: Arc<BoardSpec>,
+    pub devices: u32,
+    pub shard: Shard,
+    pub url: Option<String>,
+    pub personality: BackendSpec,
+    pub script: Script,
+    /// The backend's script for one turn, as given (for the summary).
+    pub script_text: String,
+    pub fault: BackendFault,
+    pub plan: Plan,
+    pub utterance_name: String,
+    pub decode_full: bool,
+    pub ramp: f64,
+    pub duration: Duration,
+    pub seed: u64,
+    pub quiet: bool,
+}
+
+/// The utterance every device says, 16 kHz, and how the summary names it: a WAV file (any rate
+/// hound reads, resampled), or the shipped 2 s voice.
+pub fn load_utterance(path: Option<&Path>) -> Result<(Vec<i16>, String)> {
+    match path {
+        Some(p) => {
+            let (rate, pcm) = crate::wav::read_pcm(p)?;
+            if pcm.is_empty() {
+                bail!("{}: the utterance is empty", p.display());
+            }
+            Ok((resample_clip(&pcm, rate, MIC_RATE), p.display().to_string()))
+        }
+        None => {
+            let (rate, pcm) = crate::wav::parse_pcm(DEFAULT_UTTERANCE)?;
+            Ok((pcm, format!("built-in ({rate} Hz speech-like, 2 s)")))
+        }
+    }
+}
+
+/// The built-in backend's script: one turn (`path`, or [`VOICE_SCRIPT`]) as given, and that
+/// turn repeated `turns` times (it runs once per turn). The text is checked alone first, so an
+/// error names the line of the file.
+pub fn turn_script(path: Option<&Path>, turns: u32) -> Result<(Script, String)> {
+    let (origin, text) = match path {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
+        ),
+        None => ("default voice fleet script".to_string(), VOICE_SCRIPT.to_string()),
+    };
+    Script::parse(&origin, &text)?;
+    let mut turn = text.clone();
+    if !turn.ends_with('\n') {
+        turn.push('\n');
+    }
+    Ok((Script::parse(&origin, &turn.repeat(turns as usize))?, text))
+}
+
+/// The designed delay of the built-in backend from the last voiced frame to its first audio:
+/// its end-of-speech rule fires on the first microphone frame at least `end_of_speech` after
+/// the last voiced one (frames come every 60 ms), and the script speaks at once.
+pub fn nominal_first_audio(spec: &BackendSpec) -> Option<Duration> {
+    let eos = spec.voice.as_ref()?.end_of_speech.0.as_micros();
+    let frame = 60_000u64;
+    Some(Duration::from_micros(eos.div_ceil(frame) * frame))
+}
+
+/// How long a run may take: `--duration`, or longer when the ramp and the turns need it (the
+/// last device starts at `n / ramp`, then its turns each take at most the utterance, three
+/// timeouts and the think time), so a big fleet is never cut by a fixed deadline.
+pub fn run_length(run: &VoiceRun, n: u64) -> Duration {
+    let plan = &run.plan;
+    let ramp = Duration::from_secs_f64(n as f64 / run.ramp.max(0.001));
+    let utterance = plan.utterance_length();
+    let turn = utterance + plan.timeout * 3 + plan.think;
+    run.duration.max(ramp + turn * plan.turns + Duration::from_secs(10))
+}
+
+/// The devices of shard `i/N`: `i, i+N, …` below `devices`.
+pub fn shard_ids(devices: u32, shard: Shard) -> impl Iterator<Item = u32> {
+    (shard.index..devices).step_by(shard.count.max(1) as usize)
+}
+
+/// What every thread of the fleet shares.
+struct Fleet<'a> {
+    run: &'a VoiceRun,
+    board: Board,
+    pool: Arc<dyn CodecPool>,
+    plan: Arc<Plan>,
+    metrics: Arc<Metrics>,
+    counters: Arc<Counters>,
+    /// Between device starts on one thread's turn (the ramp).
+    gap: Duration,
+    /// Connections the built-in backends have accepted (for `close-every:N`).
+    connections: Arc<AtomicU64>,
+    workers: usize,
+}
+
+/// What one thread of the fleet found.
+#[derive(Default)]
+struct Part {
+    connect_failures: u64,
+    connected: u64,
+    drops: BTreeMap<String, u64>,
+    loud: Loudness,
+}
+
+/// What the fleet's watcher saw while it ran.
+struct Watched {
+    peak: u64,
+    rss_peak: u64,
+}
+
+/// Runs one voice fleet; the summary covers this shard.
+pub fn run(run: &VoiceRun) -> Result<VoiceSummary> {
+    let ids: Vec<u32> = shard_ids(run.devices, run.shard).collect();
+    let n = ids.len() as u64;
+    let limit = open_files_for(n, run.url.is_none())?;
+    if let Some(u) = &run.url {
+        check_url(u)?;
+    }
+    let fleet = Fleet {
+        run,
+        board: Board::new(run.spec.clone()),
+        pool: SharedCodecs::new(256 << 20),
+        plan: Arc::new(run.plan.clone()),
+        metrics: Arc::new(Metrics::default()),
+        counters: Arc::new(Counters::default()),
+        gap: Duration::from_secs_f64(1.0 / run.ramp.max(0.001)),
+        connections: Arc::new(AtomicU64::new(0)),
+        workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+    };
+    let started = Instant::now();
+    let cpu0 = cpu_s();
+    let rss_before = rss_kib();
+    let planned = n * u64::from(fleet.plan.turns);
+    let bar = progress_bar(
+        planned,
+        "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} turns ended · {msg}",
+        run.quiet,
+    );
+    let (parts, watched) = fleet.drive(&ids, started + run_length(run, n), &bar, rss_before);
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_s() - cpu0;
+    bar.finish_and_clear();
+    let mut part = Part::default();
+    for p in parts {
+        part.add(p?);
+    }
+    let (dec, enc, _) = fleet.pool.stats();
+    let w = wall.max(1e-9);
+    let twin = TwinCost {
+        cpu_s: cpu,
+        cores: fleet.workers as u32,
+        cores_busy: cpu / w,
+        rss_before_kib: rss_before,
+        rss_peak_kib: watched.rss_peak,
+        rss_per_device_kib: watched.rss_peak.saturating_sub(rss_before) as f64 / n.max(1) as f64,
+        open_files_limit: limit,
+        codec_memo_hits: dec.hits + enc.hits,
+        codec_memo_computed: dec.computed + enc.computed,
+    };
+    Ok(fleet.summary(n, part, watched.peak, wall, twin))
+}
+
+impl Fleet<'_> {
+    /// Runs the threads until every device is done, the run's `deadline`, or a thread ends;
+    /// the progress bar meanwhile.
+    fn drive(
+        &self,
+        ids: &[u32],
+        deadline: Instant,
+        bar: &ProgressBar,
+        rss_before: u64,
+    ) -> (Vec<Result<Part>>, Watched) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..self.workers)
+                .map(|w| {
+                    let mine: Vec<(usize, u32)> = ids
+                        .iter()
+                        .copied()
+                        .enumerate()
+                        .filter(|(k, _)| k % self.workers == w)
+                        .collect();
+                    let stop = stop_rx.clone();
+                    scope.spawn(move || self.run_part(mine, stop))
+                })
+                .collect();
+            let watched = self.watch(ids.len() as u64, deadline, bar, rss_before, || {
+                handles.iter().any(|h| h.is_finished())
+            });
+            let _ = stop_tx.send(true);
+            let parts = handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a fleet thread panicked")))
+                })
+                .collect();
+            (parts, watched)
+        })
+    }
+
+    /// Shows progress and samples the peaks until the fleet is done (`n` devices), the
+    /// deadline, or `ended` says a thread has stopped.
+    fn watch(
+        &self,
+        n: u64,
+        deadline: Instant,
+        bar: &ProgressBar,
+        rss_before: u64,
+        ended: impl Fn() -> bool,
+    ) -> Watched {
+        let (m, planned) = (&self.metrics, n * u64::from(self.plan.turns));
+        let mut seen = Watched {
+            peak: 0,
+            rss_peak: rss_before,
+        };
+        loop {
+            let open = self.counters.open.load(Ordering::Relaxed);
+            seen.peak = seen.peak.max(open);
+            if m.in_flight.load(Ordering::Relaxed) > 0 {
+                seen.rss_peak = seen.rss_peak.max(rss_kib());
+            }
+            let turns_ended = m.completed.load(Ordering::Relaxed) + m.failed.load(Ordering::Relaxed);
+            bar.set_position(turns_ended.min(planned));
+            bar.set_message(format!(
+                "{open} connected · turns {} started, {} completed, {} failed · {} TTS frames in",
+                m.started.load(Ordering::Relaxed),
+                m.completed.load(Ordering::Relaxed),
+                m.failed.load(Ordering::Relaxed),
+                m.tts_frames.load(Ordering::Relaxed),
+            ));
+            let all_done = m.devices_done.load(Ordering::Relaxed) >= n;
+            if all_done || Instant::now() >= deadline || ended() {
+                if all_done {
+                    // The last conversations are closing (a BOOT click each): let them.
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                return seen;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// One thread's devices (`(k, id)`: start order and device id) and, without `--url`, its
+    /// backend; runs until the stop signal.
+    fn run_part(&self, mine: Vec<(usize, u32)>, stop: watch::Receiver<bool>) -> Result<Part> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let run = self.run;
+        runtime.block_on(async {
+            let (backend_stop_tx, backend_stop_rx) = watch::channel(false);
+            let (device_stop_tx, device_stop_rx) = watch::channel(false);
+            let (url, serving) = match &run.url {
+                Some(u) => (u.clone(), None),
+                None => {
+                    let (url, serving) = loopback_backend(self.backend(), backend_stop_rx).await?;
+                    (url, Some(serving))
+                }
+            };
+            let mut devices = Devices::new();
+            for (k, i) in mine {
+                let mut device = fleet_device(&self.board, &url, run.seed.wrapping_add(u64::from(i)));
+                device.share_codecs(self.pool.clone());
+                device.set_durations_only(!run.decode_full);
+                let member = Member {
+                    delay: self.gap.mul_f64(k as f64),
+                    duration: run_length(run, u64::from(run.devices)) + Duration::from_secs(30),
+                    stop: device_stop_rx.clone(),
+                    counters: self.counters.clone(),
+                };
+                start(
+                    &mut devices,
+                    device,
+                    member,
+                    Some((self.plan.clone(), self.metrics.clone())),
+                );
+            }
+            let mut stop = stop;
+            while !*stop.borrow() {
+                if stop.changed().await.is_err() {
+                    break;
+                }
+            }
+            // The backend stops first (close frames), then the devices.
+            let _ = backend_stop_tx.send(true);
+            if let Some(s) = serving {
+                let _ = tokio::time::timeout(Duration::from_secs(10), s).await;
+            }
+            let _ = device_stop_tx.send(true);
+            let mut part = Part::default();
+            while let Some(r) = devices.join_next().await {
+                let Ok(Ok((device, stats))) = r else { continue };
+                part.connect_failures += stats.connect_failures;
+                part.connected += u64::from(stats.hellos > 0);
+                part.measure(&device, run.decode_full);
+            }
+            Ok(part)
+        })
+    }
+
+    /// A thread's built-in backend (the fleet's codec pool and connection count).
+    fn backend(&self) -> Arc<Server> {
+        let run = self.run;
+        Server::with(
+            run.personality.clone(),
+            run.script.clone(),
+            false,
+            false,
+            Some(self.pool.clone()),
+            run.fault,
+            Some(self.connections.clone()),
+        )
+    }
+
+    /// The summary of `n` devices from what the parts found and the metrics counted.
+    fn summary(&self, n: u64, part: Part, peak: u64, wall: f64, twin: TwinCost) -> VoiceSummary {
+        let m = &self.metrics;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (completed, failed) = (load(&m.completed), load(&m.failed));
+        let planned = n * u64::from(self.plan.turns);
+        let failures = m.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let (tts, mic) = (load(&m.tts_frames), load(&m.mic_frames));
+        let w = wall.max(1e-9);
+        VoiceSummary {
+            format: summary::FORMAT.into(),
+            run: self.run_of(),
+            shards: vec![self.run.shard],
+            devices: n,
+            devices_connected: part.connected,
+            connected_peak: peak,
+            connect_failures: part.connect_failures,
+            turns: summary::Turns {
+                planned,
+                started: load(&m.started),
+                completed,
+                failed,
+                unfinished: planned.saturating_sub(completed + failed),
+                failures: failures.iter().map(|(k, v)| (k.key().to_string(), *v)).collect(),
+                stt_before_end_of_speech: load(&m.early_stt),
+            },
+            latency: phases(&m.latency.lock().unwrap_or_else(|e| e.into_inner())),
+            pacing: Pacing {
+                tts_frames_received: tts,
+                mic_frames_sent: mic,
+                gaps_over_120ms: load(&m.stutters),
+                turns_with_gaps: load(&m.stuttered_turns),
+                frames_dropped_by_devices: part.drops,
+            },
+            loudness: self.run.decode_full.then_some(part.loud),
+            turns_per_s: completed as f64 / w,
+            tts_frames_per_s: tts as f64 / w,
+            mic_frames_per_s: mic as f64 / w,
+            wall_s: wall,
+            twin,
+        }
+    }
+
+    /// What the run was (a merge refuses shards of another).
+    fn run_of(&self) -> RunOf {
+        let (run, plan) = (self.run, &self.plan);
+        RunOf {
+            twin_version: env!("CARGO_PKG_VERSION").into(),
+            board: run.spec.name.clone(),
+            firmware: run.spec.firmware.version.clone(),
+            backend: match &run.url {
+                Some(u) => u.clone(),
+                None => format!(
+                    "built-in ({}{})",
+                    run.personality.name,
+                    match run.fault {
+                        BackendFault::None => String::new(),
+                        f => format!(", fault {f:?}"),
+                    }
+                ),
+            },
+            decode: if run.decode_full { "full" } else { "none" }.into(),
+            utterance: run.utterance_name.clone(),
+            utterance_s: plan.utterance.len() as f64 / f64::from(MIC_RATE),
+            turns_per_device: plan.turns,
+            devices_total: run.devices,
+            seed: run.seed,
+            think_s: plan.think.as_secs_f64(),
+            turn_timeout_s: plan.timeout.as_secs_f64(),
+            ramp_per_s: run.ramp,
+            backend_script: run.url.is_none().then(|| run.script_text.clone()),
+        }
+    }
+}
+
+/// The latency histograms as the summary shows them.
+fn phases(l: &Latencies) -> Phases {
+    Phases {
+        stt: Latency::of(&l.stt),
+        first_audio: Latency::of(&l.first_audio),
+        tts_stop: Latency::of(&l.tts_stop),
+        twin_added_first_audio: Latency::of(&l.twin_added_first_audio),
+        mcp_reply: Latency::of(&l.mcp_reply),
+        worst_frame_gap: Latency::of(&l.worst_gap),
+    }
+}
+
+impl Part {
+    fn add(&mut self, p: Part) {
+        self.connect_failures += p.connect_failures;
+        self.connected += p.connected;
+        for (k, v) in p.drops {
+            *self.drops.entry(k).or_insert(0) += v;
+        }
+        self.loud.add(&p.loud);
+    }
+
+    /// A finished device's drops by reason and (with decoding) the level of each reply.
+    fn measure(&mut self, device: &Device, decode_full: bool) {
+        let log = device.speech_log();
+        for c in log.sessions.iter().map(|s| &s.counts).chain([&log.outside]) {
+            for (k, v) in [
+                ("wrong_state", c.dropped_wrong_state),
+                ("queue_full", c.dropped_queue_full),
+                ("undecodable", c.dropped_undecodable),
+                ("no_channel", c.dropped_no_channel),
+            ] {
+                if v > 0 {
+                    *self.drops.entry(k.into()).or_insert(0) += v;
+                }
+            }
+        }
+        if !decode_full {
+            return;
+        }
+        let loud = &mut self.loud;
+        for s in &log.sessions {
+            let Some(w) = s.window else { continue };
+            let from = (w.start + crate::voice_report::GUARD).min(w.end);
+            let (m, _) = device.render(from, w.end, false);
+            loud.replies_measured += 1;
+            if let Some(spl) = m.spl_db.filter(|x| x.is_finite()) {
+                loud.replies_with_level += 1;
+                loud.spl_db_sum += spl;
+                loud.spl_db_min = Some(loud.spl_db_min.map_or(spl, |x| x.min(spl)));
+                loud.spl_db_max = Some(loud.spl_db_max.map_or(spl, |x| x.max(spl)));
+            }
+            if !m.audible {
+                loud.not_audible += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_cover_every_device_once_with_the_ids_of_the_whole_run() {
+        for count in 1..6u32 {
+            let mut seen: Vec<u32> = (0..count)
+                .flat_map(|index| shard_ids(23, Shard { index, count }))
+                .collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..23).collect::<Vec<_>>(), "{count} shards");
+        }
+        assert_eq!(
+            shard_ids(10, Shard { index: 1, count: 3 }).collect::<Vec<_>>(),
+            vec![1, 4, 7]
+        );
+    }
+
+    #[test]
+    fn the_built_in_backend_answers_after_its_end_of_speech_wait_in_whole_frames() {
+        let spec = xiaozhi_sim::backend::BackendSpec::shipped("xinnan-py").unwrap();
+        // 500 ms of quiet is noticed on the 9th 60 ms frame after the last voiced one.
+        assert_eq!(nominal_first_audio(&spec), Some(Duration::from_millis(540)));
+    }
+
+    #[test]
+    fn the_shipped_utterance_is_two_seconds_of_voice_to_its_last_frame() {
+        let (rate, pcm) = crate::wav::parse_pcm(DEFAULT_UTTERANCE).unwrap();
+        assert_eq!((rate, pcm.len()), (16_000, 32_000));
+        assert_eq!(crate::fleet::turns::voiced_end(&pcm, -40.0), pcm.len());
+    }
+}

@@ -1,0 +1,66 @@
+//! `xiaozhi_twin`: the edges of the xiaozhi-esp32 digital twin. The device itself is the sans-IO
+//! `xiaozhi-sim` crate; this library puts it on real sockets and files: the live driver, the
+//! backend server, fleets, scenario files and their reports, and the commands.
+//!
+//! Why the commands live here rather than in the binary: as mini-redis keeps its `cmd` in its
+//! library, each command is a module with a `clap::Args` struct (its flags and help) and a plain
+//! `run(&Args)`, so a test can build the arguments and run a command, or any part below it (the
+//! live driver, a fleet, a report), in-process without spawning the process. The binary,
+//! `src/main.rs`, keeps only the subcommand enum: it parses the command line and dispatches.
+//!
+//! The map (one line per module; `src/main.rs` is the binary):
+//!
+//! * `args`: argument parsers and argument groups several commands share (`BoardArgs`).
+//! * `boards`: the shipped board files (embedded) and `--board` resolution.
+//! * `cmd`: one module per subcommand, each its `Args` (the help text) and `run`:
+//!   * `cmd::backend`: `backend`, the WebSocket backend server on an address of your choosing;
+//!   * `cmd::boards`: `boards`, the shipped boards;
+//!   * `cmd::check_bounds`: `check-bounds`, the parameter-bound promises of a board;
+//!   * `cmd::connect`: `connect`, one board dialling a real backend;
+//!   * `cmd::demo`: `demo`, the narrated scenes;
+//!   * `cmd::fleet`: `fleet`, its arguments and checks, and a call into `fleet`;
+//!   * `cmd::render`: `render`, set the volume, play a probe, measure what is heard;
+//!   * `cmd::replay`: `replay`, a conformance request file on a fresh board;
+//!   * `cmd::run`: `run`, scenario files in virtual time, over the wire or as a version matrix;
+//!   * `cmd::stdio`: `stdio`, a board as a standard MCP server on stdin/stdout;
+//!   * `cmd::tools`: `tools`, the exact `tools/list` pages of a board.
+//! * `fleet`: many devices against one backend; what both kinds of fleet share (limits, costs,
+//!   the loopback backend, the start of a device):
+//!   * `fleet::capacity`: `--find-capacity`, the knee search under an SLO;
+//!   * `fleet::mcp`: the MCP fleet, its summary (`McpSummary`) and percentile;
+//!   * `fleet::summary`: the voice fleet's mergeable summary (`VoiceSummary`, HDR histograms);
+//!   * `fleet::turns`: the talking user of one voice-fleet device and the fleet's metrics;
+//!   * `fleet::voice`: the voice fleet, one thread per core, whole or one shard.
+//! * `html`: the self-contained HTML report (`--html`).
+//! * `junit`: the JUnit XML of `run --junit`.
+//! * `live`: the real-time driver of one device on real sockets, in short drive functions:
+//!   * `live::companion`: the `Companion` trait, the simulated users and the observers;
+//!   * `live::frame`: a text frame parsed once (`type`, `state`, the MCP payload);
+//!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
+//!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
+//! * `matrix`: the version matrix of `run --firmware A,B,…`.
+//! * `ota`: the firmware's OTA/activation request (`connect --ota`).
+//! * `scenarios`: scenario files found, loaded, run in virtual time, their WAV evidence.
+//! * `server`: the WebSocket backend server (a personality) of `backend`, fleets and `--wire`.
+//! * `state`: `--state DIR`, the twin's NVS between runs.
+//! * `user`: the simulated user's script of `connect --script`.
+//! * `voice_report`: the JSON report of `connect --report`.
+//! * `wav`: WAV evidence and optional playback.
+//! * `wire`: scenarios over real sockets, judged from the backend's side.
+
+pub mod args;
+pub mod boards;
+pub mod cmd;
+pub mod fleet;
+pub mod html;
+pub mod junit;
+pub mod live;
+pub mod matrix;
+pub mod ota;
+pub mod scenarios;
+pub mod server;
+pub mod state;
+pub mod user;
+pub mod voice_report;
+pub mod wav;
+pub mod wire;

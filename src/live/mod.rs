@@ -1,0 +1,350 @@
+//! The real-time driver: one simulated device on real sockets (DESIGN.md §2, §8).
+//!
+//! The device model decides everything (what to dial, which bytes to write, what to send and
+//! when); this layer only maps the tokio clock onto virtual time, carries bytes, and lets the
+//! device's companions act and watch: the simulated users (`--wake`, `--script`, a voice fleet's
+//! talking user) and the observers (the record of `connect --report`, a fleet's counters), all
+//! behind one small trait ([`Companion`]). Nothing here changes what the device does.
+//!
+//! One turn of the loop, in the manner of quinn's drive functions: the users act
+//! (`drive_users`), what the device emits is carried (`drive_transmit`; a dial it asks for is
+//! `drive_dial`), its trace is read (`drive_events`), and the driver waits for a frame, the
+//! device's next timer or the stop signal (`drive_receive`). Every text frame is parsed once,
+//! into a [`Frame`] that every companion reads; frame types are told by their parsed `type`.
+//!
+//! Files: `net.rs` the clock and the sockets, `frame.rs` the parsed frame, `companion.rs` the
+//! trait, the users and the observers, `stats.rs` what a run leaves.
+
+mod companion;
+mod frame;
+mod net;
+mod stats;
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+use tokio_tungstenite::tungstenite::Message;
+use xiaozhi_sim::device::url::Endpoint;
+use xiaozhi_sim::device::{Device, Output};
+use xiaozhi_sim::time::SimTime;
+
+pub use companion::{Companion, Counters, Recorder, Scripted, Seen, Turn, Wake, Waker};
+pub use frame::{Frame, Mcp};
+pub use net::{Clock, Ws, dial, raw_text, read_http_head, small_ws_config};
+pub use stats::{DeviceStats, Request};
+
+/// How long a dial may take before it counts as failed.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The users look at the device at least this often (a `--wake every:` idle check).
+const USER_CHECK: Duration = Duration::from_millis(200);
+
+/// Options of one live device.
+pub struct LiveOptions {
+    pub wake: Wake,
+    /// Stop after this long (None: run until Ctrl-C).
+    pub duration: Option<Duration>,
+    /// Print device trace events to stderr.
+    pub verbose: bool,
+    pub label: String,
+    /// Stops the device when it turns true.
+    pub stop: Option<watch::Receiver<bool>>,
+    /// Fleet counters.
+    pub counters: Option<Arc<Counters>>,
+    /// The simulated user's timed actions (`connect --script`).
+    pub script: Option<Vec<crate::user::Line>>,
+    /// Keep state transitions, control messages and requests for a report.
+    pub record: bool,
+    /// The talking user of a voice fleet's device (`fleet --voice`: `crate::fleet::turns`), or
+    /// any other companion of the device.
+    pub turns: Option<Box<dyn Companion + Send>>,
+}
+
+impl LiveOptions {
+    /// The companions these options ask for: the users first, in the order they act.
+    fn companions(self) -> Vec<Box<dyn Companion + Send>> {
+        let mut all: Vec<Box<dyn Companion + Send>> = Vec::new();
+        if let Some(lines) = self.script {
+            all.push(Box::new(Scripted::new(lines, self.verbose, self.label)));
+        }
+        all.extend(self.turns);
+        if self.wake != Wake::Manual {
+            all.push(Box::new(Waker::new(self.wake)));
+        }
+        if self.record {
+            all.push(Box::new(Recorder::default()));
+        }
+        if let Some(c) = self.counters {
+            all.push(Box::new(c));
+        }
+        all
+    }
+}
+
+/// Runs `device` against the network until `duration` (or forever).
+pub async fn run_device(device: Device, opts: LiveOptions) -> Result<(Device, DeviceStats)> {
+    let mut live = Live::new(device, opts);
+    live.run().await;
+    Ok(live.finish())
+}
+
+/// One live device, its socket and its companions.
+struct Live {
+    device: Device,
+    clock: Clock,
+    ws: Option<Ws>,
+    companions: Vec<Box<dyn Companion + Send>>,
+    stats: DeviceStats,
+    /// MCP requests that arrived and are not answered yet: id → when (wall).
+    asked: BTreeMap<i64, Instant>,
+    stop_at: Option<Instant>,
+    stop: Option<watch::Receiver<bool>>,
+    max_message: usize,
+    verbose: bool,
+    label: String,
+}
+
+impl Live {
+    fn new(device: Device, opts: LiveOptions) -> Live {
+        let clock = Clock::new(device.now());
+        Live {
+            clock,
+            ws: None,
+            stats: DeviceStats::default(),
+            asked: BTreeMap::new(),
+            stop_at: opts.duration.map(|d| Instant::now() + d),
+            stop: opts.stop.clone(),
+            max_message: device.spec().target.free_heap,
+            verbose: opts.verbose,
+            label: opts.label.clone(),
+            device,
+            companions: opts.companions(),
+        }
+    }
+
+    async fn run(&mut self) {
+        // One timer for the whole run, moved rather than made anew on every wake.
+        let timer = tokio::time::sleep_until(Instant::now());
+        tokio::pin!(timer);
+        loop {
+            let now = self.clock.now();
+            self.device.run_until(now);
+            self.drive_users(now);
+            self.device.run_until(now);
+            if let Some((endpoint, request)) = self.drive_transmit().await {
+                self.drive_dial(&endpoint, &request).await;
+                continue;
+            }
+            if self.stopping() {
+                break;
+            }
+            self.drive_events();
+            let until = self.next_wake();
+            if timer.deadline() != until {
+                timer.as_mut().reset(until);
+            }
+            self.drive_receive(timer.as_mut()).await;
+        }
+    }
+
+    fn finish(mut self) -> (Device, DeviceStats) {
+        self.drop_socket();
+        self.stats.boots = self.device.boots();
+        for c in &mut self.companions {
+            c.finish(&mut self.stats);
+        }
+        (self.device, self.stats)
+    }
+
+    /// Tells every companion.
+    fn tell(&mut self, what: Seen<'_>) {
+        for c in &mut self.companions {
+            c.seen(&what, &self.device);
+        }
+    }
+
+    fn drive_users(&mut self, now: SimTime) {
+        let turn = Turn {
+            now,
+            clock: &self.clock,
+            open: self.ws.is_some(),
+        };
+        for c in &mut self.companions {
+            c.act(&mut self.device, &turn);
+        }
+    }
+
+    /// Carries what the device emits; returns the dial it asked for, if any.
+    async fn drive_transmit(&mut self) -> Option<(Endpoint, Vec<u8>)> {
+        let mut dial = None;
+        while let Some(out) = self.device.poll_output() {
+            match out {
+                Output::WsOpen { endpoint, request, .. } => {
+                    self.drop_socket();
+                    dial = Some((endpoint, request));
+                }
+                Output::WsText { text, at } => self.send_text(at, text).await,
+                Output::WsClose { .. } => self.device_closed(),
+                Output::WsBinary { frame, .. } => self.send_binary(frame).await,
+                Output::Mcp { .. } | Output::Control { .. } => {}
+            }
+        }
+        dial
+    }
+
+    async fn send_text(&mut self, at: SimTime, text: Vec<u8>) {
+        let frame = Frame::parse(&text);
+        self.tell(Seen::Sent { at, frame: &frame });
+        if self.ws.is_none() {
+            return;
+        }
+        self.stats.frames_out += 1;
+        if let Some(asked) = frame.reply_id().and_then(|id| self.asked.remove(&id)) {
+            self.tell(Seen::Replied(asked.elapsed()));
+        }
+        if self.verbose {
+            eprintln!("[{}] → {}", self.label, String::from_utf8_lossy(&text));
+        }
+        if let Some(sock) = self.ws.as_mut()
+            && sock.send(raw_text(text)).await.is_err()
+        {
+            self.lost(self.clock.now());
+        }
+    }
+
+    async fn send_binary(&mut self, frame: Vec<u8>) {
+        let Some(sock) = self.ws.as_mut() else { return };
+        self.stats.binary_out += 1;
+        if sock.send(Message::Binary(frame.into())).await.is_err() {
+            self.lost(self.clock.now());
+        } else {
+            self.tell(Seen::MicSent);
+        }
+    }
+
+    /// The device closed TCP (a reboot: no close frame).
+    fn device_closed(&mut self) {
+        self.tell(Seen::Closed);
+        if self.drop_socket() {
+            self.stats.closes += 1;
+            if self.verbose {
+                eprintln!("[{}] TCP closed by the device (no close frame)", self.label);
+            }
+        }
+    }
+
+    async fn drive_dial(&mut self, endpoint: &Endpoint, request: &[u8]) {
+        self.stats.connects += 1;
+        let ok = match tokio::time::timeout(DIAL_TIMEOUT, dial(endpoint, request, self.max_message)).await {
+            Ok(Ok(sock)) => {
+                self.ws = Some(sock);
+                true
+            }
+            Ok(Err(e)) => {
+                if self.verbose {
+                    eprintln!("[{}] connect failed: {e:#}", self.label);
+                }
+                false
+            }
+            Err(_) => false,
+        };
+        self.stats.connect_failures += u64::from(!ok);
+        self.device.handle_ws_open_result(self.clock.now(), ok);
+        self.tell(Seen::Dialled(ok));
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop_at.is_some_and(|t| Instant::now() >= t) || self.stop.as_ref().is_some_and(|s| *s.borrow())
+    }
+
+    fn drive_events(&mut self) {
+        for e in self.device.drain_events() {
+            self.tell(Seen::Traced(&e));
+            if self.verbose {
+                eprintln!("[{}] {e}", self.label);
+            }
+        }
+    }
+
+    /// The device's next timer, the users' next look, or the end of the run.
+    fn next_wake(&self) -> Instant {
+        let next = self.device.poll_timeout().map(|t| self.clock.instant(t));
+        let check = Instant::now() + USER_CHECK;
+        let until = next.map_or(check, |n| n.min(check));
+        self.stop_at.map_or(until, |s| until.min(s))
+    }
+
+    /// Waits for a frame, the timer or the stop signal; hands a frame to the device.
+    async fn drive_receive(&mut self, timer: Pin<&mut Sleep>) {
+        let Some(sock) = self.ws.as_mut() else {
+            tokio::select! {
+                _ = timer => {}
+                _ = stop_signal(&mut self.stop) => {}
+            }
+            return;
+        };
+        let msg = tokio::select! {
+            msg = sock.next() => msg,
+            _ = timer => return,
+            _ = stop_signal(&mut self.stop) => return,
+        };
+        let now = self.clock.now();
+        match msg {
+            Some(Ok(Message::Text(t))) => self.receive_text(now, t.as_str()),
+            Some(Ok(Message::Binary(b))) => {
+                self.stats.binary_in += 1;
+                self.device.handle_ws_binary(now, &b);
+                self.tell(Seen::AudioIn);
+            }
+            Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
+            Some(Ok(Message::Close(_)) | Err(_)) | None => self.lost(now),
+        }
+    }
+
+    fn receive_text(&mut self, now: SimTime, text: &str) {
+        self.stats.frames_in += 1;
+        if self.verbose {
+            eprintln!("[{}] ← {text}", self.label);
+        }
+        let frame = Frame::parse(text.as_bytes());
+        self.stats.hellos += u64::from(frame.is_hello());
+        if let Some(id) = frame.request_id() {
+            self.asked.insert(id, Instant::now());
+        }
+        self.device.handle_ws_text(now, text.as_bytes());
+        self.tell(Seen::Received { at: now, frame: &frame });
+    }
+
+    /// The socket is gone under the device (the server closed it, or a read or write failed).
+    fn lost(&mut self, now: SimTime) {
+        self.drop_socket();
+        self.device.handle_ws_closed(now);
+        self.tell(Seen::Closed);
+    }
+
+    /// Drops the socket; whether one was open.
+    fn drop_socket(&mut self) -> bool {
+        let open = self.ws.take().is_some();
+        if open {
+            self.tell(Seen::Dropped);
+        }
+        open
+    }
+}
+
+/// Resolves when the stop signal changes (never without one).
+async fn stop_signal(stop: &mut Option<watch::Receiver<bool>>) {
+    match stop {
+        Some(s) => {
+            if s.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}
