@@ -7,7 +7,9 @@ use xiaozhi_sim::board::BoardSpec;
 
 /// `1500ms`, `2s`, `1m` as a wall-clock duration.
 pub fn parse_std_duration(s: &str) -> Result<std::time::Duration, String> {
-    xiaozhi_sim::time::parse_duration(s).map(|d| std::time::Duration::from_micros(d.as_micros()))
+    xiaozhi_sim::time::parse_duration(s)
+        .map(|d| std::time::Duration::from_micros(d.as_micros()))
+        .map_err(|e| e.to_string())
 }
 
 /// `--board` and `--firmware`: which board a command runs, on which firmware version. Flattened

@@ -81,13 +81,18 @@ impl fmt::Display for Fault {
     }
 }
 
+/// A fault name the twin does not model.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown fault `{0}`; known faults: {names}", names = Fault::ALL.map(Fault::name).join(", "))]
+pub struct UnknownFault(pub String);
+
 impl FromStr for Fault {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Fault, String> {
-        Fault::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
-            format!("unknown fault `{s}`; known faults: {}", names.join(", "))
-        })
+    type Err = UnknownFault;
+    fn from_str(s: &str) -> Result<Fault, UnknownFault> {
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| UnknownFault(s.to_string()))
     }
 }
 

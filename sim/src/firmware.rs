@@ -332,6 +332,25 @@ enum Op {
     Gt,
 }
 
+/// Why a firmware constraint was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConstraintError {
+    /// `[]`.
+    #[error("an empty firmware constraint matches nothing; leave it out instead")]
+    Empty,
+    /// Not an operator and a version.
+    #[error("`{0}` is not a version comparison (e.g. \">=2.0.1\", \"<2.0.5\", \"1.9.4\")")]
+    NotAComparison(String),
+    /// `=` with a version that is no modelled tag.
+    #[error("`{item}`: {version} is not a modelled tag; supported: {supported}", supported = supported())]
+    NotATag {
+        /// The comparison as written.
+        item: String,
+        /// Its version.
+        version: String,
+    },
+}
+
 /// Which firmware versions something holds for: comparisons against modelled tags, all of which
 /// must hold (`[">=2.0.1"]`, `[">=1.9.2", "<2.0.0"]`). Versions compare in tag order; a bound
 /// may be any well-formed version (`<2.0.0` needs no tag 2.0.0).
@@ -343,9 +362,9 @@ pub struct Constraint {
 
 impl Constraint {
     /// Parses `[">=2.0.1", "<2.2.2"]`-style comparisons; the error says which one is wrong.
-    pub fn parse(items: &[String]) -> Result<Constraint, String> {
+    pub fn parse(items: &[String]) -> Result<Constraint, ConstraintError> {
         if items.is_empty() {
-            return Err("an empty firmware constraint matches nothing; leave it out instead".into());
+            return Err(ConstraintError::Empty);
         }
         let mut all = Vec::new();
         for item in items {
@@ -360,9 +379,7 @@ impl Constraint {
             .iter()
             .find_map(|(p, op)| t.strip_prefix(p).map(|r| (*op, r.trim())))
             .unwrap_or((Op::Eq, t));
-            let key = version_key(rest).ok_or_else(|| {
-                format!("`{item}` is not a version comparison (e.g. \">=2.0.1\", \"<2.0.5\", \"1.9.4\")")
-            })?;
+            let key = version_key(rest).ok_or_else(|| ConstraintError::NotAComparison(item.clone()))?;
             // Position of the bound among the tags: exact tags compare by index; other versions by
             // where they would sort (`<2.0.0` = before 2.0.1).
             let below = TAGS
@@ -373,10 +390,10 @@ impl Constraint {
             let comparison = match (op, exact) {
                 (_, Some(at)) => Comparison { op, at },
                 (Op::Eq, None) => {
-                    return Err(format!(
-                        "`{item}`: {rest} is not a modelled tag; supported: {}",
-                        supported()
-                    ));
+                    return Err(ConstraintError::NotATag {
+                        item: item.clone(),
+                        version: rest.to_string(),
+                    });
                 }
                 // No such tag: `>= x` = `>= first tag above`, `< x` = `< first tag above`, etc.
                 (Op::Ge | Op::Gt, None) => Comparison { op: Op::Ge, at: below },
@@ -539,8 +556,13 @@ mod tests {
         assert!(band.matches(&at("1.9.2_2")) && !band.matches(&at("1.9.1")) && !band.matches(&at("2.0.1")));
         assert!(c(&["1.8.9"]).unwrap().matches(&at("1.8.9")));
         assert!(c(&[">2.2.6"]).unwrap().matches(&at("2.3.0")));
-        assert!(c(&["2.0.0"]).unwrap_err().contains("not a modelled tag"));
-        assert!(c(&[">=two"]).unwrap_err().contains("not a version comparison"));
+        assert!(c(&["2.0.0"]).unwrap_err().to_string().contains("not a modelled tag"));
+        assert!(
+            c(&[">=two"])
+                .unwrap_err()
+                .to_string()
+                .contains("not a version comparison")
+        );
         assert!(c(&[]).is_err());
     }
 

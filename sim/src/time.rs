@@ -146,15 +146,45 @@ impl TickRate {
     }
 }
 
+/// Why a duration text was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Digits without a unit (`1500`).
+    #[error("`{0}` has no unit: write e.g. `1500ms` or `2s`")]
+    NoUnit(String),
+    /// A unit without digits (`soon`).
+    #[error("`{0}` does not start with a number")]
+    NoNumber(String),
+    /// A unit the parser does not know.
+    #[error("unknown time unit `{unit}` in `{text}` (use us, ms, s, m or h)")]
+    UnknownUnit {
+        /// The unit as written.
+        unit: String,
+        /// The whole text.
+        text: String,
+    },
+    /// Digits and dots that are no number (`1.2.3s`).
+    #[error("`{number}` is not a number in `{text}`")]
+    NotANumber {
+        /// The number part.
+        number: String,
+        /// The whole text.
+        text: String,
+    },
+    /// Negative, not finite, or beyond 10^15 µs.
+    #[error("`{0}` is out of range")]
+    OutOfRange(String),
+}
+
 /// Parses a human duration with a unit: `1500ms`, `2s`, `1.5s`, `250us`, `3m`.
-pub fn parse_duration(text: &str) -> Result<SimDuration, String> {
+pub fn parse_duration(text: &str) -> Result<SimDuration, DurationError> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("`{t}` has no unit: write e.g. `1500ms` or `2s`"))?;
+        .ok_or_else(|| DurationError::NoUnit(t.to_string()))?;
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
-        return Err(format!("`{t}` does not start with a number"));
+        return Err(DurationError::NoNumber(t.to_string()));
     }
     let per_unit_us: f64 = match unit.trim() {
         "us" | "µs" => 1.0,
@@ -162,12 +192,20 @@ pub fn parse_duration(text: &str) -> Result<SimDuration, String> {
         "s" => 1e6,
         "m" | "min" => 60e6,
         "h" => 3600e6,
-        other => return Err(format!("unknown time unit `{other}` in `{t}` (use us, ms, s, m or h)")),
+        other => {
+            return Err(DurationError::UnknownUnit {
+                unit: other.to_string(),
+                text: t.to_string(),
+            });
+        }
     };
-    let value: f64 = num.parse().map_err(|_| format!("`{num}` is not a number in `{t}`"))?;
+    let value: f64 = num.parse().map_err(|_| DurationError::NotANumber {
+        number: num.to_string(),
+        text: t.to_string(),
+    })?;
     let us = value * per_unit_us;
     if !us.is_finite() || !(0.0..=1e15).contains(&us) {
-        return Err(format!("`{t}` is out of range"));
+        return Err(DurationError::OutOfRange(t.to_string()));
     }
     Ok(SimDuration::from_micros(us.round() as u64))
 }

@@ -67,7 +67,7 @@ async fn stdin_commands(server: Arc<Server>) {
         match xiaozhi_sim::backend::script::parse_line(&line) {
             Ok(Some(l)) => server.broadcast(l.step),
             Ok(None) => {}
-            Err((col, msg)) => eprintln!("stdin:{n}:{col}: {msg}"),
+            Err(e) => eprintln!("stdin:{n}:{e}"),
         }
     }
 }

@@ -86,7 +86,9 @@ impl std::str::FromStr for Wake {
             "on-boot" => Ok(Wake::OnBoot),
             "manual" => Ok(Wake::Manual),
             _ => match s.strip_prefix("every:") {
-                Some(d) => xiaozhi_sim::time::parse_duration(d).map(Wake::Every),
+                Some(d) => xiaozhi_sim::time::parse_duration(d)
+                    .map(Wake::Every)
+                    .map_err(|e| e.to_string()),
                 None => Err(format!(
                     "--wake `{s}`: use on-boot, manual or every:<duration> (e.g. every:30s)"
                 )),

@@ -97,6 +97,25 @@ pub struct Script {
     pub lines: Vec<Line>,
 }
 
+/// What is wrong with one line, and at which 1-based column.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{column}: {message}")]
+pub struct LineError {
+    /// 1-based column in the line.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl LineError {
+    fn at(column: usize, message: impl Into<String>) -> LineError {
+        LineError {
+            column,
+            message: message.into(),
+        }
+    }
+}
+
 /// `origin:line:column: message`.
 #[derive(Debug, thiserror::Error)]
 #[error("{origin}:{line}:{column}: {message}")]
@@ -121,7 +140,7 @@ impl Script {
     pub fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
         let mut lines = Vec::new();
         for (i, raw) in text.lines().enumerate() {
-            if let Some(line) = parse_line(raw).map_err(|(column, message)| ScriptError {
+            if let Some(line) = parse_line(raw).map_err(|LineError { column, message }| ScriptError {
                 origin: origin.to_string(),
                 line: i + 1,
                 column,
@@ -135,7 +154,7 @@ impl Script {
 }
 
 /// Parses one line (`None` for blanks and comments); errors carry a 1-based column.
-pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
+pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
     let indent = raw.len() - raw.trim_start().len();
     let mut rest = raw.trim_start();
     if rest.is_empty() || rest.starts_with('#') {
@@ -148,7 +167,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
         match n.parse::<u32>() {
             Ok(k) if k >= 1 => only_on = Some(k),
             _ => {
-                return Err((
+                return Err(LineError::at(
                     indent + 1,
                     format!("`@{n}`: expected a connection number from 1, e.g. `@2 call ...`"),
                 ));
@@ -167,7 +186,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
         "call" | "send" => {
             let (tool, args) = tail.split_once(char::is_whitespace).unwrap_or((tail, ""));
             if tool.is_empty() {
-                return Err((
+                return Err(LineError::at(
                     tail_col,
                     format!("`{word}` needs a tool name, e.g. `{word} self.get_device_status`"),
                 ));
@@ -177,7 +196,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
                 Value::Object(Default::default())
             } else {
                 serde_json::from_str::<Value>(args).map_err(|e| {
-                    (
+                    LineError::at(
                         raw.len() - args.len() - (raw.len() - raw.trim_end().len()) + e.column(),
                         format!("arguments are not JSON: {}", strip_position(&e.to_string())),
                     )
@@ -189,21 +208,21 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
                 wait: word == "call",
             }
         }
-        "wait" => Step::Wait(parse_duration(tail).map_err(|e| (tail_col, e))?),
+        "wait" => Step::Wait(parse_duration(tail).map_err(|e| LineError::at(tail_col, e.to_string()))?),
         "raw" if !tail.is_empty() => Step::Raw(tail.to_string()),
         "frame" if !tail.is_empty() => Step::Frame(tail.to_string()),
-        "raw" | "frame" => return Err((tail_col, format!("`{word}` needs the text to send"))),
+        "raw" | "frame" => return Err(LineError::at(tail_col, format!("`{word}` needs the text to send"))),
         "garbage" | "vanish" | "close" if !tail.is_empty() => {
-            return Err((tail_col, format!("`{word}` takes no argument")));
+            return Err(LineError::at(tail_col, format!("`{word}` takes no argument")));
         }
         "garbage" => Step::Garbage,
         "vanish" => Step::Vanish,
         "close" => Step::Close,
         "await" if tail == "utterance" => Step::AwaitUtterance,
-        "await" => return Err((tail_col, "`await` takes `utterance`: `await utterance`".into())),
-        "speak" => parse_speak(tail).map_err(|(c, m)| (tail_col + c, m))?,
+        "await" => return Err(LineError::at(tail_col, "`await` takes `utterance`: `await utterance`")),
+        "speak" => parse_speak(tail).map_err(|e| LineError::at(tail_col + e.column, e.message))?,
         other => {
-            return Err((
+            return Err(LineError::at(
                 col(rest),
                 format!(
                     "unknown step `{other}`: use call, send, wait, raw, frame, garbage, vanish, close, await or speak"
@@ -216,15 +235,23 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, (usize, String)> {
 
 /// `"<text>" [for <duration>] [tone <Hz> <dBFS> | wav <file>]`; errors carry a 0-based offset
 /// into `tail`.
-fn parse_speak(tail: &str) -> Result<Step, (usize, String)> {
+fn parse_speak(tail: &str) -> Result<Step, LineError> {
     let usage = "e.g. `speak \"音量已调小\" for 2s tone 440 -12`";
     if !tail.starts_with('"') {
-        return Err((0, format!("`speak` needs the sentence in double quotes, {usage}")));
+        return Err(LineError::at(
+            0,
+            format!("`speak` needs the sentence in double quotes, {usage}"),
+        ));
     }
     let mut de = serde_json::Deserializer::from_str(tail).into_iter::<String>();
     let text = match de.next() {
         Some(Ok(t)) => t,
-        _ => return Err((0, format!("the sentence is not a closed \"…\" string, {usage}"))),
+        _ => {
+            return Err(LineError::at(
+                0,
+                format!("the sentence is not a closed \"…\" string, {usage}"),
+            ));
+        }
     };
     let mut pos = de.byte_offset();
     let mut duration = None;
@@ -247,36 +274,35 @@ fn parse_speak(tail: &str) -> Result<Step, (usize, String)> {
         let arg = |j: usize| words.get(k + j).copied();
         match w {
             "for" => {
-                let (a, d) = arg(1).ok_or((at, "`for` needs a duration, e.g. `for 2s`".to_string()))?;
-                duration = Some(parse_duration(d).map_err(|e| (a, e))?);
+                let (a, d) = arg(1).ok_or_else(|| LineError::at(at, "`for` needs a duration, e.g. `for 2s`"))?;
+                duration = Some(parse_duration(d).map_err(|e| LineError::at(a, e.to_string()))?);
                 k += 2;
             }
             "tone" => {
-                let (a, hz) = arg(1).ok_or((
-                    at,
-                    "`tone` needs a frequency and a level, e.g. `tone 440 -12`".to_string(),
-                ))?;
-                let (b, db) = arg(2).ok_or((a, "`tone` needs a level in dBFS after the frequency".to_string()))?;
+                let (a, hz) = arg(1)
+                    .ok_or_else(|| LineError::at(at, "`tone` needs a frequency and a level, e.g. `tone 440 -12`"))?;
+                let (b, db) =
+                    arg(2).ok_or_else(|| LineError::at(a, "`tone` needs a level in dBFS after the frequency"))?;
                 let hz: f64 = hz
                     .parse()
                     .ok()
                     .filter(|h: &f64| *h > 0.0 && *h < 24_000.0)
-                    .ok_or((a, format!("`{hz}` is not a frequency in Hz")))?;
+                    .ok_or_else(|| LineError::at(a, format!("`{hz}` is not a frequency in Hz")))?;
                 let db: f64 = db
                     .parse()
                     .ok()
                     .filter(|d: &f64| *d <= 0.0 && *d >= -120.0)
-                    .ok_or((b, format!("`{db}` is not a level from -120 to 0 dBFS")))?;
+                    .ok_or_else(|| LineError::at(b, format!("`{db}` is not a level from -120 to 0 dBFS")))?;
                 voice = SpeakVoice::Tone(hz, db);
                 k += 3;
             }
             "wav" => {
-                let (_, f) = arg(1).ok_or((at, "`wav` needs a file".to_string()))?;
+                let (_, f) = arg(1).ok_or_else(|| LineError::at(at, "`wav` needs a file"))?;
                 voice = SpeakVoice::Wav(f.to_string());
                 k += 2;
             }
             other => {
-                return Err((
+                return Err(LineError::at(
                     at,
                     format!("unexpected `{other}` after the sentence: use for, tone or wav"),
                 ));

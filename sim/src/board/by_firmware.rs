@@ -59,7 +59,8 @@ impl BoardSpec {
         self.firmware.version = firmware.tag.to_string();
         let mut chosen = None;
         for (i, o) in self.by_firmware.iter().enumerate() {
-            let c = Constraint::parse(&o.firmware).map_err(|e| (format!("by_firmware[{i}].firmware"), e))?;
+            let c =
+                Constraint::parse(&o.firmware).map_err(|e| (format!("by_firmware[{i}].firmware"), e.to_string()))?;
             if chosen.is_none() && c.matches(&firmware) {
                 chosen = Some(o.clone());
             }

@@ -690,7 +690,7 @@ impl BoardSpec {
             Ok(f) => {
                 if let Some(tags) = &self.firmware.tags {
                     match crate::firmware::Constraint::parse(tags) {
-                        Err(e) => return bad("firmware.tags", e),
+                        Err(e) => return bad("firmware.tags", e.to_string()),
                         Ok(c) if !c.matches(&f) => {
                             return bad(
                                 "firmware.version",
@@ -762,7 +762,7 @@ impl BoardSpec {
         for (i, tool) in self.board_tools.iter().enumerate() {
             match tool {
                 BoardTool::Lamp { gpio } => {
-                    check_gpio(*gpio).map_err(|m| (format!("board_tools[{i}].lamp.gpio"), m))?;
+                    check_gpio(*gpio).map_err(|m| (format!("board_tools[{i}].lamp.gpio"), m.to_string()))?;
                 }
                 BoardTool::Tool(t) => {
                     let at = |f: &str| format!("board_tools[{i}].tool.{f}");
@@ -792,7 +792,7 @@ impl BoardSpec {
                     let prop_type = |n: &str| t.properties.iter().find(|p| p.name == n).map(|p| p.ty);
                     match &t.behavior {
                         Behavior::Gpio { gpio, level, from } => {
-                            check_gpio(*gpio).map_err(|m| (at("behavior.gpio.gpio"), m))?;
+                            check_gpio(*gpio).map_err(|m| (at("behavior.gpio.gpio"), m.to_string()))?;
                             match (level, from) {
                                 (Some(l), None) if *l <= 1 => {}
                                 (Some(l), None) => {
@@ -811,7 +811,7 @@ impl BoardSpec {
                             }
                         }
                         Behavior::GpioState { gpio, .. } => {
-                            check_gpio(*gpio).map_err(|m| (at("behavior.gpio_state.gpio"), m))?
+                            check_gpio(*gpio).map_err(|m| (at("behavior.gpio_state.gpio"), m.to_string()))?
                         }
                         Behavior::NvsSet { from, .. } => {
                             if prop_type(from).is_none() {
@@ -843,7 +843,7 @@ impl BoardSpec {
             }
         }
         for (i, b) in self.buttons.iter().enumerate() {
-            check_gpio(b.gpio).map_err(|m| (format!("buttons[{i}].gpio"), m))?;
+            check_gpio(b.gpio).map_err(|m| (format!("buttons[{i}].gpio"), m.to_string()))?;
         }
         if let Some(bat) = &self.battery
             && !(0..=100).contains(&bat.level)
@@ -888,14 +888,13 @@ impl BoardSpec {
     }
 }
 
-fn check_gpio(gpio: u32) -> Result<(), String> {
-    if gpio > 56 {
-        Err(format!(
-            "GPIO {gpio} does not exist on an ESP32 (0..=56); an NC pin registers nothing, so leave the tool out"
-        ))
-    } else {
-        Ok(())
-    }
+/// A pin number beyond the chip's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("GPIO {0} does not exist on an ESP32 (0..=56); an NC pin registers nothing, so leave the tool out")]
+struct NoSuchGpio(u32);
+
+fn check_gpio(gpio: u32) -> Result<(), NoSuchGpio> {
+    if gpio > 56 { Err(NoSuchGpio(gpio)) } else { Ok(()) }
 }
 
 impl fmt::Display for DisplayKind {

@@ -106,7 +106,7 @@ pub fn expected_valueint(text: &str) -> Option<i32> {
 }
 
 /// The argument walk's verdict on an integer (FIRMWARE.md §4.5 step 2): the value, or the exact
-/// error message.
+/// error message the firmware replies with (interface data, so a string).
 pub fn expected_integer(property: &Property, value: i32) -> Result<i32, String> {
     match property.range() {
         Some((min, _)) if value < min => Err(format!("Value is below minimum allowed: {min}")),
@@ -240,6 +240,19 @@ impl Snapshot {
     }
 }
 
+/// Why a bound check did not pass: what was sent and what the device did instead (or why the
+/// check could not run). Reads as its message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Violation(pub String);
+
+impl std::ops::Deref for Violation {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A booted board that answers one bound case at a time (the device is reused; every case
 /// starts after [`SETTLE`] and is judged against a snapshot taken just before it).
 pub struct BoundChecker {
@@ -249,12 +262,12 @@ pub struct BoundChecker {
 
 impl BoundChecker {
     /// Boots `spec` in the conformance world. `Err` when the board does not come up.
-    pub fn new(spec: Arc<BoardSpec>) -> Result<BoundChecker, String> {
+    pub fn new(spec: Arc<BoardSpec>) -> Result<BoundChecker, Violation> {
         let mut harness = Harness::new(Device::new(spec, WorldSpec::conformance(), 0));
         harness.power_on();
-        harness.run_until_idle().map_err(|e| e.to_string())?;
+        harness.run_until_idle().map_err(|e| Violation(e.to_string()))?;
         if !harness.device.is_running() {
-            return Err("the board did not boot".into());
+            return Err(Violation("the board did not boot".into()));
         }
         Ok(BoundChecker { harness, next_id: 1 })
     }
@@ -271,8 +284,8 @@ impl BoundChecker {
 
     /// Calls the tool with `number` (a JSON number token) for the parameter: accepted iff its
     /// `valueint` is in range, and then stored; otherwise the exact range error, state untouched.
-    pub fn check_number(&mut self, p: &Parameter, number: &str) -> Result<Verdict, String> {
-        let value = expected_valueint(number).ok_or_else(|| format!("`{number}` is not a number token"))?;
+    pub fn check_number(&mut self, p: &Parameter, number: &str) -> Result<Verdict, Violation> {
+        let value = expected_valueint(number).ok_or_else(|| Violation(format!("`{number}` is not a number token")))?;
         let expected = match expected_integer(p.property(), value) {
             Ok(v) => Expected::Accepted(PropertyValue::Int(v)),
             Err(message) => Expected::Rejected(message),
@@ -283,7 +296,7 @@ impl BoundChecker {
 
     /// Calls the tool with `value` (JSON of a type the parameter does not take): `Missing valid
     /// argument: <name>` when required, the default when optional.
-    pub fn check_wrong_type(&mut self, p: &Parameter, value: &str) -> Result<Verdict, String> {
+    pub fn check_wrong_type(&mut self, p: &Parameter, value: &str) -> Result<Verdict, Violation> {
         let expected = match p.property().default() {
             Some(d) => Expected::Accepted(d.clone()),
             None => Expected::Rejected(format!("Missing valid argument: {}", p.property().name())),
@@ -294,9 +307,12 @@ impl BoundChecker {
 
     /// Calls the tool with the parameter spelled `key` (an ASCII case variant of its name) and
     /// then again under its exact name with a `null`: the first, case-insensitive match wins.
-    pub fn check_key_spelling(&mut self, p: &Parameter, key: &str) -> Result<Verdict, String> {
+    pub fn check_key_spelling(&mut self, p: &Parameter, key: &str) -> Result<Verdict, Violation> {
         if !key.eq_ignore_ascii_case(p.property().name()) {
-            return Err(format!("`{key}` is not a spelling of `{}`", p.property().name()));
+            return Err(Violation(format!(
+                "`{key}` is not a spelling of `{}`",
+                p.property().name()
+            )));
         }
         let (json, value) = distinct_valid_value(p.property());
         let exact = json_string(p.property().name());
@@ -306,7 +322,7 @@ impl BoundChecker {
 
     /// One `tools/call` of `p.tool` with `first` (the member(s) for the parameter under test)
     /// followed by valid members for every other parameter, judged against `expected`.
-    pub fn call(&mut self, p: &Parameter, first: &str, expected: &Expected) -> Result<Verdict, String> {
+    pub fn call(&mut self, p: &Parameter, first: &str, expected: &Expected) -> Result<Verdict, Violation> {
         self.settle();
         let id = self.next_id;
         self.next_id = if self.next_id >= 1_000_000_000 {
@@ -326,7 +342,7 @@ impl BoundChecker {
         );
         let before = Snapshot::of(&self.harness.device);
         let receipt = self.harness.deliver(payload.as_bytes());
-        self.harness.run_until_idle().map_err(|e| e.to_string())?;
+        self.harness.run_until_idle().map_err(|e| Violation(e.to_string()))?;
         let replies: Vec<Vec<u8>> = self.harness.take_mcp_payloads();
         let events = self.harness.device.drain_events();
         let sent = payload.clone();
@@ -339,22 +355,22 @@ impl BoundChecker {
             Expected::Rejected(message) => {
                 let want = expected_error_reply(id, message);
                 if receipt != (Receipt::Answered { id, is_error: true }) {
-                    return Err(format!(
+                    return Err(Violation(format!(
                         "{sent}: expected the 1-hop error `{message}`, the receive task gave {receipt:?}"
-                    ));
+                    )));
                 }
                 if replies != [want.clone()] {
-                    return Err(format!(
+                    return Err(Violation(format!(
                         "{sent}: expected exactly {:?}, sent {:?}",
                         String::from_utf8_lossy(&want),
                         shown(&replies)
-                    ));
+                    )));
                 }
                 let after = Snapshot::of(&self.harness.device);
                 if after != before {
-                    return Err(format!(
+                    return Err(Violation(format!(
                         "{sent}: rejected, but the device changed: {before:?} -> {after:?}"
-                    ));
+                    )));
                 }
                 if let Some(e) = events.iter().find(|e| {
                     !matches!(
@@ -362,43 +378,45 @@ impl BoundChecker {
                         Event::Logged { .. } | Event::BatchStarted { .. } | Event::ReplySent { .. }
                     )
                 }) {
-                    return Err(format!("{sent}: rejected, but something ran: {e}"));
+                    return Err(Violation(format!("{sent}: rejected, but something ran: {e}")));
                 }
                 Ok(Verdict::Rejected)
             }
             Expected::Accepted(value) => {
                 let Receipt::Scheduled { id: got, args, .. } = &receipt else {
-                    return Err(format!(
+                    return Err(Violation(format!(
                         "{sent}: expected the call to be scheduled with {}, the receive task gave {receipt:?} and sent {:?}",
                         value_text(value),
                         shown(&replies)
-                    ));
+                    )));
                 };
                 if *got != id || args.get(p.index) != Some(value) {
-                    return Err(format!(
+                    return Err(Violation(format!(
                         "{sent}: the callback was handed {:?}, expected {} for `{}`",
                         args,
                         value_text(value),
                         p.property().name()
-                    ));
+                    )));
                 }
                 if let Some(reason) = events.iter().find_map(|e| match &e.kind {
                     Event::Panicked { reason } => Some(reason.clone()),
                     _ => None,
                 }) {
-                    return Err(format!("{sent}: the callback panicked ({reason}); the device rebooted"));
+                    return Err(Violation(format!(
+                        "{sent}: the callback panicked ({reason}); the device rebooted"
+                    )));
                 }
                 let prefix = format!(r#"{{"jsonrpc":"2.0","id":{id},"#);
                 let ours = replies.iter().filter(|r| r.starts_with(prefix.as_bytes())).count();
                 if ours != 1 || replies.len() != 1 {
-                    return Err(format!(
+                    return Err(Violation(format!(
                         "{sent}: expected one reply for id {id}, sent {:?}",
                         shown(&replies)
-                    ));
+                    )));
                 }
                 self.harness.sleep(SETTLE);
                 self.check_stored(p, value, &before)
-                    .map_err(|e| format!("{sent}: {e}"))?;
+                    .map_err(|e| Violation(format!("{sent}: {e}")))?;
                 Ok(Verdict::Accepted)
             }
         }
@@ -407,11 +425,11 @@ impl BoundChecker {
     /// The stored effect of an accepted call, where the tool stores its argument somewhere the
     /// twin can read back: the volume (and NVS), the backlight (after its fade), a GPIO flag, an
     /// NVS key.
-    fn check_stored(&self, p: &Parameter, value: &PropertyValue, before: &Snapshot) -> Result<(), String> {
+    fn check_stored(&self, p: &Parameter, value: &PropertyValue, before: &Snapshot) -> Result<(), Violation> {
         let device = &self.harness.device;
         let after = device.snapshot();
         if after.state.is_none() {
-            return Err("the device is not running after the call".into());
+            return Err(Violation("the device is not running after the call".into()));
         }
         let v = value.as_int();
         match &p.action {
@@ -419,7 +437,9 @@ impl BoundChecker {
                 let nvs = device.nvs().get_i32(names::AUDIO, names::OUTPUT_VOLUME, i32::MIN);
                 let volume = after.volume.unwrap_or_default();
                 if volume != v || nvs != v {
-                    return Err(format!("volume {v} accepted, but readback {volume} and NVS {nvs}"));
+                    return Err(Violation(format!(
+                        "volume {v} accepted, but readback {volume} and NVS {nvs}"
+                    )));
                 }
             }
             ToolAction::SetBrightness => {
@@ -427,9 +447,9 @@ impl BoundChecker {
                 let nvs = device.nvs().get_i32(names::DISPLAY, names::BRIGHTNESS, i32::MIN);
                 let unchanged = before.device.brightness.is_some_and(|now| i32::from(now) == v);
                 if b != Some(v) || (nvs != v && !unchanged) {
-                    return Err(format!(
+                    return Err(Violation(format!(
                         "brightness {v} accepted, but after the fade the backlight reads {b:?} and NVS {nvs}"
-                    ));
+                    )));
                 }
             }
             ToolAction::Board(index) => {
@@ -448,7 +468,10 @@ impl BoundChecker {
                         let got = after.gpio.get(gpio).copied();
                         if got != Some(want) {
                             let reads = got.map_or("as never set".to_string(), |l| format!("level {}", u8::from(l)));
-                            return Err(format!("{} accepted, but GPIO {gpio} reads {reads}", value_text(value)));
+                            return Err(Violation(format!(
+                                "{} accepted, but GPIO {gpio} reads {reads}",
+                                value_text(value)
+                            )));
                         }
                     }
                     Behavior::NvsSet { namespace, key, from } if from == name => {
@@ -459,10 +482,10 @@ impl BoundChecker {
                         };
                         let got = device.nvs().get(namespace, key);
                         if got != Some(&want) {
-                            return Err(format!(
+                            return Err(Violation(format!(
                                 "{} accepted, but NVS {namespace}/{key} holds {got:?}",
                                 value_text(value)
-                            ));
+                            )));
                         }
                     }
                     _ => {}
@@ -706,7 +729,7 @@ pub fn check_parameter(checker: &mut BoundChecker, p: &Parameter, check: Check, 
         match verdict {
             Ok(Verdict::Accepted) => c.1 += 1,
             Ok(Verdict::Rejected) => c.2 += 1,
-            Err(reason) => return Err(TestCaseError::fail(reason)),
+            Err(reason) => return Err(TestCaseError::fail(reason.0)),
         }
         Ok(())
     });
@@ -744,7 +767,7 @@ pub fn check_board(spec: Arc<BoardSpec>, settings: &Settings) -> BoardReport {
     let mut checker = match BoundChecker::new(spec) {
         Ok(c) => c,
         Err(e) => {
-            report.boot_error = Some(e);
+            report.boot_error = Some(e.0);
             return report;
         }
     };

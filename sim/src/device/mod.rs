@@ -57,7 +57,7 @@ use task::Step;
 
 pub use catalogue::Board;
 pub use listening::{AbortReason, ListeningMode};
-pub use platform::{DeviceSnapshot, Faults, Output, Receipt};
+pub use platform::{BadMac, DeviceSnapshot, Faults, Output, Receipt};
 pub use state::DeviceState;
 
 /// A simulated board.
@@ -145,14 +145,14 @@ impl Device {
     }
 
     /// Sets the Wi-Fi STA MAC (`Device-Id`), e.g. to impersonate a known board.
-    pub fn set_mac(&mut self, mac: &str) -> Result<(), String> {
+    pub fn set_mac(&mut self, mac: &str) -> Result<(), BadMac> {
         let parts: Vec<&str> = mac.split(':').collect();
         if parts.len() != 6
             || !parts
                 .iter()
                 .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
         {
-            return Err(format!("`{mac}` is not a MAC address like f4:12:fa:01:02:03"));
+            return Err(BadMac(mac.to_string()));
         }
         self.platform.mac = mac.to_ascii_lowercase();
         Ok(())
@@ -439,7 +439,8 @@ impl Device {
                 self.after_thread();
                 receipt
             }
-            Err(reason) => {
+            Err(crash) => {
+                let reason = crash.to_string();
                 self.platform.emit(|| Event::Panicked { reason });
                 self.restart(BootReason::Panic);
                 None

@@ -180,6 +180,11 @@ pub struct DeviceSnapshot {
     pub mic_packets_dropped: u64,
 }
 
+/// A `Device-Id` that is no MAC address.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a MAC address like f4:12:fa:01:02:03")]
+pub struct BadMac(pub String);
+
 /// Power state of the board.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Power {

@@ -518,7 +518,7 @@ impl ScenarioSpec {
                 line,
                 column,
                 field: "firmware".into(),
-                message,
+                message: message.to_string(),
             });
         }
         for (i, f) in self.faults.iter().enumerate() {

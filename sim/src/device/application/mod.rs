@@ -27,6 +27,7 @@ use crate::device::peripherals::{Callback, Peripherals, panic};
 use crate::device::platform::{Platform, Receipt};
 use crate::device::playback::Playback;
 use crate::device::protocol::Protocol;
+use crate::device::protocol::websocket::HelloCrash;
 use crate::device::report::{self, StatusFacts, SystemFacts};
 use crate::device::state::DeviceState;
 use crate::device::task::{RebootStage, Step, Task};
@@ -227,7 +228,7 @@ impl Application {
         platform: &mut Platform,
         parser: &mut Parser,
         frame: &[u8],
-    ) -> Result<Option<Receipt>, String> {
+    ) -> Result<Option<Receipt>, HelloCrash> {
         let limits = Limits {
             heap_bytes: Some(platform.spec.target.free_heap),
         };

@@ -16,7 +16,7 @@ use crate::device::application::Application;
 use crate::device::listening::{AbortReason, ListeningMode};
 use crate::device::platform::{Output, Platform};
 use crate::device::playback::Playback;
-use crate::device::protocol::websocket::OpenStage;
+use crate::device::protocol::websocket::{HelloCrash, OpenStage};
 use crate::device::protocol::{Protocol, ProtocolBase};
 use crate::device::state::DeviceState;
 use crate::device::task::{RebootStage, Step, Task};
@@ -235,7 +235,7 @@ impl Application {
     }
 
     /// The server hello. `Err` is the firmware's crash on a missing or non-string `transport`.
-    pub(crate) fn server_hello(&mut self, platform: &mut Platform, root: Item<'_>) -> Result<(), String> {
+    pub(crate) fn server_hello(&mut self, platform: &mut Platform, root: Item<'_>) -> Result<(), HelloCrash> {
         let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
             return Ok(());
         };

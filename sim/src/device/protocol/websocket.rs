@@ -45,6 +45,14 @@ pub(crate) struct WebsocketProtocol {
     pub(crate) hello_received: bool,
 }
 
+/// How `ParseServerHello` takes the device down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HelloCrash {
+    /// `transport->valuestring` of a missing or non-string `transport` (a null pointer).
+    #[error("server hello without a string `transport`: NULL dereference in ParseServerHello")]
+    TransportNotAString,
+}
+
 /// `ContinueOpenAudioChannel` / `OpenAudioChannel`, split where it blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OpenStage {
@@ -205,9 +213,9 @@ impl WebsocketProtocol {
         base: &mut ProtocolBase,
         platform: &mut Platform,
         root: cjson::Item<'_>,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, HelloCrash> {
         let Some(t) = root.get(b"transport").and_then(|t| t.c_string()) else {
-            return Err("server hello without a string `transport`: NULL dereference in ParseServerHello".into());
+            return Err(HelloCrash::TransportNotAString);
         };
         if t != b"websocket" {
             let shown = String::from_utf8_lossy(t).into_owned();
