@@ -10,14 +10,21 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use xiaozhi_sim::audio::measure::Measurement;
 use xiaozhi_sim::device::Device;
-use xiaozhi_sim::time::{SimDuration, SimTime};
+use xiaozhi_sim::fault::Fault;
+use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::voice::log::{Counts, Window};
 
-use crate::cmd::connect::Args;
 use crate::live::DeviceStats;
 
-/// The decoder's and resampler's start-up, left out of a sentence's measurement.
-pub const GUARD: SimDuration = SimDuration::from_millis(300);
+/// How the device was run, for the report's head.
+pub struct Dialled<'a> {
+    /// The backend URL given (`--url`), if any.
+    pub url: Option<&'a str>,
+    /// The Protocol-Version header and hello version.
+    pub protocol_version: i32,
+    /// The faults injected from power-on.
+    pub faults: &'a [Fault],
+}
 
 fn ms(t: SimTime) -> f64 {
     t.as_micros() as f64 / 1000.0
@@ -38,14 +45,14 @@ impl<'a> Heard<'a> {
         }
     }
 
-    /// The measurement of `w` after the start-up guard.
+    /// What the listener heard of `w` ([`Device::heard`]).
     fn of(&self, w: Option<Window>) -> Option<Measurement> {
         let w = w?;
         let key = (w.start, w.end);
         if let Some(m) = self.memo.borrow().get(&key) {
             return Some(m.clone());
         }
-        let (m, _) = self.device.render((w.start + GUARD).min(w.end), w.end, false);
+        let (m, _) = self.device.heard(&w, false);
         self.memo.borrow_mut().insert(key, m.clone());
         Some(m)
     }
@@ -77,7 +84,7 @@ fn frames(c: &Counts) -> Value {
 }
 
 /// The report as JSON.
-pub fn build(opts: &Args, device: &Device, stats: &DeviceStats) -> Value {
+pub fn build(run: &Dialled<'_>, device: &Device, stats: &DeviceStats) -> Value {
     let log = device.speech_log();
     let heard = Heard::new(device);
     let snapshot = device.snapshot();
@@ -125,10 +132,10 @@ pub fn build(opts: &Args, device: &Device, stats: &DeviceStats) -> Value {
         .collect();
     json!({
         "board": device.spec().name,
-        "url": opts.url,
+        "url": run.url,
         "device_id": device.mac(),
-        "protocol_version": opts.protocol_version,
-        "faults": opts.faults.iter().map(|f| f.name()).collect::<Vec<_>>(),
+        "protocol_version": run.protocol_version,
+        "faults": run.faults.iter().map(|f| f.name()).collect::<Vec<_>>(),
         "connections": {
             "connects": stats.connects,
             "connect_failures": stats.connect_failures,

@@ -195,7 +195,12 @@ pub fn run(opts: &Args) -> Result<bool> {
         stats.closes
     );
     let _: &Nvs = device.nvs();
-    let report = crate::voice_report::build(opts, &device, &stats);
+    let dialled = crate::voice_report::Dialled {
+        url: opts.url.as_deref(),
+        protocol_version: opts.protocol_version,
+        faults: &opts.faults,
+    };
+    let report = crate::voice_report::build(&dialled, &device, &stats);
     if let Some(dir) = &opts.out {
         std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
         for s in &device.speech_log().sessions {

@@ -479,8 +479,7 @@ impl Part {
         let loud = &mut self.loud;
         for s in &log.sessions {
             let Some(w) = s.window else { continue };
-            let from = (w.start + crate::voice_report::GUARD).min(w.end);
-            let (m, _) = device.render(from, w.end, false);
+            let (m, _) = device.heard(&w, false);
             loud.replies_measured += 1;
             if let Some(spl) = m.spl_db.filter(|x| x.is_finite()) {
                 loud.replies_with_level += 1;

@@ -681,6 +681,17 @@ impl Device {
             app.main.schedule(task);
         }
     }
+
+    /// The start of a speech window a listener's measurement leaves out: the decoder and
+    /// resampler settling and the amplifier starting. One value for every report of speech (the
+    /// scenario runner's `speak`, `connect --report`, the fleet's loudness).
+    pub const HEARD_GUARD: SimDuration = SimDuration::from_millis(300);
+
+    /// What the listener heard of a speech window (a session's or a sentence's): the window
+    /// after [`Device::HEARD_GUARD`], rendered (run the device past its end first).
+    pub fn heard(&self, window: &crate::voice::log::Window, signals: bool) -> (Measurement, Option<Signals>) {
+        self.render((window.start + Self::HEARD_GUARD).min(window.end), window.end, signals)
+    }
 }
 
 #[cfg(test)]

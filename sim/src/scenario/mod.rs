@@ -1,6 +1,8 @@
 //! Scenarios: a board, a world, a seed, a fault timeline and steps, each step with optional
-//! expectations, read from YAML (DESIGN.md §7). The runner ([`runner`]) executes them in
-//! virtual time and produces the seed article's acceptance record ([`record`]).
+//! expectations ([`expect`]), read from YAML (DESIGN.md §7). The runner ([`runner`]) executes
+//! them in virtual time; over the wire ([`wire`]) a backend performs them. Both judge the
+//! expectations with one checker (`check.rs`) and build the seed article's acceptance record
+//! with one builder (`acceptance.rs`) into the report ([`record`]).
 //!
 //! A scenario reads like a board developer's test plan:
 //!
@@ -19,15 +21,18 @@
 //!
 //! Knows nothing about files on disk beyond text, nor about sockets.
 
+mod acceptance;
+mod check;
 pub mod discovery;
 pub mod expect;
 pub mod record;
 pub mod reply;
 pub mod runner;
+mod steps;
 pub mod voice;
 pub mod wire;
 
-pub use voice::{AbortStep, ClaimExpect, FramesExpect, HeardExpect, SayStep, SpeakStep, WakeStep};
+pub use expect::{Approx, ClaimExpect, EventName, Expect, FramesExpect, HeardExpect};
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -306,160 +311,67 @@ pub struct FaultStep {
     pub clear: Option<Fault>,
 }
 
-/// A level with a tolerance.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+/// `speak: {text, for?, tone? | wav?, background?, tts_start?, expect?}`.
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Approx {
-    /// The expected value, in the measured quantity's unit.
-    pub value: f64,
-    /// Allowed deviation either way, same unit (default 0.1).
-    #[serde(default = "tenth")]
-    pub tolerance: f64,
-}
-
-fn tenth() -> f64 {
-    0.1
-}
-
-/// Trace events a step can require.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum EventName {
-    /// A queued reply never left (restart, no protocol).
-    ReplyDropped,
-    /// The board booted again.
-    DeviceRebooted,
-    /// A payload was dropped on the receive task without a reply.
-    MessageDropped,
-    /// An `ESP_ERROR_CHECK` (or similar) fired.
-    Panicked,
-    /// The audio output powered down after 15 s without sound.
-    OutputPoweredDown,
-    /// An NVS write happened.
-    NvsWritten,
-    /// A GPIO changed level.
-    GpioChanged,
-}
-
-impl EventName {
-    /// The name as a scenario file writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventName::ReplyDropped => "reply_dropped",
-            EventName::DeviceRebooted => "device_rebooted",
-            EventName::MessageDropped => "message_dropped",
-            EventName::Panicked => "panicked",
-            EventName::OutputPoweredDown => "output_powered_down",
-            EventName::NvsWritten => "nvs_written",
-            EventName::GpioChanged => "gpio_changed",
-        }
-    }
-}
-
-impl std::fmt::Display for EventName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A text as a user reads it in a check line: JSON-quoted (`"true"`), or what stood in its
-/// place (`no reply`, `no text`).
-pub(crate) fn quoted_or(got: Option<&str>, missing: &str) -> String {
-    match got {
-        Some(t) => serde_json::to_string(t).unwrap_or_else(|_| format!("\"{t}\"")),
-        None => missing.to_string(),
-    }
-}
-
-/// What a step expects. Every field is optional; each present one becomes a pass/fail line.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expect {
-    /// The exact raw reply payload.
+pub struct SpeakStep {
+    /// The sentence (the `sentence_start` text).
+    pub text: String,
+    /// `for`: how long it lasts (default: 250 ms a character, or the WAV's length).
+    #[serde(default, rename = "for")]
+    pub duration: Option<Duration>,
+    /// A steady tone instead of the built-in speech-like voice.
     #[serde(default)]
-    pub reply: Option<String>,
-    /// `result.content[0].text` equals this.
+    pub tone: Option<Tone>,
+    /// A WAV file (relative to the scenario file) as the voice.
+    #[serde(default)]
+    pub wav: Option<String>,
+    /// Go on with the next steps while the speech plays (no `tts stop`; the next blocking
+    /// `speak` ends the turn). Nothing is measured.
+    #[serde(default)]
+    pub background: bool,
+    /// Open the turn with `tts start` (default); `false` sends the sentence and its audio with
+    /// no `tts start`, as a backend that forgets it would.
+    #[serde(default = "yes")]
+    pub tts_start: bool,
+    /// Expectations: `heard`, `claim`, `frames`, `state`, `listen_sent`, acoustic ones.
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+/// `wake: {word, expect?}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WakeStep {
+    /// The wake word's text (`你好小智`).
+    pub word: String,
+    /// Expectations (`listen_sent`, `state`).
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+/// `say: {wav | text, expect?}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SayStep {
+    /// Spoken into the microphone (any rate `hound` reads; resampled to 16 kHz), then silence.
+    #[serde(default)]
+    pub wav: Option<String>,
+    /// Typed input, sent as `listen detect` as py-xiaozhi does (not firmware behaviour).
     #[serde(default)]
     pub text: Option<String>,
-    /// `result.content[0].text` contains this.
+    /// Expectations (`listen_sent`, `state`).
     #[serde(default)]
-    pub text_contains: Option<String>,
-    /// The error message (raw, as sent).
+    pub expect: Expect,
+}
+
+/// `abort: {expect?}`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AbortStep {
+    /// Expectations (`listen_sent`, `state`).
     #[serde(default)]
-    pub error: Option<String>,
-    /// The reply is (not) valid JSON.
-    #[serde(default)]
-    pub valid_json: Option<bool>,
-    /// No reply for this request within this time.
-    #[serde(default)]
-    pub no_reply_within: Option<Duration>,
-    /// A reply for this request within this time.
-    #[serde(default)]
-    pub reply_within: Option<Duration>,
-    /// The payload was dropped on the receive task (no reply ever).
-    #[serde(default)]
-    pub dropped: Option<bool>,
-    /// Reply ids in transmission order (bursts).
-    #[serde(default)]
-    pub reply_order: Option<Vec<i64>>,
-    /// The reply's id (ids are coerced to int).
-    #[serde(default)]
-    pub reply_id: Option<i64>,
-    /// Readback value (`readback` steps).
-    #[serde(default)]
-    pub value: Option<serde_json::Value>,
-    /// `list_tools`: these tools are (not) in the list.
-    #[serde(default)]
-    pub contains: Vec<String>,
-    /// `list_tools`: these tools are not in the list.
-    #[serde(default)]
-    pub absent: Vec<String>,
-    /// `list_tools`: the listing took this many pages.
-    #[serde(default)]
-    pub pages: Option<usize>,
-    /// Acoustic verdicts (`play`, `listen`, acoustic calls).
-    #[serde(default)]
-    pub audible: Option<bool>,
-    /// The listener verdict: `silent`, `inaudible`, `audible` or `clearly_audible`.
-    #[serde(default)]
-    pub verdict: Option<String>,
-    /// Device-only level at the listener, dB SPL.
-    #[serde(default)]
-    pub spl_db: Option<Approx>,
-    /// Level of the I2S words, dBFS.
-    #[serde(default)]
-    pub i2s_dbfs: Option<Approx>,
-    /// Level change against the previous measurement, dB.
-    #[serde(default)]
-    pub change_db: Option<Approx>,
-    /// Whether the level change against the previous measurement is perceptible (|ΔL| ≥ 1 dB).
-    #[serde(default)]
-    pub perceived_change: Option<bool>,
-    /// The acceptance record of this call has (lacks) readback and effect evidence.
-    #[serde(default)]
-    pub record_complete: Option<bool>,
-    /// Trace events that must happen during the step.
-    #[serde(default)]
-    pub events: Vec<EventName>,
-    /// Trace events that must not happen.
-    #[serde(default)]
-    pub no_events: Vec<EventName>,
-    /// The device state after the step (`idle`, `listening`, `speaking`, …).
-    #[serde(default)]
-    pub state: Option<String>,
-    /// The control messages the device sent during the step, in order, as short text:
-    /// `start auto`, `stop`, `detect 你好小智`, `abort`, `abort wake_word_detected`.
-    #[serde(default)]
-    pub listen_sent: Option<Vec<String>>,
-    /// What the listener heard of the backend's speech (`speak` steps).
-    #[serde(default)]
-    pub heard: Option<HeardExpect>,
-    /// The judgement of the claim this speech carried about the last call.
-    #[serde(default)]
-    pub claim: Option<ClaimExpect>,
-    /// Frames of the step's TTS session.
-    #[serde(default)]
-    pub frames: Option<FramesExpect>,
+    pub expect: Expect,
 }
 
 impl ScenarioSpec {

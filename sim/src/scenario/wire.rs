@@ -11,17 +11,22 @@
 //! Connections: a call to `self.reboot`, or a step expecting `device_rebooted`, ends the
 //! device's connection; the steps after it run on the next one (script lines carry `@N`).
 //!
+//! The expectations are judged by the runner's checker (`check.rs`) and the records built by its
+//! record builder (`acceptance.rs`), fed with what the backend saw.
+//!
 //! Knows nothing about sockets: the binary runs the [`Script`] and hands back the reports.
 
 use serde_json::Value;
 
 use crate::backend::script::{Line, Script, Step as ScriptStep};
 use crate::backend::{BackendSpec, Exchange, Outcome, SessionReport};
-use crate::scenario::expect::no_text;
-use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Trace};
-use crate::scenario::reply::{is_valid_json, reply_error, reply_id, reply_text};
+use crate::scenario::acceptance::{self, BackendCall, CallSeen, Seen};
+use crate::scenario::check::{self, Answer, Connection, Latency, Listing, Observed, Outside, Vantage};
+use crate::scenario::expect::{EventName, Expect};
+use crate::scenario::record::{Record, ScenarioReport, StepReport, Trace};
+use crate::scenario::reply::reply_text;
 use crate::scenario::step_key as step_kind;
-use crate::scenario::{EventName, Expect, ScenarioSpec, Step, located, quoted_or};
+use crate::scenario::{ScenarioSpec, Step, located};
 use crate::spec::SpecError;
 use crate::time::SimDuration;
 
@@ -250,8 +255,6 @@ pub struct WireRun<'a> {
     pub backend: &'a BackendSpec,
 }
 
-const UNOBSERVABLE_EVENT: &str = "happens inside the device; the backend sees only the connection";
-
 /// Judges `plan`'s steps from the backend's reports of the device's connections.
 pub fn judge(
     spec: &ScenarioSpec,
@@ -277,43 +280,80 @@ pub fn judge(
         unobserved: Vec::new(),
         timeline: Default::default(),
     };
-    let conn = |k: u32| connections.iter().find(|c| c.number == k);
-    // Each call step's exchange (the `index`th call of its connection, for the same tool) and
-    // each readback's value, found once.
-    let exchanges: Vec<Option<&Exchange>> = plan
-        .steps
-        .iter()
-        .map(|p| match &p.kind {
-            Kind::Call { tool, index, .. } => conn(p.connection).and_then(|c| {
-                c.session
-                    .exchanges
-                    .iter()
-                    .filter(|e| e.method == "tools/call")
-                    .nth(*index)
-                    .filter(|e| e.tool.as_deref() == Some(tool.as_str()))
-            }),
-            _ => None,
-        })
-        .collect();
-    let readbacks: Vec<Option<(usize, &str, Value)>> = plan
-        .steps
-        .iter()
-        .zip(&exchanges)
-        .map(|(p, exchange)| match &p.kind {
-            Kind::Call {
-                readback: Some(path), ..
-            } => Some((p.n, path.as_str(), status_value(*exchange, path))),
-            _ => None,
-        })
-        .collect();
+    let evidence = Reported::of(plan, connections, run.backend);
     for (i, p) in plan.steps.iter().enumerate() {
-        let mut judge = Judge {
+        if let Some((expect, seen)) = evidence.step(i, p, &mut report) {
+            let verdicts = check::check(p.n, p.line, expect, &seen);
+            report.checks.extend(verdicts.checks);
+            report.unobserved.extend(verdicts.unobserved);
+        }
+    }
+    report.passed = report.checks.iter().all(|c| c.passed);
+    report
+}
+
+/// What the backend's reports hold for the planned steps, found once.
+struct Reported<'a> {
+    connections: &'a [WireConnection<'a>],
+    backend: &'a BackendSpec,
+    /// Each call step's exchange: the `index`th call of its connection, for the same tool.
+    exchanges: Vec<Option<&'a Exchange>>,
+    /// Each readback step's number, path and value.
+    readbacks: Vec<Option<(usize, &'a str, Value)>>,
+}
+
+impl<'a> Reported<'a> {
+    fn of(plan: &'a WirePlan, connections: &'a [WireConnection<'a>], backend: &'a BackendSpec) -> Reported<'a> {
+        let conn = |k: u32| connections.iter().find(|c| c.number == k);
+        let exchanges: Vec<Option<&Exchange>> = plan
+            .steps
+            .iter()
+            .map(|p| match &p.kind {
+                Kind::Call { tool, index, .. } => conn(p.connection).and_then(|c| {
+                    c.session
+                        .exchanges
+                        .iter()
+                        .filter(|e| e.method == "tools/call")
+                        .nth(*index)
+                        .filter(|e| e.tool.as_deref() == Some(tool.as_str()))
+                }),
+                _ => None,
+            })
+            .collect();
+        let readbacks = plan
+            .steps
+            .iter()
+            .zip(&exchanges)
+            .map(|(p, exchange)| match &p.kind {
+                Kind::Call {
+                    readback: Some(path), ..
+                } => Some((p.n, path.as_str(), status_value(*exchange, path))),
+                _ => None,
+            })
+            .collect();
+        Reported {
+            connections,
+            backend,
+            exchanges,
+            readbacks,
+        }
+    }
+
+    /// Reports the `i`th planned step; what it expects and what the backend saw of it, unless
+    /// it expects nothing (`wait`, `note`).
+    fn step<'p>(&self, i: usize, p: &'p Planned, report: &mut ScenarioReport) -> Option<(&'p Expect, Observed<'_>)> {
+        let c = self.connections.iter().find(|c| c.number == p.connection);
+        let row = |kind: &str, at_ms: f64, summary: String, replies: Vec<String>| StepReport {
             n: p.n,
             line: p.line,
-            checks: &mut report.checks,
-            unobserved: &mut report.unobserved,
+            kind: kind.into(),
+            at_ms,
+            summary,
+            sent: Vec::new(),
+            replies,
+            measurement: None,
         };
-        let c = conn(p.connection);
+        let replies = |e: Option<&Exchange>| e.and_then(|e| e.reply.clone()).into_iter().collect();
         match &p.kind {
             Kind::Call {
                 tool,
@@ -323,8 +363,8 @@ pub fn judge(
                 expect,
                 ..
             } => {
-                let exchange = exchanges[i];
-                let value = readbacks[i].as_ref().map(|(_, _, v)| v);
+                let exchange = self.exchanges[i];
+                let value = self.readbacks[i].as_ref().map(|(_, _, v)| v);
                 let summary = match (exchange, value) {
                     (Some(e), Some(v)) => format!(
                         "readback {} = {v} (tools/call {STATUS_TOOL} id {})",
@@ -334,134 +374,178 @@ pub fn judge(
                     (Some(e), None) => format!("tools/call {tool} id {}", e.id),
                     (None, _) => not_run(c, p.connection),
                 };
-                judge.call(expect, exchange, c, connections, value);
-                report.steps.push(StepReport {
-                    n: p.n,
-                    line: p.line,
-                    kind: if readback.is_some() { "readback" } else { "call" }.into(),
-                    at_ms: exchange.map_or(0.0, |e| e.sent_ms),
-                    summary,
-                    sent: Vec::new(),
-                    replies: exchange.and_then(|e| e.reply.clone()).into_iter().collect(),
-                    measurement: None,
-                });
+                let kind = if readback.is_some() { "readback" } else { "call" };
+                let at_ms = exchange.map_or(0.0, |e| e.sent_ms);
+                report.steps.push(row(kind, at_ms, summary, replies(exchange)));
                 if readback.is_none() {
-                    let later = readbacks[i + 1..].iter().flatten().next();
-                    report.records.push(record(
-                        p.n,
-                        tool,
-                        args,
-                        decision.as_deref(),
-                        exchange,
-                        c,
-                        later.map(|(n, path, v)| (*n, *path, v)),
-                    ));
+                    report
+                        .records
+                        .push(self.record(i, p.n, tool, args, decision.as_deref(), c));
                 }
+                Some((expect, answered(exchange, c, self.connections, value)))
             }
             Kind::Initialize { expect } => {
                 let exchange = c.and_then(|c| c.session.exchanges.iter().find(|e| e.method == "initialize"));
-                judge.call(expect, exchange, c, connections, None);
-                report.steps.push(StepReport {
-                    n: p.n,
-                    line: p.line,
-                    kind: "initialize".into(),
-                    at_ms: exchange.map_or(0.0, |e| e.sent_ms),
-                    summary: exchange.map_or_else(
-                        || not_run(c, p.connection),
-                        |e| format!("initialize id {} (sent by the backend during its discovery)", e.id),
-                    ),
-                    sent: Vec::new(),
-                    replies: exchange.and_then(|e| e.reply.clone()).into_iter().collect(),
-                    measurement: None,
-                });
+                let summary = exchange.map_or_else(
+                    || not_run(c, p.connection),
+                    |e| format!("initialize id {} (sent by the backend during its discovery)", e.id),
+                );
+                let at_ms = exchange.map_or(0.0, |e| e.sent_ms);
+                report.steps.push(row("initialize", at_ms, summary, replies(exchange)));
+                Some((expect, answered(exchange, c, self.connections, None)))
             }
             Kind::List {
                 with_user_tools,
                 follow,
                 expect,
             } => {
-                let names: Vec<&str> = c.map_or(Vec::new(), |c| {
-                    c.session.tools.iter().map(|t| t.name.as_str()).collect()
-                });
-                let pages = c.map_or(0, |c| c.session.pages);
-                let how = format!(
-                    "the backend's own discovery ({}: {} tools on {pages} page(s)); the step asked for{} {}",
-                    c.map_or("no connection", |c| c.session.personality.as_str()),
-                    names.len(),
-                    if *with_user_tools { " withUserTools," } else { "" },
-                    if *follow { "all pages" } else { "the first page" }
-                );
-                let b = run.backend;
-                let capped = b.tool_cap.is_some_and(|cap| names.len() >= cap);
-                if b.with_user_tools == *with_user_tools && b.follow_cursor == *follow && !capped {
-                    for t in &expect.contains {
-                        judge.check(format!("list contains {t}"), names.contains(&t.as_str()), how.clone());
-                    }
-                    for t in &expect.absent {
-                        judge.check(format!("list lacks {t}"), !names.contains(&t.as_str()), how.clone());
-                    }
-                    if let Some(want) = expect.pages {
-                        judge.check(format!("{want} page(s)"), pages == want, how.clone());
-                    }
-                } else {
-                    let why = format!(
-                        "this backend lists {}withUserTools, {}{}; the step asks {}withUserTools, {}",
-                        if b.with_user_tools { "with " } else { "without " },
-                        if b.follow_cursor {
-                            "all pages"
-                        } else {
-                            "the first page only"
-                        },
-                        if capped { ", capped" } else { "" },
-                        if *with_user_tools { "with " } else { "without " },
-                        if *follow { "all pages" } else { "the first page only" },
-                    );
-                    for t in &expect.contains {
-                        judge.skip(&format!("list contains {t}"), &why);
-                    }
-                    for t in &expect.absent {
-                        judge.skip(&format!("list lacks {t}"), &why);
-                    }
-                    if let Some(want) = expect.pages {
-                        judge.skip(&format!("{want} page(s)"), &why);
-                    }
-                }
-                judge.unobservable(expect);
-                report.steps.push(StepReport {
-                    n: p.n,
-                    line: p.line,
-                    kind: "list_tools".into(),
-                    at_ms: c.map_or(0.0, |c| c.opened_ms),
-                    summary: how,
-                    sent: Vec::new(),
-                    replies: Vec::new(),
-                    measurement: None,
-                });
+                let listing = discovered(self.backend, c, *with_user_tools, *follow);
+                let summary = listing.how.clone().unwrap_or_default();
+                let at_ms = c.map_or(0.0, |c| c.opened_ms);
+                report.steps.push(row("list_tools", at_ms, summary, Vec::new()));
+                let outside = Outside {
+                    sent: false,
+                    closed: false,
+                    waited_ms: None,
+                    connection: None,
+                };
+                let seen = Observed {
+                    answer: None,
+                    listing: Some(listing),
+                    vantage: Vantage::Backend(outside),
+                };
+                Some((expect, seen))
             }
-            Kind::Wait(d) => report.steps.push(StepReport {
-                n: p.n,
-                line: p.line,
-                kind: "wait".into(),
-                at_ms: 0.0,
-                summary: format!("waited {d} (wall clock)"),
-                sent: Vec::new(),
-                replies: Vec::new(),
-                measurement: None,
-            }),
-            Kind::Note(text) => report.steps.push(StepReport {
-                n: p.n,
-                line: p.line,
-                kind: "note".into(),
-                at_ms: 0.0,
-                summary: text.clone(),
-                sent: Vec::new(),
-                replies: Vec::new(),
-                measurement: None,
-            }),
+            Kind::Wait(d) => {
+                report
+                    .steps
+                    .push(row("wait", 0.0, format!("waited {d} (wall clock)"), Vec::new()));
+                None
+            }
+            Kind::Note(text) => {
+                report.steps.push(row("note", 0.0, text.clone(), Vec::new()));
+                None
+            }
         }
     }
-    report.passed = report.checks.iter().all(|c| c.passed);
-    report
+
+    /// The acceptance record of the `i`th planned step, a call, as the backend saw it; its
+    /// effect is the first later readback.
+    fn record(
+        &self,
+        i: usize,
+        n: usize,
+        tool: &str,
+        args: &Value,
+        decision: Option<&str>,
+        c: Option<&WireConnection<'_>>,
+    ) -> Record {
+        let exchange = self.exchanges[i];
+        let later = self.readbacks[i + 1..].iter().flatten().next();
+        acceptance::record(&CallSeen {
+            step: n,
+            tool,
+            id: exchange.map_or(-1, |x| x.id),
+            decision,
+            reply: exchange.and_then(|x| {
+                let after = Latency::Millis(x.reply_ms.map_or(0.0, |t| t - x.sent_ms));
+                x.reply.as_deref().map(|r| (r.as_bytes(), after))
+            }),
+            seen: Seen::Backend(BackendCall {
+                args,
+                session: c.map(|c| c.session),
+                exchange,
+                ended: ended(exchange, c),
+                readback: later.map(|(n, path, v)| (*n, *path, v)),
+            }),
+        })
+    }
+}
+
+/// What the backend saw of a request it sent (a call, or its own `initialize`).
+fn answered<'a>(
+    exchange: Option<&'a Exchange>,
+    c: Option<&WireConnection<'a>>,
+    all: &[WireConnection<'a>],
+    readback: Option<&'a Value>,
+) -> Observed<'a> {
+    let reply = exchange.and_then(|x| x.reply.as_deref()).map(str::as_bytes);
+    let after = exchange.and_then(|x| x.reply.as_ref().and(x.reply_ms).map(|r| Latency::Millis(r - x.sent_ms)));
+    let this = c.map_or(0, |c| c.number);
+    Observed {
+        answer: Some(Answer {
+            reply,
+            after,
+            paired: reply.zip(after),
+            missing: ended(exchange, c),
+            readback,
+        }),
+        listing: None,
+        vantage: Vantage::Backend(Outside {
+            sent: exchange.is_some_and(|x| x.id >= 0),
+            closed: matches!(
+                exchange.map(|x| &x.outcome),
+                Some(Outcome::ConnectionClosed | Outcome::Pending)
+            ),
+            waited_ms: exchange.map(|x| match (x.reply_ms, c) {
+                (Some(t), _) => t - x.sent_ms,
+                (None, Some(c)) => c.closed_ms - x.sent_ms,
+                (None, None) => 0.0,
+            }),
+            connection: Some(Connection {
+                number: this,
+                ending: c.map(|c| c.ending),
+                closed_ms: c.map_or(0.0, |c| c.closed_ms),
+                next: all
+                    .iter()
+                    .find(|k| k.number == this + 1)
+                    .map(|k| (k.number, k.opened_ms)),
+            }),
+        }),
+    }
+}
+
+/// The backend's own discovery on connection `c`, as the listing of a `list_tools` step that
+/// asked for `with_user_tools` and `follow`: judged only when the backend lists that way.
+fn discovered<'a>(
+    backend: &BackendSpec,
+    c: Option<&WireConnection<'a>>,
+    with_user_tools: bool,
+    follow: bool,
+) -> Listing<'a> {
+    let names: Vec<&str> = c.map_or(Vec::new(), |c| {
+        c.session.tools.iter().map(|t| t.name.as_str()).collect()
+    });
+    let pages = c.map_or(0, |c| c.session.pages);
+    let how = format!(
+        "the backend's own discovery ({}: {} tools on {pages} page(s)); the step asked for{} {}",
+        c.map_or("no connection", |c| c.session.personality.as_str()),
+        names.len(),
+        if with_user_tools { " withUserTools," } else { "" },
+        if follow { "all pages" } else { "the first page" }
+    );
+    let b = backend;
+    let capped = b.tool_cap.is_some_and(|cap| names.len() >= cap);
+    let unlike = (b.with_user_tools != with_user_tools || b.follow_cursor != follow || capped).then(|| {
+        format!(
+            "this backend lists {}withUserTools, {}{}; the step asks {}withUserTools, {}",
+            if b.with_user_tools { "with " } else { "without " },
+            if b.follow_cursor {
+                "all pages"
+            } else {
+                "the first page only"
+            },
+            if capped { ", capped" } else { "" },
+            if with_user_tools { "with " } else { "without " },
+            if follow { "all pages" } else { "the first page only" },
+        )
+    });
+    Listing {
+        names,
+        pages,
+        how: Some(how),
+        unlike,
+    }
 }
 
 /// The value at the dotted `path` in the status JSON a `self.get_device_status` reply carries
@@ -479,204 +563,6 @@ fn not_run(c: Option<&WireConnection<'_>>, k: u32) -> String {
         None => format!("not run: connection {k} of the device never opened"),
         Some(c) => format!("not run: connection {k} ended ({}) before this step", c.ending),
     }
-}
-
-struct Judge<'a> {
-    n: usize,
-    line: u64,
-    checks: &'a mut Vec<Check>,
-    unobserved: &'a mut Vec<String>,
-}
-
-impl Judge<'_> {
-    fn check(&mut self, what: String, passed: bool, detail: String) {
-        self.checks.push(Check {
-            step: self.n,
-            line: self.line,
-            what,
-            passed,
-            detail,
-        });
-    }
-
-    fn skip(&mut self, what: &str, why: &str) {
-        self.unobserved
-            .push(format!("step {} (line {}): {what}: {why}", self.n, self.line));
-    }
-
-    /// Expectations that never cross the connection.
-    fn unobservable(&mut self, e: &Expect) {
-        if e.reply_id.is_some() {
-            self.skip("reply_id", "the backend personality chose the request id");
-        }
-        if e.dropped.is_some() {
-            self.skip(
-                "dropped",
-                "a drop on the receive task looks like any missing reply from outside",
-            );
-        }
-        if e.reply_order.is_some() {
-            self.skip("reply_order", "bursts are not sent over the wire");
-        }
-        for (what, present) in [
-            ("audible", e.audible.is_some()),
-            ("verdict", e.verdict.is_some()),
-            ("spl_db", e.spl_db.is_some()),
-            ("i2s_dbfs", e.i2s_dbfs.is_some()),
-            ("change_db", e.change_db.is_some()),
-            ("perceived_change", e.perceived_change.is_some()),
-        ] {
-            if present {
-                self.skip(what, "nothing is heard over the wire");
-            }
-        }
-        if e.record_complete.is_some() {
-            self.skip("record_complete", "over the wire a record never has a measured effect");
-        }
-        for name in e.events.iter().filter(|n| **n != EventName::DeviceRebooted) {
-            self.skip(&format!("event {name}"), UNOBSERVABLE_EVENT);
-        }
-        for name in e.no_events.iter().filter(|n| **n != EventName::DeviceRebooted) {
-            self.skip(&format!("no event {name}"), UNOBSERVABLE_EVENT);
-        }
-    }
-
-    fn call(
-        &mut self,
-        e: &Expect,
-        exchange: Option<&Exchange>,
-        c: Option<&WireConnection<'_>>,
-        all: &[WireConnection<'_>],
-        readback: Option<&Value>,
-    ) {
-        let reply = exchange.and_then(|x| x.reply.as_deref());
-        let shown = || reply.map_or_else(|| ended(exchange, c), str::to_string);
-        if let Some(want) = &e.reply {
-            let (passed, detail) = match reply {
-                Some(got) if got == want => (true, shown()),
-                // The backend chose the id: the rest of the reply must be byte for byte the same.
-                Some(got) => match (after_id(got), after_id(want)) {
-                    (Some(a), Some(b)) if a == b => (
-                        true,
-                        format!(
-                            "{got} (id {} chosen by the backend in place of the scenario's)",
-                            reply_id(got.as_bytes()).unwrap_or(-1)
-                        ),
-                    ),
-                    _ => (false, shown()),
-                },
-                None => (false, shown()),
-            };
-            self.check(format!("reply is {want}"), passed, detail);
-        }
-        if let Some(want) = &e.text {
-            let got = reply.and_then(|r| reply_text(r.as_bytes()));
-            self.check(
-                format!("text is {}", quoted_or(Some(want), "")),
-                got.as_deref() == Some(want.as_str()),
-                format!("got {}", quoted_or(got.as_deref(), no_text(reply.is_some()))),
-            );
-        }
-        if let Some(want) = &e.text_contains {
-            let got = reply.and_then(|r| reply_text(r.as_bytes()));
-            self.check(
-                format!("text contains {}", quoted_or(Some(want), "")),
-                got.as_deref().unwrap_or_default().contains(want.as_str()),
-                format!("got {}", quoted_or(got.as_deref(), no_text(reply.is_some()))),
-            );
-        }
-        if let Some(want) = &e.error {
-            let got = reply.and_then(|r| reply_error(r.as_bytes()));
-            self.check(
-                format!("error is {}", quoted_or(Some(want), "")),
-                got.as_deref() == Some(want.as_bytes()),
-                format!("got {}", shown()),
-            );
-        }
-        if let Some(want) = e.valid_json {
-            let got = reply.map(|r| is_valid_json(r.as_bytes()));
-            self.check(
-                format!("reply is {}valid JSON", if want { "" } else { "not " }),
-                got == Some(want),
-                shown(),
-            );
-        }
-        let latency = exchange.and_then(|x| x.reply.as_ref().and(x.reply_ms).map(|r| r - x.sent_ms));
-        if let Some(d) = e.no_reply_within {
-            let limit = d.0.as_micros() as f64 / 1000.0;
-            let passed = latency.is_none_or(|l| l > limit);
-            // Without a reply, the wait must have lasted the whole window, or the connection
-            // closed (a reply cannot arrive on a later connection).
-            let waited = exchange.map(|x| match (x.reply_ms, c) {
-                (Some(t), _) => t - x.sent_ms,
-                (None, Some(c)) => c.closed_ms - x.sent_ms,
-                (None, None) => 0.0,
-            });
-            let closed = matches!(
-                exchange.map(|x| &x.outcome),
-                Some(Outcome::ConnectionClosed | Outcome::Pending)
-            );
-            let conclusive = latency.is_some() || closed || waited.is_some_and(|w| w >= limit);
-            // A request the backend refused to send says nothing about the device.
-            let sent = exchange.is_some_and(|x| x.id >= 0);
-            self.check(
-                format!("no reply within {}", d.0),
-                passed && sent && conclusive,
-                match (latency, exchange) {
-                    (Some(l), _) => format!("reply after {l:.1} ms"),
-                    (None, Some(_)) => ended(exchange, c),
-                    (None, None) => "the request was never sent".into(),
-                },
-            );
-        }
-        if let Some(d) = e.reply_within {
-            let limit = d.0.as_micros() as f64 / 1000.0;
-            self.check(
-                format!("reply within {}", d.0),
-                latency.is_some_and(|l| l <= limit),
-                latency.map_or_else(|| ended(exchange, c), |l| format!("reply after {l:.1} ms")),
-            );
-        }
-        if let Some(want) = &e.value {
-            let got = readback.cloned().unwrap_or(Value::Null);
-            self.check(format!("readback is {want}"), &got == want, format!("got {got}"));
-        }
-        let this = c.map_or(0, |c| c.number);
-        if e.events.contains(&EventName::DeviceRebooted) {
-            let next = all.iter().find(|k| k.number == this + 1);
-            self.check(
-                "event device_rebooted".into(),
-                next.is_some(),
-                next.map_or("the device did not connect again".into(), |k| {
-                    format!(
-                        "connection {this} ended ({}); connection {} opened {:.0} ms later with a new hello",
-                        c.map_or("?", |c| c.ending),
-                        k.number,
-                        k.opened_ms - c.map_or(0.0, |c| c.closed_ms)
-                    )
-                }),
-            );
-        }
-        if e.no_events.contains(&EventName::DeviceRebooted) {
-            let same = c.is_some_and(|c| c.ending == "shutdown");
-            self.check(
-                "no event device_rebooted".into(),
-                same,
-                c.map_or("no connection".into(), |c| {
-                    format!("connection {this} ended: {}", c.ending)
-                }),
-            );
-        }
-        self.unobservable(e);
-    }
-}
-
-/// A reply after its `{"jsonrpc":"2.0","id":<int>` head.
-fn after_id(reply: &str) -> Option<&str> {
-    let rest = reply.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
-    let digits = rest.trim_start_matches('-');
-    let end = digits.find(|c: char| !c.is_ascii_digit())?;
-    (end > 0).then(|| &digits[end..])
 }
 
 /// How a request without a reply ended, in words.
@@ -705,104 +591,6 @@ fn ended(exchange: Option<&Exchange>, c: Option<&WireConnection<'_>>) -> String 
             ),
         },
         (Some(_), None) => "no reply".into(),
-    }
-}
-
-/// The acceptance record as the backend can write it: everything up to the response is on the
-/// wire; the effect is at best a later software readback, never a measured one.
-fn record(
-    n: usize,
-    tool: &str,
-    args: &Value,
-    decision: Option<&str>,
-    exchange: Option<&Exchange>,
-    c: Option<&WireConnection<'_>>,
-    readback: Option<(usize, &str, &Value)>,
-) -> Record {
-    let discovery = match c {
-        None => "no connection".to_string(),
-        Some(c) => {
-            let s = c.session;
-            match s.tools.iter().find(|t| t.name == tool) {
-                Some(t) => format!(
-                    "discovered by the backend ({}: {} tools on {} page(s)), offered to its LLM as {}",
-                    s.personality,
-                    s.tools.len(),
-                    s.pages,
-                    t.llm_name
-                ),
-                None => format!(
-                    "NOT among the {} tools the backend ({}) discovered on {} page(s): its LLM cannot pick it; sent by name all the same",
-                    s.tools.len(),
-                    s.personality,
-                    s.pages
-                ),
-            }
-        }
-    };
-    let decision = format!(
-        "{}; {}",
-        decision.unwrap_or("(no decision recorded)"),
-        match exchange {
-            Some(x) if x.id >= 0 => format!("request id {} sent {:.1} ms after the backend started", x.id, x.sent_ms),
-            Some(_) => "the backend refused to send it".to_string(),
-            None => "the request was never sent".to_string(),
-        }
-    );
-    let reply = exchange.and_then(|x| x.reply.as_deref());
-    let parameters = match reply {
-        Some(r) if reply_error(r.as_bytes()).is_some() => format!(
-            "arguments {args}; rejected before the callback: \"{}\"",
-            String::from_utf8_lossy(&reply_error(r.as_bytes()).unwrap_or_default())
-        ),
-        Some(_) => format!("arguments {args}; a result came back, so the callback ran to its return"),
-        None => format!("arguments {args}; unknown whether the callback ran (no reply)"),
-    };
-    let response = match (exchange, reply) {
-        (Some(x), Some(r)) => {
-            let shape = match (reply_text(r.as_bytes()), reply_error(r.as_bytes())) {
-                (Some(text), _) => format!("result text {text:?} (isError false)"),
-                (None, Some(e)) => format!("error \"{}\"", String::from_utf8_lossy(&e)),
-                _ => format!("raw {r:?}"),
-            };
-            format!(
-                "id {} → {shape}, {:.1} ms after the request{}{}",
-                reply_id(r.as_bytes()).map_or("?".into(), |i| i.to_string()),
-                x.reply_ms.map_or(0.0, |t| t - x.sent_ms),
-                if is_valid_json(r.as_bytes()) {
-                    ""
-                } else {
-                    "; NOT valid JSON"
-                },
-                x.fate().map_or(String::new(), |f| format!("; {f}"))
-            )
-        }
-        (x, _) => format!("never arrived: {}", ended(x, c)),
-    };
-    let mut missing = vec!["measured effect (nothing is heard over the wire)".to_string()];
-    let effect = match readback {
-        Some((k, path, Value::Null)) => {
-            format!("software readback at step {k} ({path}) got no value; the physical effect is not observable here")
-        }
-        Some((k, path, v)) => {
-            format!("software readback at step {k}: {path} = {v}; the physical effect is not observable here")
-        }
-        None => {
-            missing.insert(0, "software readback (add a `readback` step)".into());
-            "the backend saw only the reply".into()
-        }
-    };
-    Record {
-        step: n,
-        tool: tool.to_string(),
-        id: exchange.map_or(-1, |x| x.id),
-        discovery,
-        decision,
-        parameters,
-        response,
-        effect,
-        missing,
-        claim: None,
     }
 }
 
@@ -889,20 +677,5 @@ mod tests {
         }
         let err = plan("name: n\nboard: b\nfaults:\n  - { at: 1s, set: codec_dummy }\nsteps: []\n").unwrap_err();
         assert!(err.starts_with("s.yaml:3:1: faults: cannot run over the wire"), "{err}");
-    }
-
-    #[test]
-    fn replies_compare_after_the_id_the_backend_chose() {
-        assert_eq!(
-            after_id(r#"{"jsonrpc":"2.0","id":20001,"result":{}}"#),
-            Some(r#","result":{}}"#)
-        );
-        assert_eq!(
-            after_id(r#"{"jsonrpc":"2.0","id":-3,"error":{}}"#),
-            Some(r#","error":{}}"#)
-        );
-        assert_eq!(after_id(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#), None);
-        assert_eq!(after_id(r#"{"jsonrpc":"2.0","id":,"result":{}}"#), None);
-        assert_eq!(after_id("garbage"), None);
     }
 }
