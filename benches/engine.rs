@@ -17,7 +17,8 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use xiaozhi_sim::audio::source::Source;
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Board, Device};
-use xiaozhi_sim::harness::{Harness, PROBE_GUARD, ReplayLine, Replayer, split_lines};
+use xiaozhi_sim::harness::{Harness, PROBE_GUARD};
+use xiaozhi_sim::replay::{ReplayLine, Replayer, split_lines};
 use xiaozhi_sim::scenario::ScenarioSpec;
 use xiaozhi_sim::scenario::record::Trace;
 use xiaozhi_sim::scenario::runner::{self, NoFiles, RunOptions};

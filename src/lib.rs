@@ -24,6 +24,7 @@
 //!   * `cmd::run`: `run`, scenario files in virtual time, over the wire or as a version matrix;
 //!   * `cmd::stdio`: `stdio`, a board as a standard MCP server on stdin/stdout;
 //!   * `cmd::tools`: `tools`, the exact `tools/list` pages of a board.
+//! * `connect_report`: the JSON report of `connect --report`.
 //! * `fleet`: many devices against one backend; what both kinds of fleet share (limits, costs,
 //!   the loopback backend, the start of a device):
 //!   * `fleet::capacity`: `--find-capacity`, the knee search under an SLO;
@@ -39,28 +40,27 @@
 //!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
 //!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
 //! * `matrix`: the version matrix of `run --firmware A,B,…`.
+//! * `nvs_file`: `--state DIR`, the twin's NVS between runs.
 //! * `ota`: the firmware's OTA/activation request (`connect --ota`).
+//! * `over_wire`: scenarios over real sockets, judged from the backend's side.
 //! * `scenarios`: scenario files found, loaded, run in virtual time, their WAV evidence.
 //! * `server`: the WebSocket backend server (a personality) of `backend`, fleets and `--wire`.
-//! * `state`: `--state DIR`, the twin's NVS between runs.
 //! * `user`: the simulated user's script of `connect --script`.
-//! * `voice_report`: the JSON report of `connect --report`.
 //! * `wav`: WAV evidence and optional playback.
-//! * `wire`: scenarios over real sockets, judged from the backend's side.
 
 pub mod args;
 pub mod boards;
 pub mod cmd;
+pub mod connect_report;
 pub mod fleet;
 pub mod html;
 pub mod junit;
 pub mod live;
 pub mod matrix;
+pub mod nvs_file;
 pub mod ota;
+pub mod over_wire;
 pub mod scenarios;
 pub mod server;
-pub mod state;
 pub mod user;
-pub mod voice_report;
 pub mod wav;
-pub mod wire;

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use xiaozhi_sim::firmware::{AssetsTool, CallPath, Firmware, ThemeTool};
-use xiaozhi_sim::mcp::wire;
+use xiaozhi_sim::mcp::strings;
 use xiaozhi_sim::scenario::record::ScenarioReport;
 
 /// One cell: a scenario on a version.
@@ -149,13 +149,17 @@ pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
         .map(|s| s.replies.join(" "))
         .unwrap_or_default();
     let seen = format!("{} {} {replies}", check.what, check.detail);
-    if let Some(name) = quoted_after(&seen, wire::ERR_UNKNOWN_TOOL) {
-        return format!("`{}{name}` — {}", wire::ERR_UNKNOWN_TOOL, why_absent(&name, firmware));
+    if let Some(name) = quoted_after(&seen, strings::ERR_UNKNOWN_TOOL) {
+        return format!(
+            "`{}{name}` — {}",
+            strings::ERR_UNKNOWN_TOOL,
+            why_absent(&name, firmware)
+        );
     }
-    if seen.contains(wire::ERR_INVALID_STACK_SIZE) {
+    if seen.contains(strings::ERR_INVALID_STACK_SIZE) {
         return format!(
             "`{}` — {} checks `params.stackSize` before the tool lookup",
-            wire::ERR_INVALID_STACK_SIZE,
+            strings::ERR_INVALID_STACK_SIZE,
             firmware.line.range()
         );
     }
@@ -186,21 +190,21 @@ pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
 
 fn why_absent(tool: &str, firmware: &Firmware) -> String {
     let user_only = [
-        wire::TOOL_GET_SYSTEM_INFO,
-        wire::TOOL_REBOOT,
-        wire::TOOL_UPGRADE_FIRMWARE,
-        wire::TOOL_SCREEN_GET_INFO,
-        wire::TOOL_SCREEN_SNAPSHOT,
-        wire::TOOL_SCREEN_PREVIEW_IMAGE,
-        wire::TOOL_ASSETS_SET_DOWNLOAD_URL,
+        strings::TOOL_GET_SYSTEM_INFO,
+        strings::TOOL_REBOOT,
+        strings::TOOL_UPGRADE_FIRMWARE,
+        strings::TOOL_SCREEN_GET_INFO,
+        strings::TOOL_SCREEN_SNAPSHOT,
+        strings::TOOL_SCREEN_PREVIEW_IMAGE,
+        strings::TOOL_ASSETS_SET_DOWNLOAD_URL,
     ];
     if user_only.contains(&tool) && !firmware.user_only_tools {
         return "this version has no user-only tools".into();
     }
-    if tool == wire::TOOL_ASSETS_SET_DOWNLOAD_URL && firmware.assets_tool == AssetsTool::WithAssetsPartition {
+    if tool == strings::TOOL_ASSETS_SET_DOWNLOAD_URL && firmware.assets_tool == AssetsTool::WithAssetsPartition {
         return "this version registers it only with a valid assets partition".into();
     }
-    if tool == wire::TOOL_SET_THEME && firmware.theme_tool == ThemeTool::Named {
+    if tool == strings::TOOL_SET_THEME && firmware.theme_tool == ThemeTool::Named {
         return "1.x registers it only on a display with a theme name (LCD), not on OLEDs".into();
     }
     format!(
@@ -270,12 +274,12 @@ mod tests {
     fn unknown_tools_are_explained_by_the_switch_that_removes_them() {
         let fw = Firmware::parse("1.9.4").unwrap();
         assert_eq!(
-            why_absent(wire::TOOL_REBOOT, &fw),
+            why_absent(strings::TOOL_REBOOT, &fw),
             "this version has no user-only tools"
         );
-        assert!(why_absent(wire::TOOL_SET_THEME, &fw).contains("theme name"));
+        assert!(why_absent(strings::TOOL_SET_THEME, &fw).contains("theme name"));
         assert_eq!(
-            quoted_after(r#"error "Unknown tool: self.reboot" was"#, wire::ERR_UNKNOWN_TOOL).as_deref(),
+            quoted_after(r#"error "Unknown tool: self.reboot" was"#, strings::ERR_UNKNOWN_TOOL).as_deref(),
             Some("self.reboot")
         );
     }

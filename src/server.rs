@@ -25,7 +25,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
-use xiaozhi_sim::backend::script::{Script, Step};
+use xiaozhi_sim::backend::script::{Command, Script};
 pub use xiaozhi_sim::backend::scripted::BackendFault;
 use xiaozhi_sim::backend::scripted::{ScriptedAction, ScriptedBackend, WavSource, prepare_speech};
 use xiaozhi_sim::backend::{BackendSpec, Session, SessionReport, spec::SHIPPED};
@@ -101,7 +101,7 @@ pub struct Server {
     /// Connections accepted (shared by the backend instances of one fleet).
     next_conn: Arc<AtomicU64>,
     reports: Mutex<Vec<ConnReport>>,
-    commands: broadcast::Sender<Step>,
+    commands: broadcast::Sender<Command>,
     closed: watch::Sender<u64>,
     scripts_done: AtomicU64,
     /// The highest device connection number (1, 2 after a reboot, …) whose script has ended.
@@ -192,7 +192,7 @@ impl Server {
     }
 
     /// Sends a step to every ready connection (stdin commands).
-    pub fn broadcast(&self, step: Step) {
+    pub fn broadcast(&self, step: Command) {
         let _ = self.commands.send(step);
     }
 
@@ -392,7 +392,7 @@ impl Link<'_> {
         &self,
         backend: &mut ScriptedBackend,
         ws: &mut ServerWs,
-        mut commands: broadcast::Receiver<Step>,
+        mut commands: broadcast::Receiver<Command>,
         mut stop: watch::Receiver<bool>,
     ) -> Ending {
         let clock = self.server.clock;

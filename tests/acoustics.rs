@@ -1,4 +1,4 @@
-//! From `true` to sound pressure: the worked examples of ACOUSTICS.md §5 come out of the model
+//! From `true` to sound pressure: the worked examples of docs/reference/acoustics.md §5 come out of the model
 //! through the real MCP path (a `tools/call` on the receive task, the callback on the main task,
 //! then a probe through the audio chain), and the gaps between `true`, readback and what is
 //! heard show up where the firmware puts them.

@@ -1,4 +1,4 @@
-//! Tool catalogues derived from board facts match FIRMWARE.md §7.4 byte for byte (sizes and
+//! Tool catalogues derived from board facts match docs/reference/firmware.md §7.4 byte for byte (sizes and
 //! SHA-256 of the `result` object), and paging follows §4.4 exactly.
 
 use std::path::Path;
@@ -204,7 +204,7 @@ fn hardware_codec_boards_derive_their_lists_from_their_facts() {
     );
 }
 
-/// FIRMWARE.md §4.4's synthetic golden: 20 board tools of 589 bytes after the lamp tools.
+/// docs/reference/firmware.md §4.4's synthetic golden: 20 board tools of 589 bytes after the lamp tools.
 #[test]
 fn synthetic_twenty_tool_board_pages_exactly_as_verified() {
     // The test tools are constructor tools registered right after the lamp.

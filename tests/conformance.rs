@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::harness::{ReplayLine, ReplayRecord, Replayer, split_lines};
+use xiaozhi_sim::replay::{ReplayLine, ReplayRecord, Replayer, split_lines};
 
 fn board(id: &str) -> Arc<BoardSpec> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -185,7 +185,7 @@ fn system_info_reply_has_the_firmware_shape() {
     let reply = String::from_utf8(record.replies[0].clone()).unwrap();
     let (id, got) = system_info_shape(&reply).expect("valid JSON inside a text item");
     assert_eq!(id, Value::from(25));
-    // The shape FIRMWARE.md §10.2 shows (the string-typed heap size, the board object …).
+    // The shape docs/reference/firmware.md §10.2 shows (the string-typed heap size, the board object …).
     let golden = r#"{"version":2,"language":"zh-CN","flash_size":16777216,"minimum_free_heap_size":"123456","mac_address":"aa:bb:cc:dd:ee:ff","uuid":"u","chip_model_name":"esp32s3","chip_info":{"model":9,"cores":2,"revision":0,"features":18},"application":{"name":"xiaozhi","version":"2.4.2","compile_time":"Aug  8 2026T08:33:45Z","idf_version":"v6.0.1","elf_sha256":"00"},"partition_table": [{"label":"nvs","type":1,"subtype":2,"address":36864,"size":16384}],"ota":{"label":"ota_0"},"display":{"monochrome":true,"width":128,"height":32},"board":{"type":"bread-compact-wifi","name":"bread-compact-wifi","manufacturer":"","ssid":"MyAP","rssi":-55,"channel":6,"ip":"192.168.1.23","mac":"aa:bb:cc:dd:ee:ff"}}"#;
     let golden_shape = shape(&serde_json::from_str::<Value>(golden).unwrap());
     assert_eq!(got, golden_shape);

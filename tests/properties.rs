@@ -2,7 +2,7 @@
 //! integer parameter accepts exactly the JSON numbers whose `valueint` is in range, every
 //! parameter answers wrong JSON types as the firmware does, and argument keys match
 //! case-insensitively, first match wins. The oracle is `xiaozhi_sim::bounds` (written from
-//! FIRMWARE.md, independent of the twin's cJSON and MCP code).
+//! docs/reference/firmware.md §2.1–§2.3 and §4.5, independent of the twin's cJSON and MCP code).
 //!
 //! Case counts are tuned for CI; `PROPTEST_CASES=N` runs N cases per parameter and promise
 //! (and per property below), `PROPTEST_RNG_SEED=S` draws them from seed S.

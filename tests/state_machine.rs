@@ -1,7 +1,7 @@
 //! Model-based state test (the sled / proptest-state-machine pattern): random sequences of
 //! calls, bursts, waits, busy main tasks, reboots, resets, power cuts, button presses and
 //! malformed frames are applied to the twin (bread-compact-wifi) and to a small reference model
-//! written from FIRMWARE.md (§4.2 drops, §4.5–4.7 replies, §6 batches and hops, §9.1 volume,
+//! written from docs/reference/firmware.md (§4.2 drops, §4.5–4.7 replies, §6 batches and hops, §9.1 volume,
 //! §10.5 NVS, §11.1 reboot). After every step:
 //!
 //! * the bytes the twin sent during the step are the model's, in the model's order (1-hop
@@ -62,7 +62,7 @@ enum Req {
     Malformed(Malformed),
 }
 
-/// Frames the device drops without a reply (FIRMWARE.md §4.2, quirk 6).
+/// Frames the device drops without a reply (docs/reference/firmware.md §4.2, quirk 6).
 #[derive(Clone, Debug)]
 enum Malformed {
     /// `x` followed by anything: not JSON.
@@ -193,7 +193,7 @@ fn payload(r: &Req, n: i64, fractional: bool) -> Vec<u8> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The reference model, from FIRMWARE.md
+// The reference model, from docs/reference/firmware.md
 // ---------------------------------------------------------------------------------------------
 
 /// What a reply must be: these exact bytes, or (tools/list) starting with these bytes.
@@ -300,7 +300,7 @@ impl Model {
         }
     }
 
-    /// Boot (FIRMWARE.md §9.1, §10.5): volume from NVS (absent: 70; ≤ 0: 10, not written
+    /// Boot (docs/reference/firmware.md §9.1, §10.5): volume from NVS (absent: 70; ≤ 0: 10, not written
     /// back); lamp off (RAM only); the success sound queued on the main task.
     fn boot(&mut self) {
         self.boots += 1;
@@ -344,7 +344,7 @@ impl Model {
         self.now = limit;
     }
 
-    /// The main loop at `now` (FIRMWARE.md §6.2): a blocked task resumes when due; otherwise the
+    /// The main loop at `now` (docs/reference/firmware.md §6.2): a blocked task resumes when due; otherwise the
     /// batch runs in order; an empty batch takes the whole shared queue.
     fn main_loop(&mut self) {
         loop {
@@ -422,7 +422,7 @@ impl Model {
         }
     }
 
-    /// The receive task (FIRMWARE.md §4.2, §4.5): drop, 1-hop reply, or a call for the main task.
+    /// The receive task (docs/reference/firmware.md §4.2, §4.5): drop, 1-hop reply, or a call for the main task.
     fn receive(&mut self, r: &Req, id: i64) -> Classified {
         self.advance(self.now, false);
         if self.app.is_none() {
@@ -503,7 +503,7 @@ impl Model {
         }
     }
 
-    /// VOL± (FIRMWARE.md §7.2): click ±10 clamped to 0..=100, long press 100 / 0; persisted.
+    /// VOL± (docs/reference/firmware.md §7.2): click ±10 clamped to 0..=100, long press 100 / 0; persisted.
     fn press(&mut self, up: bool, long: bool) {
         self.advance(self.now, true);
         if let Some(app) = self.app.as_mut() {
@@ -737,7 +737,7 @@ fn the_twin_follows_the_reference_model() {
 
 #[test]
 fn the_model_itself_reorders_a_burst_as_the_firmware_does() {
-    // FIRMWARE.md §12 reordering vector: lamp.get_state (13), initialize (16), ping (27) parsed
+    // docs/reference/firmware.md §12 reordering vector: lamp.get_state (13), initialize (16), ping (27) parsed
     // before the main task runs → transmitted 16, 27, 13. Guards the model against being wrong
     // in the same way as the twin.
     let mut m = Model::new();

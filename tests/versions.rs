@@ -1,4 +1,4 @@
-//! Firmware versions as data (FIRMWARE-VERSIONS.md): the CLI's `--firmware`, the version matrix,
+//! Firmware versions as data (docs/reference/firmware-versions.md): the CLI's `--firmware`, the version matrix,
 //! bad versions, and the differences read from the code of each tag that no recorded transcript
 //! shows (each test names the upstream file it was written from). The recorded version
 //! transcripts themselves replay in `tests/conformance.rs`.

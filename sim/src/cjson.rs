@@ -1,4 +1,4 @@
-//! The cJSON 1.7.19 dialect the firmware speaks (FIRMWARE.md §2).
+//! The cJSON 1.7.19 dialect the firmware speaks (docs/reference/firmware.md §2).
 //!
 //! Mirrors `cJSON.c` (`parse_value`, `parse_number`, `parse_string`, `get_object_item`,
 //! `print_string_ptr`, `print_number`) as the xiaozhi firmware uses it. It is deliberately *not*
@@ -667,7 +667,7 @@ fn normalized_value(mantissa: &str, exponent: &str) -> Option<f64> {
 }
 
 /// cJSON's `valueint` for a parsed double: saturate at `INT_MAX`/`INT_MIN`, else truncate
-/// toward zero (FIRMWARE.md §2.3).
+/// toward zero (docs/reference/firmware.md §2.3).
 pub fn valueint(d: f64) -> i32 {
     if d >= i32::MAX as f64 {
         i32::MAX

@@ -1,5 +1,5 @@
 //! Faults as data: the ways a real board fails while every tool still says `true`
-//! (DESIGN.md §5, issue "faults"). Chain faults act at once; construction faults act at the next
+//! (docs/reference/architecture.md §5, issue "faults"). Chain faults act at once; construction faults act at the next
 //! boot (they change what the board constructs); an NVS fault makes every write fail.
 
 use std::fmt;

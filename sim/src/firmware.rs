@@ -1,5 +1,5 @@
 //! Firmware versions as data: which upstream tags the twin answers as, and the behaviour line
-//! each one belongs to (`FIRMWARE-VERSIONS.md`).
+//! each one belongs to (`docs/reference/firmware-versions.md`, "The lines").
 //!
 //! A board file's `firmware.version` (or `--firmware`) names a tag; [`Firmware::parse`] accepts
 //! exactly the tags of the modelled lines and refuses anything else with the supported ranges.
@@ -26,7 +26,7 @@ pub enum Line {
     L6,
     /// v2.2.2 – v2.2.6: the newer `take_photo` text.
     L7,
-    /// v2.3.0 – v2.4.2: the contract (`FIRMWARE.md`).
+    /// v2.3.0 – v2.4.2: the contract (`docs/reference/firmware.md` §0).
     L8,
 }
 
@@ -233,7 +233,7 @@ pub fn tags() -> impl Iterator<Item = &'static str> {
 }
 
 impl Firmware {
-    /// The version the twin is by default (`FIRMWARE.md`: 2.4.2).
+    /// The version the twin is by default (`docs/reference/firmware.md` §0: 2.4.2).
     pub fn current() -> Firmware {
         Firmware::parse("2.4.2").expect("2.4.2 is a modelled tag")
     }
@@ -297,7 +297,7 @@ impl Firmware {
             tts_state_checked: minor("2.4."),
             // The official CI images (`.github/workflows/build.yml`): release-v5.4 to 2.0.3,
             // release-v5.5 from 2.0.4 to 2.1.0, v5.5.2 for 2.2.x–2.3.0 (the recorder's v2.2.6 says so too);
-            // 2.4.x keeps the twin's FIRMWARE.md value.
+            // 2.4.x keeps the twin's docs/reference/firmware.md value.
             idf_version: match line {
                 Line::L3 | Line::L4 => "v5.4.1",
                 Line::L6 if matches!(tag, "2.0.1" | "2.0.2" | "2.0.3") => "v5.4.1",
@@ -462,7 +462,7 @@ pub struct FirmwareSpec {
     /// The tags this board file describes (`[">=2.2.4"]`): where upstream's board exists as
     /// written. Other versions are refused (`--firmware` included). Unset: every modelled tag.
     pub tags: Option<Vec<String>>,
-    /// The L1–L2 flag of FIRMWARE-VERSIONS.md (v1.6.6–v1.7.2 behaviour over a 1.x line): an
+    /// The L1–L2 flag of docs/reference/firmware-versions.md (v1.6.6–v1.7.2 behaviour over a 1.x line): an
     /// out-of-range integer argument aborts the device with no reply.
     pub range_error_aborts: bool,
 }

@@ -1,8 +1,8 @@
 //! xiaozhi-sim — the deterministic, sans-IO twin of a xiaozhi-esp32 device, seen from its MCP
 //! tool layer.
 //!
-//! Contract: the firmware's behaviour (`FIRMWARE.md`), byte for byte, quirks included. The crate
-//! has no tokio, no wall clock, no threads and one seeded RNG (ChaCha8): the same board, inputs
+//! Contract: the firmware's behaviour (`docs/reference/firmware.md`), byte for byte, quirks
+//! included. The crate has no tokio, no wall clock, no threads and one seeded RNG (ChaCha8): the same board, inputs
 //! and seed give the same bytes out. Time is virtual ([`time::SimTime`]) and is handed in by
 //! whoever drives a [`device::Device`].
 //!
@@ -10,24 +10,60 @@
 //! [`harness::Harness`] drives one in virtual time; [`scenario::runner::run`] runs a scenario
 //! file and builds its acceptance records.
 //!
-//! Map, by layer (each module names the firmware file it mirrors; imports only point down, and
-//! `tests/tidy.rs` checks it):
+//! The map, by layer, one line per module (each module's own `//!` names the firmware file it
+//! mirrors). Imports point one way inside every folder and the data layer reaches nothing
+//! above it; `tests/tidy.rs` checks both, and that every file is named here.
 //!
-//! * **Foundations** — [`time`] (virtual time, durations with units), [`trace`] (events),
-//!   [`spec`] (data-file loading with `file:line:column` errors), [`cjson`] (the cJSON 1.7.19
-//!   dialect: parse, case-insensitive lookup, print).
-//! * **Data and protocol** (nothing here imports the device or the drivers) —
-//!   [`board`] (what a board is), [`firmware`] (versions and their behaviour lines), [`world`] (what surrounds it), [`fault`] (faults as data),
-//!   [`mcp`] (`McpServer`, `McpTool`, `Property`, every wire string), [`audio`] (the acoustic
-//!   chain: codec laws, amplifier, speaker, room, measurements), [`hw`] (NVS, backlight,
-//!   display, camera), [`voice`] (binary audio frames, Opus, resampling).
-//! * **The device** — [`device`]: boot, receive task, main-task batches, tool callbacks, the
-//!   WebSocket channel, reboot, power.
-//! * **Drivers** — [`harness`] (offline runs and replay), [`loopback`] (device and backend in one
-//!   clock), [`scenario`] (scenario files, runner, acceptance records, runs over the wire),
-//!   [`backend`] (a backend as MCP client, driven by a personality; [`backend::scripted`] runs
-//!   its script and faults, sans-IO), and `bounds` (the bound properties of every integer
-//!   parameter, behind the cargo feature `bounds`).
+//! * **Foundations**
+//!   * `time`: virtual time, durations with units, `vTaskDelay` ticks.
+//!   * `trace`: trace events (past tense) and the recorder's trace lines.
+//!   * `spec`: loading data files with `file:line:column` errors, every mistake in one run.
+//!   * `cjson`: the cJSON 1.7.19 dialect: lenient parse, case-insensitive lookup, printing.
+//! * **Data, protocol and virtual hardware** (nothing here imports the device or a driver)
+//!   * `board`: `BoardSpec`, what a board is, validated; `board::builtin`: the built-in
+//!     behaviours a board file can name; `board::by_firmware`: board facts by firmware tag.
+//!   * `firmware`: the upstream tags and their behaviour switches; `world`: Wi-Fi, HTTP hosts,
+//!     OTA, room, WebSocket config; `fault`: faults as data.
+//!   * `mcp`: the MCP tool layer: `mcp::server` (`McpServer`, `ParseMessage`'s receive half,
+//!     paging), `mcp::tool` (`McpTool`), `mcp::property` (`Property`, coercion),
+//!     `mcp::strings` (every firmware string that reaches the wire).
+//!   * `audio`: the acoustic chain: `audio::codec` (volume laws), `audio::chain` (DAC,
+//!     amplifier, speaker), `audio::source` (what plays), `audio::render` (sample by sample to
+//!     the listener), `audio::measure` (levels and verdicts).
+//!   * `hw`: virtual hardware: `hw::nvs` (flash with the firmware's limits), `hw::backlight`
+//!     (PWM fade), `hw::display` (classes and themes), `hw::camera`.
+//!   * `voice`: the voice channel's data: `voice::frame` (binary frames v1–v3), `voice::codec`
+//!     (Opus, resampling), `voice::memo` (codec work shared by many devices), `voice::log`
+//!     (what became of the speech), `voice::speak` (a backend's speaking side as data).
+//! * **The device**: `device` (`Device`: `handle_*` in, `poll_*` out), and inside it:
+//!   * `device::platform` (what survives a reboot, the outputs, `Board`), `device::url`,
+//!     `device::state`, `device::listening`, `device::main_loop`, `device::task` (what the main
+//!     task runs), `device::status` (status and system-info JSON), `device::catalogue` (tool
+//!     registration), `device::otto` (otto-robot's controller);
+//!   * `device::protocol` (the protocol object per transport), `device::protocol::base` (the
+//!     firmware's `Protocol` base class), `device::protocol::websocket` (its WebSocket
+//!     transport);
+//!   * `device::audio` (output power and codec), `device::playback` (received speech to the
+//!     codec), `device::mic` (the microphone and its send queue);
+//!   * `device::peripherals` (the board's objects and their tool callbacks), `device::builtin`
+//!     (the built-in behaviours' callbacks), `device::upgrade` (the firmware upgrade flow);
+//!   * `device::application` (`Application`, the hub of one boot) and
+//!     `device::application::voice` (its voice interaction).
+//! * **Drivers** (on the device)
+//!   * `harness`: the owner of virtual time for offline runs; `replay`: the conformance replay
+//!     format and its runner; `loopback`: a device and a backend connection in one clock.
+//!   * `scenario`: scenario files; `scenario::runner` and `scenario::steps` (running them in
+//!     virtual time), `scenario::voice` (the runner's voice bookkeeping), `scenario::expect`
+//!     (the `expect:` data), `scenario::check` (the one expectation checker),
+//!     `scenario::acceptance` (the one record builder), `scenario::record` (records, reports,
+//!     traces), `scenario::reply` (reading replies), `scenario::discovery` (every
+//!     `tools/list` page), `scenario::over_wire` (plans and judgements over real sockets).
+//!   * `backend`: a backend as MCP client, one sans-IO `Session` per connection;
+//!     `backend::spec` (personalities as data), `backend::script` (the script language),
+//!     `backend::scripted` (a script and its faults run sans-IO), `backend::voice` (its ear and
+//!     voice).
+//!   * `bounds`: the bound properties of every integer parameter (cargo feature `bounds`);
+//!     `bounds::generate`: their generators.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -44,6 +80,7 @@ pub mod harness;
 pub mod hw;
 pub mod loopback;
 pub mod mcp;
+pub mod replay;
 pub mod scenario;
 pub mod spec;
 pub mod time;

@@ -1,5 +1,5 @@
 //! Loading data files (boards, worlds, scenarios) from YAML with one-line errors that name the
-//! file, line, column and field (DESIGN.md §6; DEPS.md §3: serde-saphyr behind one function).
+//! file, line, column and field (docs/reference/architecture.md §6; docs/reference/dependencies.md §3: serde-saphyr behind one function).
 //!
 //! Knows nothing about what the files mean.
 

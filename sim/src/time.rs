@@ -1,4 +1,4 @@
-//! Virtual time: integer microseconds since the simulation started (DESIGN.md §3).
+//! Virtual time: integer microseconds since the simulation started (docs/reference/architecture.md §3).
 //!
 //! Mirrors FreeRTOS `pdMS_TO_TICKS` rounding and `esp_timer` microsecond periods. There is no
 //! wall clock anywhere in the sim crate; the harness (or a live driver) hands `now` in.

@@ -423,3 +423,30 @@ impl fmt::Display for TraceEvent {
         }
     }
 }
+
+/// Renders events in the recorder's trace style (`#batch k tasks=n`, `#event …`, `#log …`),
+/// numbering batches from 1 within the list.
+pub fn render_events(events: &[TraceEvent]) -> Vec<String> {
+    let mut batch = 0;
+    events.iter().map(|e| render_event(e, &mut batch)).collect()
+}
+
+/// One event as a trace line; `batch` counts the batches rendered so far in this list.
+pub fn render_event(e: &TraceEvent, batch: &mut usize) -> String {
+    use std::fmt::Write as _;
+    // One allocation per line: sized for the fixed words plus the variable text.
+    let mut line = String::with_capacity(match &e.kind {
+        Event::Logged { tag, text, .. } => 8 + tag.len() + text.len(),
+        _ => 64,
+    });
+    // Writing into a String cannot fail.
+    let _ = match &e.kind {
+        Event::BatchStarted { tasks } => {
+            *batch += 1;
+            write!(line, "#batch {batch} tasks={tasks}")
+        }
+        Event::Logged { .. } => write!(line, "#{e}"),
+        _ => write!(line, "#event {e}"),
+    };
+    line
+}

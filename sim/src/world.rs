@@ -1,4 +1,4 @@
-//! `WorldSpec`: the environment a simulated device lives in (DESIGN.md §4 "Worlds"): Wi-Fi,
+//! `WorldSpec`: the environment a simulated device lives in (docs/reference/architecture.md §4 "Worlds"): Wi-Fi,
 //! which HTTP hosts answer and how, the OTA outcome, boot timing, room acoustics.
 //!
 //! Mirrors nothing in the firmware: it stands in for the network and the room. The conformance
@@ -19,7 +19,7 @@ pub struct WorldSpec {
     /// The outcome of a firmware upgrade.
     pub ota: OtaSpec,
     /// Time from power-on / `esp_restart` until the application is initialised and MCP-capable.
-    /// The recorder used 0; a real board takes seconds (FIRMWARE.md §11.3).
+    /// The recorder used 0; a real board takes seconds (docs/reference/firmware.md §11.3).
     #[serde(with = "duration_text")]
     pub boot_time: SimDuration,
     /// The listening room for acoustic checks.
@@ -100,7 +100,7 @@ impl Default for OtaSpec {
     }
 }
 
-/// The listening room (ACOUSTICS.md §4).
+/// The listening room (docs/reference/acoustics.md §4).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RoomSpec {

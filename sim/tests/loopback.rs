@@ -67,7 +67,7 @@ fn xinnan_py_discovers_and_hands_true_to_the_llm_as_text() {
 }
 
 /// xiaozhi-esp32-server never hands a failure to its LLM: a JSON-RPC error is spoken as
-/// `MCP错误: <message>`, an unregistered tool as `工具 <name> 不存在` (VOICE.md §5).
+/// `MCP错误: <message>`, an unregistered tool as `工具 <name> 不存在` (docs/reference/voice.md §5).
 #[test]
 fn xinnan_py_speaks_errors_to_the_user_instead_of_asking_the_llm() {
     let mut lb = pair(BREAD, "xinnan-py");
@@ -211,7 +211,7 @@ fn pair_on(board_yaml: &str, firmware: &str, personality: &str) -> Loopback {
     pair_with(&yaml, BackendSpec::shipped(personality).unwrap())
 }
 
-/// What the real backends meet on a 1.9.4 device (FIRMWARE-VERSIONS.md L4): every personality
+/// What the real backends meet on a 1.9.4 device (docs/reference/firmware-versions.md L4): every personality
 /// still discovers (the hello has no glyph features, nothing else changes for them), xinnan-py
 /// sees 5 tools instead of 6 (no set_theme on the 1.x OLED), and cloud-gateway's
 /// `withUserTools` finds nothing extra — a reboot it is asked for is not in its list at all.

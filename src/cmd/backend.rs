@@ -1,6 +1,6 @@
 //! `xiaozhi-twin backend`: runs the WebSocket backend server (`crate::server`) on an address of
 //! your choosing, with a script on every connection (or commands typed on stdin), or performs a
-//! scenario on the first device that connects (`--scenario`, judged by `crate::wire`). One JSON
+//! scenario on the first device that connects (`--scenario`, judged by `crate::over_wire`). One JSON
 //! object per closed connection goes to stdout; logs go to stderr.
 
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use xiaozhi_sim::backend::script::{Script, SpeakVoice, Step};
+use xiaozhi_sim::backend::script::{Command, Script, SpeakVoice};
 use xiaozhi_sim::backend::{BackendSpec, Outcome};
 
 use crate::args::parse_std_duration;
@@ -84,7 +84,7 @@ pub fn run(opts: &Args) -> Result<bool> {
             let script = Script::parse(&p.display().to_string(), &text)?;
             // A `speak … wav FILE` must name a readable WAV before anything is served.
             for line in &script.lines {
-                if let Step::Speak {
+                if let Command::Speak {
                     voice: SpeakVoice::Wav(f),
                     ..
                 } = &line.step
@@ -166,7 +166,7 @@ pub fn run(opts: &Args) -> Result<bool> {
 /// `backend --scenario`: serve one scenario to the first device that connects, then judge it.
 fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Result<bool> {
     let loaded = crate::scenarios::load(path)?;
-    let plan = xiaozhi_sim::scenario::wire::WirePlan::of(&loaded.spec, &loaded.origin, &loaded.text)?;
+    let plan = xiaozhi_sim::scenario::over_wire::WirePlan::of(&loaded.spec, &loaded.origin, &loaded.text)?;
     let limit = opts.duration.unwrap_or(Duration::from_secs(60));
     let name = spec.name.clone();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -182,14 +182,14 @@ fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Resul
             plan.connections,
             limit
         );
-        let served = crate::wire::serve_plan(listener, &plan, spec.clone(), limit, opts.verbose, None).await?;
+        let served = crate::over_wire::serve_plan(listener, &plan, spec.clone(), limit, opts.verbose, None).await?;
         let seed = loaded.spec.seed(None);
         let over = format!("{url} (backend {name})");
-        anyhow::Ok(crate::wire::judge_reports(&loaded, &plan, &spec, over, seed, served))
+        anyhow::Ok(crate::over_wire::judge_reports(&loaded, &plan, &spec, over, seed, served))
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     let mut result = result?;
-    crate::wire::require_completion(&mut result, limit);
+    crate::over_wire::require_completion(&mut result, limit);
     print!("{}", result.report.to_text());
     Ok(result.report.passed)
 }

@@ -1,5 +1,5 @@
 //! `xiaozhi-twin check-bounds`: the parameter-bound promises of `xiaozhi_sim::bounds` on any
-//! board, shipped or a user's own file, as a short report (FIRMWARE.md §2.3, §4.5).
+//! board, shipped or a user's own file, as a short report (docs/reference/firmware.md §2.3, §4.5).
 //!
 //! Every integer parameter must accept exactly the JSON numbers whose `valueint` is in range
 //! and store them; rejected calls must answer the firmware's exact message and change nothing;

@@ -13,7 +13,7 @@ use xiaozhi_sim::world::WsConfig;
 
 use crate::args::{BoardArgs, parse_std_duration};
 use crate::live::{LiveOptions, Wake, run_device};
-use crate::state;
+use crate::nvs_file;
 
 /// Dial a real xiaozhi backend over WebSocket as the firmware does.
 ///
@@ -131,7 +131,7 @@ fn identity(opts: &Args, world: WorldSpec) -> Result<Device> {
         device.set_mac(mac).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
     }
     if let Some(dir) = &opts.state {
-        let nvs = state::load(dir).with_context(|| format!("{}: cannot read the saved state", dir.display()))?;
+        let nvs = nvs_file::load(dir).with_context(|| format!("{}: cannot read the saved state", dir.display()))?;
         if let Some(nvs) = nvs {
             *device.nvs_mut() = nvs;
         }
@@ -182,7 +182,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         }
     })?;
     if let Some(dir) = &opts.state {
-        state::save(dir, device.nvs())?;
+        nvs_file::save(dir, device.nvs())?;
     }
     eprintln!(
         "connects {} (failed {}), frames in {} out {}, binary {}, boots {}, device-side closes {}",
@@ -195,12 +195,12 @@ pub fn run(opts: &Args) -> Result<bool> {
         stats.closes
     );
     let _: &Nvs = device.nvs();
-    let dialled = crate::voice_report::Dialled {
+    let dialled = crate::connect_report::Dialled {
         url: opts.url.as_deref(),
         protocol_version: opts.protocol_version,
         faults: &opts.faults,
     };
-    let report = crate::voice_report::build(&dialled, &device, &stats);
+    let report = crate::connect_report::build(&dialled, &device, &stats);
     if let Some(dir) = &opts.out {
         std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))?;
         for s in &device.speech_log().sessions {
@@ -218,7 +218,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?).with_context(|| format!("{}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
-    for line in crate::voice_report::summary(&report) {
+    for line in crate::connect_report::summary(&report) {
         eprintln!("{line}");
     }
     Ok(true)

@@ -12,7 +12,7 @@ use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::fault::Fault;
 use xiaozhi_sim::harness::Harness;
-use xiaozhi_sim::mcp::wire;
+use xiaozhi_sim::mcp::strings;
 use xiaozhi_sim::scenario::reply::call_request;
 use xiaozhi_sim::time::SimDuration;
 use xiaozhi_sim::world::WorldSpec;
@@ -223,7 +223,7 @@ fn boot(opts: &Args, spec: &Arc<BoardSpec>) -> Result<Harness> {
 /// `self.audio_speaker.set_volume` as a backend calls it: the request and the reply.
 fn set_volume(h: &mut Harness, volume: i32) -> Result<(Option<String>, Option<String>)> {
     let args = serde_json::json!({ "volume": volume });
-    let msg = String::from_utf8_lossy(&call_request(1, wire::TOOL_SET_VOLUME, Some(&args))).into_owned();
+    let msg = String::from_utf8_lossy(&call_request(1, strings::TOOL_SET_VOLUME, Some(&args))).into_owned();
     h.deliver(msg.as_bytes());
     h.run_until_idle()?;
     let reply = h

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use xiaozhi_sim::harness::{ReplayLine, Replayer};
+use xiaozhi_sim::replay::{ReplayLine, Replayer};
 
 use crate::args::BoardArgs;
 
@@ -93,7 +93,7 @@ fn is_directive(raw: &[u8]) -> bool {
 }
 
 /// Calls `f` with each line of `file` and its number (from 1), without its `\n` or `\r\n`: the
-/// same lines as `harness::split_lines` on the whole content.
+/// same lines as `replay::split_lines` on the whole content.
 fn for_each_line(file: &Path, mut f: impl FnMut(usize, &[u8]) -> Result<()>) -> Result<()> {
     let cannot_read = || format!("{}: cannot read", file.display());
     let handle = match File::open(file) {

@@ -1,5 +1,5 @@
 //! `xiaozhi-twin run`: runs scenario files in virtual time (`crate::scenarios`) or over real
-//! sockets (`--wire`, `crate::wire`), prints their acceptance records and checks, writes a JSON
+//! sockets (`--wire`, `crate::over_wire`), prints their acceptance records and checks, writes a JSON
 //! report and WAV evidence, and exits 1 when an expectation fails.
 
 use std::path::PathBuf;
@@ -82,8 +82,8 @@ struct Wire<'a> {
 impl Wire<'_> {
     /// Runs `l` over loopback sockets: its report, judged from the backend's side.
     fn run(&self, l: &Loaded, seed: Option<u64>) -> Result<ScenarioReport> {
-        let mut result = crate::wire::run_one(l, self.backend.clone(), seed, self.limit, false)?;
-        crate::wire::require_completion(&mut result, self.limit);
+        let mut result = crate::over_wire::run_one(l, self.backend.clone(), seed, self.limit, false)?;
+        crate::over_wire::require_completion(&mut result, self.limit);
         Ok(result.report)
     }
 }
@@ -175,7 +175,7 @@ fn load(opts: &Args, versions: &[Firmware]) -> Result<(Vec<Loaded>, usize)> {
 fn keep_what_runs_over_the_wire(loaded: &mut Vec<Loaded>) -> Result<usize> {
     let mut refusals = Vec::new();
     loaded.retain(
-        |l| match xiaozhi_sim::scenario::wire::WirePlan::of(&l.spec, &l.origin, &l.text) {
+        |l| match xiaozhi_sim::scenario::over_wire::WirePlan::of(&l.spec, &l.origin, &l.text) {
             Ok(_) => true,
             Err(e) => {
                 refusals.push(e);

@@ -45,7 +45,7 @@ pub struct Args {
 
 /// JSON-RPC codes `--compat` adds, from the firmware's fixed message prefixes.
 fn error_code(message: &str) -> i64 {
-    use xiaozhi_sim::mcp::wire::*;
+    use xiaozhi_sim::mcp::strings::*;
     if message.starts_with(ERR_METHOD_NOT_IMPLEMENTED) {
         -32601
     } else if [

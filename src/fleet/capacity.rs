@@ -167,7 +167,7 @@ pub fn twin_limit(s: &VoiceSummary, fault: BackendFault) -> Option<String> {
 
 /// One step of the search.
 #[derive(Clone, Debug, Serialize)]
-pub struct Step {
+pub struct Probe {
     pub devices: u32,
     pub completed: u64,
     pub failed: u64,
@@ -191,13 +191,13 @@ pub struct Capacity {
     /// `backend` (the SLO broke with the twin within budget), `twin` (the twin's budget broke
     /// first), or `max_devices` (nothing broke up to the limit).
     pub limited_by: String,
-    pub steps: Vec<Step>,
+    pub steps: Vec<Probe>,
 }
 
-fn step_of(devices: u32, s: &VoiceSummary, slo: &Slo, fault: BackendFault) -> Step {
+fn step_of(devices: u32, s: &VoiceSummary, slo: &Slo, fault: BackendFault) -> Probe {
     let twin = twin_limit(s, fault);
     let broke = twin.clone().or_else(|| slo.broken(s));
-    Step {
+    Probe {
         devices,
         completed: s.turns.completed,
         failed: s.turns.failed,
@@ -215,8 +215,8 @@ fn step_of(devices: u32, s: &VoiceSummary, slo: &Slo, fault: BackendFault) -> St
 pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, json: Option<&Path>) -> Result<bool> {
     let slo_text: Vec<&str> = slo.0.iter().map(|t| t.text.as_str()).collect();
     let slo_text = slo_text.join(", ");
-    let mut steps: Vec<Step> = Vec::new();
-    let run_at = |n: u32, steps: &mut Vec<Step>| -> Result<bool> {
+    let mut steps: Vec<Probe> = Vec::new();
+    let run_at = |n: u32, steps: &mut Vec<Probe>| -> Result<bool> {
         let mut r = base.clone();
         r.devices = n;
         eprintln!("capacity: {n} devices …");
@@ -366,7 +366,7 @@ fn curve_svg(c: &Capacity) -> Result<String> {
             .label_style(("sans-serif", 11))
             .draw()
             .map_err(|e| err(e.to_string()))?;
-        let pts = |f: fn(&Step) -> Option<f64>| -> Vec<(f64, f64)> {
+        let pts = |f: fn(&Probe) -> Option<f64>| -> Vec<(f64, f64)> {
             c.steps
                 .iter()
                 .filter_map(|s| Some((f64::from(s.devices), f(s)?)))

@@ -1,4 +1,4 @@
-//! The real-time driver: one simulated device on real sockets (DESIGN.md §2, §8).
+//! The real-time driver: one simulated device on real sockets (docs/reference/architecture.md §2, §8).
 //!
 //! The device model decides everything (what to dial, which bytes to write, what to send and
 //! when); this layer only maps the tokio clock onto virtual time, carries bytes, and lets the

@@ -1,5 +1,5 @@
 //! The analog half of the chain, as data plus formulas: DAC full scale, amplifier, speaker and
-//! room (ACOUSTICS.md §2–§4). Every default carries its source.
+//! room (docs/reference/acoustics.md §2–§4). Every default carries its source.
 //!
 //! Knows nothing about time or the device; `render` drives it sample by sample.
 
@@ -39,7 +39,7 @@ fn default_max98357_gain() -> f64 {
     9.0
 }
 fn default_sd_mode() -> SdMode {
-    // Breakout with a 1 MΩ pull-up to VIN, SD open: 0.45 V ⇒ (L+R)/2 (ACOUSTICS.md §2.3).
+    // Breakout with a 1 MΩ pull-up to VIN, SD open: 0.45 V ⇒ (L+R)/2 (docs/reference/acoustics.md §2.3).
     SdMode::Mix
 }
 fn default_supply() -> f64 {
@@ -121,7 +121,7 @@ pub struct SpeakerSpec {
 }
 
 fn default_sensitivity() -> f64 {
-    // Micro-speaker sheets converted to 1 W/1 m: 79, 80, 78 dB (ACOUSTICS.md §3).
+    // Micro-speaker sheets converted to 1 W/1 m: 79, 80, 78 dB (docs/reference/acoustics.md §3).
     80.0
 }
 fn default_impedance() -> f64 {
@@ -137,7 +137,7 @@ impl Default for SpeakerSpec {
             sensitivity_db: default_sensitivity(),
             impedance_ohm: default_impedance(),
             f0_hz: default_f0(),
-            source: "micro-speaker spec sheets, ACOUSTICS.md §3 (80 dB/1 W/1 m, 4 Ω)".into(),
+            source: "micro-speaker spec sheets, docs/reference/acoustics.md §3 (80 dB/1 W/1 m, 4 Ω)".into(),
         }
     }
 }

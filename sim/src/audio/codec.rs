@@ -1,4 +1,4 @@
-//! Volume laws of the codecs (FIRMWARE.md §9.2–9.3, ACOUSTICS.md §1).
+//! Volume laws of the codecs (docs/reference/firmware.md §9.2–9.3, docs/reference/acoustics.md §1).
 //!
 //! * `NoAudioCodec*`: software gain inside `Write`: `factor = trunc((v/100)² × 65536)` computed in
 //!   double precision, each int16 sample becomes the 32-bit I2S word `clamp_i32(s × factor)`

@@ -1,4 +1,4 @@
-//! Measurements and verdicts for a window of virtual time (ACOUSTICS.md §4, §6).
+//! Measurements and verdicts for a window of virtual time (docs/reference/acoustics.md §4, §6).
 //!
 //! Levels are sine-referenced dBFS (`20·log10(√2·rms/FS)`), dB SPL Leq at the listener, and
 //! four verdicts: `silent`, `inaudible`, `audible`, `clearly_audible`. No level is ever −∞: an
@@ -45,7 +45,7 @@ impl Verdict {
     }
 }
 
-/// The audibility rule of ACOUSTICS.md §4.3.
+/// The audibility rule of docs/reference/acoustics.md §4.3.
 pub fn verdict(spl_db: Option<f64>, ambient_dba: f64, margin_db: f64) -> Verdict {
     match spl_db {
         None => Verdict::Silent,
@@ -98,7 +98,7 @@ pub struct Measurement {
     pub distance_m: f64,
     /// Ambient level the verdict was judged against, dBA.
     pub ambient_dba: f64,
-    /// What a listener concludes (ACOUSTICS.md §4.3).
+    /// What a listener concludes (docs/reference/acoustics.md §4.3).
     pub verdict: Verdict,
     /// A person at the listener position hears it (`audible` or `clearly_audible`); `false` for
     /// a shut-down amplifier, a stopped clock, or a level under ambient + margin.
@@ -120,7 +120,7 @@ impl Measurement {
     }
 }
 
-/// Levels are reported with two decimals (ACOUSTICS.md §6).
+/// Levels are reported with two decimals (docs/reference/acoustics.md §6).
 fn two_decimals<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
     match v {
         Some(x) => s.serialize_some(&((x * 100.0).round() / 100.0)),

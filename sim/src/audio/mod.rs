@@ -1,5 +1,5 @@
 //! The acoustic chain: from `set_volume` → `true` to sound pressure at the listener
-//! (DESIGN.md §5, FIRMWARE.md §9, ACOUSTICS.md).
+//! (docs/reference/architecture.md §5, docs/reference/firmware.md §9, docs/reference/acoustics.md).
 //!
 //! The device records what happens to its audio path in an [`AudioLog`] (volume writes, I2S TX
 //! enable, codec open/close and register writes, PA pin, playbacks, faults) as virtual time
@@ -17,7 +17,7 @@ pub mod source;
 use crate::time::SimTime;
 use source::{Sampler, Source};
 
-/// Faults of the analog chain, as data (DESIGN.md §5; FIRMWARE.md §9.3 board-level gating).
+/// Faults of the analog chain, as data (docs/reference/architecture.md §5; docs/reference/firmware.md §9.3 board-level gating).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ChainFault {
     /// Amplifier shut down (SD pin low / PA never enabled).

@@ -1,5 +1,5 @@
 //! Renders a window of the [`AudioLog`] through codec, amplifier, speaker and room, sample by
-//! sample at the codec's output rate (ACOUSTICS.md §1–§6).
+//! sample at the codec's output rate (docs/reference/acoustics.md §1–§6).
 //!
 //! Software-volume codecs read the volume when a frame is *written*; frames already in the
 //! I2S DMA ring (`dma_latency`, 6 × 240 frames = 60 ms at 24 kHz) keep the old gain. The

@@ -1,5 +1,5 @@
 //! What can play: silence, a probe tone, PCM from a WAV file, and the device's own sounds
-//! (ACOUSTICS.md §1.1 probe; `main/assets` OGG prompts modelled as tone bursts).
+//! (docs/reference/acoustics.md §1.1 probe; `main/assets` OGG prompts modelled as tone bursts).
 //!
 //! Sources produce int16 samples at the codec's output rate, deterministically.
 
@@ -64,7 +64,7 @@ impl Prompt {
 }
 
 impl Source {
-    /// The 1 kHz probe of ACOUSTICS.md §5 at `dbfs`.
+    /// The 1 kHz probe of docs/reference/acoustics.md §5 at `dbfs`.
     pub fn probe(freq_hz: f64, dbfs: f64) -> Self {
         Source::Tone { freq_hz, dbfs }
     }

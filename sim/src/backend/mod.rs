@@ -1,4 +1,4 @@
-//! A xiaozhi backend as the MCP *client* (DESIGN.md §8, BACKENDS.md): one sans-IO state
+//! A xiaozhi backend as the MCP *client* (docs/reference/architecture.md §8, docs/reference/backends.md): one sans-IO state
 //! machine per device connection, driven by a [`BackendSpec`] — a *personality* written as data
 //! that reproduces how a real server drives devices (ids, delays, paging, caps, timeouts, what
 //! the LLM receives for a `true`, what happens to pending calls on close).
@@ -612,7 +612,7 @@ impl Session {
         }
     }
 
-    /// What a reply becomes and where it goes (BACKENDS.md §2 items 6–7, §3–§7, §9); `None`
+    /// What a reply becomes and where it goes (docs/reference/backends.md §2 items 6–7, §3–§7, §9); `None`
     /// when this backend does nothing with it.
     fn result_text(&self, payload: &Value) -> Option<(Delivery, String)> {
         let failed = self.spec.failure_delivery();

@@ -26,7 +26,7 @@ use crate::time::{SimDuration, parse_duration};
 
 /// One step of a script.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Step {
+pub enum Command {
     /// `call`/`send <tool> [<json arguments>]`: call a device tool.
     Call {
         /// The device's tool name, e.g. `self.get_device_status`.
@@ -72,10 +72,10 @@ pub enum SpeakVoice {
     Wav(String),
 }
 
-impl Step {
+impl Command {
     /// Whether this step belongs to a speaking turn (speak, call and send lines in a row).
     pub fn continues_turn(&self) -> bool {
-        matches!(self, Step::Speak { .. } | Step::Call { .. })
+        matches!(self, Command::Speak { .. } | Command::Call { .. })
     }
 }
 
@@ -87,7 +87,7 @@ pub struct Line {
     /// Only on this connection of the device (1-based), or on every connection.
     pub only_on: Option<u32>,
     /// What to do.
-    pub step: Step,
+    pub step: Command,
 }
 
 /// A parsed script.
@@ -202,23 +202,23 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
                     )
                 })?
             };
-            Step::Call {
+            Command::Call {
                 tool: tool.to_string(),
                 args,
                 wait: word == "call",
             }
         }
-        "wait" => Step::Wait(parse_duration(tail).map_err(|e| LineError::at(tail_col, e.to_string()))?),
-        "raw" if !tail.is_empty() => Step::Raw(tail.to_string()),
-        "frame" if !tail.is_empty() => Step::Frame(tail.to_string()),
+        "wait" => Command::Wait(parse_duration(tail).map_err(|e| LineError::at(tail_col, e.to_string()))?),
+        "raw" if !tail.is_empty() => Command::Raw(tail.to_string()),
+        "frame" if !tail.is_empty() => Command::Frame(tail.to_string()),
         "raw" | "frame" => return Err(LineError::at(tail_col, format!("`{word}` needs the text to send"))),
         "garbage" | "vanish" | "close" if !tail.is_empty() => {
             return Err(LineError::at(tail_col, format!("`{word}` takes no argument")));
         }
-        "garbage" => Step::Garbage,
-        "vanish" => Step::Vanish,
-        "close" => Step::Close,
-        "await" if tail == "utterance" => Step::AwaitUtterance,
+        "garbage" => Command::Garbage,
+        "vanish" => Command::Vanish,
+        "close" => Command::Close,
+        "await" if tail == "utterance" => Command::AwaitUtterance,
         "await" => return Err(LineError::at(tail_col, "`await` takes `utterance`: `await utterance`")),
         "speak" => parse_speak(tail).map_err(|e| LineError::at(tail_col + e.column, e.message))?,
         other => {
@@ -235,7 +235,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
 
 /// `"<text>" [for <duration>] [tone <Hz> <dBFS> | wav <file>]`; errors carry a 0-based offset
 /// into `tail`.
-fn parse_speak(tail: &str) -> Result<Step, LineError> {
+fn parse_speak(tail: &str) -> Result<Command, LineError> {
     let usage = "e.g. `speak \"音量已调小\" for 2s tone 440 -12`";
     if !tail.starts_with('"') {
         return Err(LineError::at(
@@ -310,7 +310,7 @@ fn parse_speak(tail: &str) -> Result<Step, LineError> {
         }
     }
     let _ = pos;
-    Ok(Step::Speak { text, duration, voice })
+    Ok(Command::Speak { text, duration, voice })
 }
 
 /// serde_json's message without its own ` at line L column C` (the caller reports the place).
@@ -333,15 +333,15 @@ mod tests {
         assert_eq!(s.lines[0].line, 2);
         assert_eq!(
             s.lines[0].step,
-            Step::Call {
+            Command::Call {
                 tool: "self.audio_speaker.set_volume".into(),
                 args: serde_json::json!({"volume": 0}),
                 wait: true
             }
         );
         assert_eq!(s.lines[1].only_on, Some(1));
-        assert!(matches!(&s.lines[2].step, Step::Call { wait: false, .. }));
-        assert_eq!(s.lines[3].step, Step::Wait(SimDuration::from_millis(1500)));
+        assert!(matches!(&s.lines[2].step, Command::Call { wait: false, .. }));
+        assert_eq!(s.lines[3].step, Command::Wait(SimDuration::from_millis(1500)));
         assert_eq!(s.steps_for(2).count(), 8);
         assert_eq!(s.steps_for(1).count(), 8);
         assert_eq!(s.steps_for(3).count(), 7);
@@ -377,10 +377,10 @@ mod tests {
             "await utterance\nspeak \"音量已调小\" for 2s tone 440 -12\nspeak \"好\"\nspeak \"x y\" wav a.wav for 1s\n",
         )
         .unwrap();
-        assert_eq!(s.lines[0].step, Step::AwaitUtterance);
+        assert_eq!(s.lines[0].step, Command::AwaitUtterance);
         assert_eq!(
             s.lines[1].step,
-            Step::Speak {
+            Command::Speak {
                 text: "音量已调小".into(),
                 duration: Some(SimDuration::from_secs(2)),
                 voice: SpeakVoice::Tone(440.0, -12.0)
@@ -388,14 +388,14 @@ mod tests {
         );
         assert_eq!(
             s.lines[2].step,
-            Step::Speak {
+            Command::Speak {
                 text: "好".into(),
                 duration: None,
                 voice: SpeakVoice::Default
             }
         );
         assert!(
-            matches!(&s.lines[3].step, Step::Speak { text, voice: SpeakVoice::Wav(f), .. } if text == "x y" && f == "a.wav")
+            matches!(&s.lines[3].step, Command::Speak { text, voice: SpeakVoice::Wav(f), .. } if text == "x y" && f == "a.wav")
         );
     }
 }

@@ -48,7 +48,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::backend::script::{Script, SpeakVoice, Step};
+use crate::backend::script::{Command, Script, SpeakVoice};
 use crate::backend::{Action, BackendSpec, Session, SessionReport};
 use crate::time::{SimDuration, SimTime};
 use crate::voice::memo::CodecPool;
@@ -140,7 +140,7 @@ pub fn prepare_speech(spec: &BackendSpec, script: &Script, pool: &Arc<dyn CodecP
         return;
     };
     for line in (1..=3).flat_map(|n| script.steps_for(n)) {
-        if let Step::Speak { text, duration, voice } = &line.step {
+        if let Command::Speak { text, duration, voice } = &line.step {
             let (timbre, d) = sound_of(text, *duration, voice, wavs);
             let _ = pool.speech(&timbre, d, rate);
         }
@@ -251,7 +251,7 @@ pub struct ScriptedBackend {
     session: Session,
     /// The steps for this connection of the device; `None`: no script runs at all (a session
     /// driven by hand, whose turns only its caller ends).
-    steps: Option<Vec<Step>>,
+    steps: Option<Vec<Command>>,
     next_step: usize,
     waiting_reply: bool,
     /// Until the session has found more utterances than this.
@@ -353,7 +353,7 @@ impl ScriptedBackend {
 
     /// A step given from outside the script (a command typed on stdin): run at once if
     /// discovery is done (ignored before), its waits not waited for, the script not moved.
-    pub fn handle_command(&mut self, now: SimTime, step: Step) {
+    pub fn handle_command(&mut self, now: SimTime, step: Command) {
         if self.takes_input() && self.session.is_ready() {
             let _ = self.run_step(now, step);
             self.advance(now);
@@ -492,24 +492,24 @@ impl ScriptedBackend {
     }
 
     /// One step; what it leaves the script waiting for.
-    fn run_step(&mut self, now: SimTime, step: Step) -> Option<Wait> {
+    fn run_step(&mut self, now: SimTime, step: Command) -> Option<Wait> {
         match step {
-            Step::Call { tool, args, wait } => {
+            Command::Call { tool, args, wait } => {
                 let before = self.session.pending_len();
                 self.session.call(now, &tool, args);
                 return (wait && self.session.pending_len() > before).then_some(Wait::Reply);
             }
-            Step::Wait(d) => return Some(Wait::Until(now + d)),
-            Step::AwaitUtterance => return Some(Wait::Utterance(self.session.utterances())),
-            Step::Raw(text) => self.session.raw(&text),
-            Step::Frame(text) => self.session.frame(text),
-            Step::Garbage => {
+            Command::Wait(d) => return Some(Wait::Until(now + d)),
+            Command::AwaitUtterance => return Some(Wait::Utterance(self.session.utterances())),
+            Command::Raw(text) => self.session.raw(&text),
+            Command::Frame(text) => self.session.frame(text),
+            Command::Garbage => {
                 self.outbox.push_back(ScriptedAction::Raw(GARBAGE.to_vec()));
                 self.life = Life::Lingering(now + GARBAGE_LINGER);
             }
-            Step::Vanish => self.end_with(ScriptedAction::Vanish),
-            Step::Close => self.session.close(),
-            Step::Speak { text, duration, voice } => {
+            Command::Vanish => self.end_with(ScriptedAction::Vanish),
+            Command::Close => self.session.close(),
+            Command::Speak { text, duration, voice } => {
                 let (timbre, d) = sound_of(&text, duration, &voice, self.wavs.as_ref());
                 self.session.speak(now, &text, &timbre, d);
             }

@@ -1,4 +1,4 @@
-//! `BackendSpec`: a backend personality as data (BACKENDS.md §10), loaded from
+//! `BackendSpec`: a backend personality as data (docs/reference/backends.md §10), loaded from
 //! `backends/<name>.yaml`. The shipped personalities are embedded.
 
 use serde::Deserialize;
@@ -70,7 +70,7 @@ pub enum ResultToLlm {
     Generic,
 }
 
-/// Where the text a `tools/call` outcome becomes goes (BACKENDS.md §2 items 6–7, §9).
+/// Where the text a `tools/call` outcome becomes goes (docs/reference/backends.md §2 items 6–7, §9).
 #[derive(Clone, Copy, Debug, Deserialize, serde::Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Delivery {
@@ -100,7 +100,7 @@ pub struct BackendSpec {
     pub name: String,
     /// One paragraph on what this backend does, for `--help` and reports.
     pub description: String,
-    /// The code the behaviour was read from (BACKENDS.md §0).
+    /// The code the behaviour was read from (docs/reference/backends.md §0).
     pub based_on: String,
     /// Only devices whose hello has `features.mcp: true` get MCP traffic.
     pub requires_mcp_feature: bool,
@@ -203,7 +203,7 @@ pub enum BinaryFraming {
     DeviceVersion,
 }
 
-/// A backend's voice behaviour (VOICE.md §5).
+/// A backend's voice behaviour (docs/reference/voice.md §5).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VoiceSpec {
@@ -238,7 +238,7 @@ impl BackendSpec {
     }
 }
 
-/// The shipped personalities (BACKENDS.md §10), in the order `--help` lists them.
+/// The shipped personalities (docs/reference/backends.md §10), in the order `--help` lists them.
 pub const SHIPPED: &[(&str, &str)] = &[
     ("xinnan-py", include_str!("../../../backends/xinnan-py.yaml")),
     (

@@ -1,5 +1,5 @@
 //! `BoardSpec`: what the firmware decides per board at compile time and in the board
-//! constructor, loaded from `boards/<id>.yaml` and validated (DESIGN.md §6).
+//! constructor, loaded from `boards/<id>.yaml` and validated (docs/reference/architecture.md §6).
 //!
 //! Mirrors `main/boards/<dir>/config.h`, `config.json` (BOARD_NAME/BOARD_TYPE) and the board
 //! class constructor (display, backlight, camera, lamp, board tools). The tool catalogue is *not*

@@ -77,7 +77,7 @@ pub fn json_number(range: Option<(i32, i32)>) -> BoxedStrategy<String> {
     .boxed()
 }
 
-/// JSON values whose type the argument walk does not accept for a `ty` parameter (FIRMWARE.md
+/// JSON values whose type the argument walk does not accept for a `ty` parameter (docs/reference/firmware.md
 /// §4.5 step 2: booleans only from `true`/`false`, integers from any number, strings from
 /// strings; `null`, arrays and objects never).
 pub fn wrong_type_value(ty: PropertyType) -> BoxedStrategy<String> {

@@ -1,4 +1,4 @@
-//! Bound properties of tool parameters, reusable on any board (FIRMWARE.md §2.2, §2.3, §4.5).
+//! Bound properties of tool parameters, reusable on any board (docs/reference/firmware.md §2.2, §2.3, §4.5).
 //!
 //! For every parameter of every tool a board registers, three promises:
 //!
@@ -12,7 +12,7 @@
 //! * **key spelling**: argument keys match ASCII case-insensitively and the first match wins.
 //!
 //! The oracle ([`expected_valueint`], [`expected_integer`], the expected replies) is written from
-//! FIRMWARE.md, not from [`crate::cjson`] or [`crate::mcp`]: it reads numbers with Rust's own
+//! docs/reference/firmware.md §2.1–§2.3 and §4.5, not from [`crate::cjson`] or [`crate::mcp`]: it reads numbers with Rust's own
 //! `f64` parser and builds reply bytes by hand. [`check_board`] runs the promises on a booted
 //! board with proptest's shrinking runner (what `xiaozhi-twin check-bounds` prints);
 //! [`json_number`], [`wrong_type_value`] and [`key_spelling`] are the generators and
@@ -47,7 +47,7 @@ pub const SETTLE: SimDuration = SimDuration::from_secs(2);
 pub const MAX_SHRINK_STEPS: u32 = 2048;
 
 // ---------------------------------------------------------------------------------------------
-// The oracle, from FIRMWARE.md
+// The oracle, from docs/reference/firmware.md
 // ---------------------------------------------------------------------------------------------
 
 /// True for the number tokens `strtod` and Rust's `f64` parser read alike:
@@ -81,7 +81,7 @@ pub fn is_number_token(text: &str) -> bool {
     i == b.len()
 }
 
-/// cJSON's `valueint` for a number token (FIRMWARE.md §2.3): `d` is the correctly rounded
+/// cJSON's `valueint` for a number token (docs/reference/firmware.md §2.3): `d` is the correctly rounded
 /// double (as glibc's and newlib's `strtod` give it), then `INT_MAX` when `d ≥ 2147483647`,
 /// `INT_MIN` when `d ≤ −2147483648`, otherwise `d` truncated toward zero. `None` when `text` is
 /// not a token of `is_number_token` or its exponent has more than 4 digits (Rust's parser is
@@ -105,7 +105,7 @@ pub fn expected_valueint(text: &str) -> Option<i32> {
     })
 }
 
-/// The argument walk's verdict on an integer (FIRMWARE.md §4.5 step 2): the value, or the exact
+/// The argument walk's verdict on an integer (docs/reference/firmware.md §4.5 step 2): the value, or the exact
 /// error message the firmware replies with (interface data, so a string).
 pub fn expected_integer(property: &Property, value: i32) -> Result<i32, String> {
     match property.range() {
@@ -174,7 +174,7 @@ fn value_text(v: &PropertyValue) -> String {
 }
 
 /// Every parameter of every tool a `tools/call` can reach, in registry order. A tool shadowed by
-/// an earlier one of the same name (FIRMWARE.md §4.8) is never called, so it is left out.
+/// an earlier one of the same name (docs/reference/firmware.md §4.8) is never called, so it is left out.
 pub fn parameters(server: &McpServer) -> Vec<Parameter> {
     server
         .tools()
@@ -796,7 +796,7 @@ mod tests {
 
     #[test]
     fn the_oracle_agrees_with_the_firmware_tables() {
-        // FIRMWARE.md §2.3.
+        // docs/reference/firmware.md §2.3.
         for (text, want) in [
             ("12.9", 12),
             ("-12.9", -12),
@@ -820,7 +820,7 @@ mod tests {
         for bad in ["+5", ".5", "0x10", "NaN", "Infinity", "1e", "", "-", "1.2.3"] {
             assert_eq!(expected_valueint(bad), None, "{bad}");
         }
-        // FIRMWARE.md §4.5, set_volume.
+        // docs/reference/firmware.md §4.5, set_volume.
         let volume = Property::ranged("volume", PropertyType::Integer, 0, 100).unwrap();
         assert_eq!(
             expected_integer(&volume, 101),

@@ -1,6 +1,6 @@
 //! `AudioService` output power management and the codec drivers' enable/volume logic
 //! (`main/audio/audio_service.cc`, `audio_codec.cc`, `no_audio_codec.cc`,
-//! `es8311_audio_codec.cc`, `box_audio_codec.cc`; FIRMWARE.md §9, ACOUSTICS.md §1.3).
+//! `es8311_audio_codec.cc`, `box_audio_codec.cc`; docs/reference/firmware.md §9, docs/reference/acoustics.md §1.3).
 //!
 //! Output is enabled lazily before playback and disabled by a 1 s periodic check 15 s after the
 //! last output (except a duplex codec while its input runs). Hardware codecs write their volume

@@ -1,4 +1,4 @@
-//! Tool registration at boot, by the firmware's rules (FIRMWARE.md §4.8, §7.1; `application.cc`
+//! Tool registration at boot, by the firmware's rules (docs/reference/firmware.md §4.8, §7.1; `application.cc`
 //! `Initialize`, `McpServer::AddCommonTools` / `AddUserOnlyTools`, `LampController`).
 //!
 //! Order: tools of the board constructor first (lamp, board-file tools), then `AddCommonTools`
@@ -16,7 +16,7 @@ use crate::board::{BoardSpec, BoardTool, DisplayKind};
 use crate::firmware::{AssetsTool, CallPath, SnapshotTools, TakePhotoText, ThemeTool};
 use crate::hw::display::Display;
 use crate::mcp::property::{Property, PropertyType, PropertyValue};
-use crate::mcp::{McpServer, McpTool, ToolAction, wire};
+use crate::mcp::{McpServer, McpTool, ToolAction, strings};
 use crate::trace::LogLevel;
 
 /// The objects the board constructed, as far as registration cares.
@@ -87,101 +87,101 @@ impl Builtins {
         let url_default = Property::with_default(
             "url",
             PropertyType::String,
-            PropertyValue::Str(wire::DEFAULT_UPGRADE_URL.as_bytes().to_vec()),
+            PropertyValue::Str(strings::DEFAULT_UPGRADE_URL.as_bytes().to_vec()),
         )
         .expect("string default");
         let quality =
             Property::ranged_with_default("quality", PropertyType::Integer, 80, 1, 100).expect("80 in 1..=100");
         Builtins {
             lamp_get_state: no_args(
-                wire::TOOL_LAMP_GET_STATE,
-                wire::DESC_LAMP_GET_STATE,
+                strings::TOOL_LAMP_GET_STATE,
+                strings::DESC_LAMP_GET_STATE,
                 ToolAction::LampGetState { gpio: 0 },
             ),
             lamp_turn_on: no_args(
-                wire::TOOL_LAMP_TURN_ON,
-                wire::DESC_LAMP_TURN_ON,
+                strings::TOOL_LAMP_TURN_ON,
+                strings::DESC_LAMP_TURN_ON,
                 ToolAction::LampTurnOn { gpio: 0 },
             ),
             lamp_turn_off: no_args(
-                wire::TOOL_LAMP_TURN_OFF,
-                wire::DESC_LAMP_TURN_OFF,
+                strings::TOOL_LAMP_TURN_OFF,
+                strings::DESC_LAMP_TURN_OFF,
                 ToolAction::LampTurnOff { gpio: 0 },
             ),
             get_device_status: no_args(
-                wire::TOOL_GET_DEVICE_STATUS,
-                wire::DESC_GET_DEVICE_STATUS,
+                strings::TOOL_GET_DEVICE_STATUS,
+                strings::DESC_GET_DEVICE_STATUS,
                 ToolAction::GetDeviceStatus,
             ),
             set_volume: McpTool::new(
-                wire::TOOL_SET_VOLUME,
-                wire::DESC_SET_VOLUME,
+                strings::TOOL_SET_VOLUME,
+                strings::DESC_SET_VOLUME,
                 vec![ranged("volume", 0, 100)],
                 false,
                 ToolAction::SetVolume,
             ),
             set_brightness: McpTool::new(
-                wire::TOOL_SET_BRIGHTNESS,
-                wire::DESC_SET_BRIGHTNESS,
+                strings::TOOL_SET_BRIGHTNESS,
+                strings::DESC_SET_BRIGHTNESS,
                 vec![ranged("brightness", 0, 100)],
                 false,
                 ToolAction::SetBrightness,
             ),
             set_theme: McpTool::new(
-                wire::TOOL_SET_THEME,
-                wire::DESC_SET_THEME,
+                strings::TOOL_SET_THEME,
+                strings::DESC_SET_THEME,
                 vec![Property::required("theme", PropertyType::String)],
                 false,
                 ToolAction::SetTheme,
             ),
             take_photo: McpTool::new(
-                wire::TOOL_TAKE_PHOTO,
-                wire::DESC_TAKE_PHOTO,
+                strings::TOOL_TAKE_PHOTO,
+                strings::DESC_TAKE_PHOTO,
                 vec![Property::required("question", PropertyType::String)],
                 false,
                 ToolAction::TakePhoto,
             ),
             take_photo_older: McpTool::new(
-                wire::TOOL_TAKE_PHOTO,
-                wire::DESC_TAKE_PHOTO_OLDER,
+                strings::TOOL_TAKE_PHOTO,
+                strings::DESC_TAKE_PHOTO_OLDER,
                 vec![Property::required("question", PropertyType::String)],
                 false,
                 ToolAction::TakePhoto,
             ),
             get_system_info: user(
-                wire::TOOL_GET_SYSTEM_INFO,
-                wire::DESC_GET_SYSTEM_INFO,
+                strings::TOOL_GET_SYSTEM_INFO,
+                strings::DESC_GET_SYSTEM_INFO,
                 vec![],
                 ToolAction::GetSystemInfo,
             ),
-            reboot: user(wire::TOOL_REBOOT, wire::DESC_REBOOT, vec![], ToolAction::Reboot),
+            reboot: user(strings::TOOL_REBOOT, strings::DESC_REBOOT, vec![], ToolAction::Reboot),
             upgrade_firmware: user(
-                wire::TOOL_UPGRADE_FIRMWARE,
-                wire::DESC_UPGRADE_FIRMWARE,
+                strings::TOOL_UPGRADE_FIRMWARE,
+                strings::DESC_UPGRADE_FIRMWARE,
                 vec![url_default],
                 ToolAction::UpgradeFirmware,
             ),
             screen_get_info: user(
-                wire::TOOL_SCREEN_GET_INFO,
-                wire::DESC_SCREEN_GET_INFO,
+                strings::TOOL_SCREEN_GET_INFO,
+                strings::DESC_SCREEN_GET_INFO,
                 vec![],
                 ToolAction::ScreenGetInfo,
             ),
             screen_snapshot: user(
-                wire::TOOL_SCREEN_SNAPSHOT,
-                wire::DESC_SCREEN_SNAPSHOT,
+                strings::TOOL_SCREEN_SNAPSHOT,
+                strings::DESC_SCREEN_SNAPSHOT,
                 vec![Property::required("url", PropertyType::String), quality],
                 ToolAction::ScreenSnapshot,
             ),
             screen_preview_image: user(
-                wire::TOOL_SCREEN_PREVIEW_IMAGE,
-                wire::DESC_SCREEN_PREVIEW_IMAGE,
+                strings::TOOL_SCREEN_PREVIEW_IMAGE,
+                strings::DESC_SCREEN_PREVIEW_IMAGE,
                 vec![Property::required("url", PropertyType::String)],
                 ToolAction::ScreenPreviewImage,
             ),
             assets_set_download_url: user(
-                wire::TOOL_ASSETS_SET_DOWNLOAD_URL,
-                wire::DESC_ASSETS_SET_DOWNLOAD_URL,
+                strings::TOOL_ASSETS_SET_DOWNLOAD_URL,
+                strings::DESC_ASSETS_SET_DOWNLOAD_URL,
                 vec![Property::required("url", PropertyType::String)],
                 ToolAction::AssetsSetDownloadUrl,
             ),
@@ -203,7 +203,7 @@ pub(crate) struct Catalogue {
 }
 
 /// Registration is a pure function of the board and four construction outcomes (backlight,
-/// camera, a display theme, an LVGL display), so each [`Board`] keeps the result per outcome once
+/// camera, a display theme, an LVGL display), so each [`Board`](crate::device::Board) keeps the result per outcome once
 /// it has been built: every later boot of every device of that board shares it.
 #[derive(Default)]
 pub(crate) struct CatalogueCache([OnceLock<Arc<Catalogue>>; 16]);
@@ -212,42 +212,6 @@ impl fmt::Debug for CatalogueCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let built = self.0.iter().filter(|c| c.get().is_some()).count();
         write!(f, "CatalogueCache({built} built)")
-    }
-}
-
-/// A board as devices run it: its facts and the catalogues derived from them. Clones share the
-/// memo, so devices made from clones of one `Board` share their tool registries; a `Board` made
-/// from a bare [`BoardSpec`] starts with an empty memo.
-#[derive(Clone, Debug)]
-pub struct Board {
-    pub(crate) spec: Arc<BoardSpec>,
-    pub(crate) catalogues: Arc<CatalogueCache>,
-}
-
-impl Board {
-    /// A board with an empty catalogue memo.
-    pub fn new(spec: Arc<BoardSpec>) -> Board {
-        Board {
-            spec,
-            catalogues: Arc::default(),
-        }
-    }
-
-    /// The board's facts.
-    pub fn spec(&self) -> &Arc<BoardSpec> {
-        &self.spec
-    }
-}
-
-impl From<Arc<BoardSpec>> for Board {
-    fn from(spec: Arc<BoardSpec>) -> Board {
-        Board::new(spec)
-    }
-}
-
-impl From<&Board> for Board {
-    fn from(board: &Board) -> Board {
-        board.clone()
     }
 }
 

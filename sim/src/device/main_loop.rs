@@ -1,5 +1,5 @@
 //! The main task's work queue: `Application::Schedule` and the SCHEDULE branch of
-//! `Application::Run` (FIRMWARE.md §6.1–6.2).
+//! `Application::Run` (docs/reference/firmware.md §6.1–6.2).
 //!
 //! `Schedule` appends to a shared deque. The main loop takes the *whole* deque as one batch and
 //! runs it in order; anything scheduled meanwhile (including by the batch's own tasks) waits for

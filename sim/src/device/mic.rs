@@ -1,6 +1,6 @@
 //! The microphone side of the audio service (`main/audio/audio_service.cc`:
 //! `EnableVoiceProcessing`, `AudioInputTask`, `OpusCodecTask`'s encode half, `PopPacketFromSendQueue`;
-//! VOICE.md §3): while voice processing runs, a 60 ms frame is captured on every tick (what the
+//! docs/reference/voice.md §3): while voice processing runs, a 60 ms frame is captured on every tick (what the
 //! user says, else silence), encoded with the firmware's settings and queued for the main loop's
 //! `SendAudio`. What the user says waits in a [`MicQueue`]: the clips themselves, shared with
 //! every device that says the same thing.

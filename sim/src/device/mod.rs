@@ -1,5 +1,5 @@
 //! One simulated board: boot, the receive task, the main task, timers, reboot and power
-//! (`main/application.cc`, `main/boards/common/*`; FIRMWARE.md §4–§6, §9–§11).
+//! (`main/application.cc`, `main/boards/common/*`; docs/reference/firmware.md §4–§6, §9–§11).
 //!
 //! The device is **sans-IO** (quinn-proto style): it is handed `now` and inbound MCP payloads
 //! ([`Device::handle_mcp`]), WebSocket frames ([`Device::handle_ws_text`],
@@ -31,8 +31,8 @@ mod peripherals;
 mod platform;
 mod playback;
 mod protocol;
-mod report;
 pub mod state;
+mod status;
 mod task;
 mod upgrade;
 pub mod url;
@@ -53,11 +53,10 @@ use crate::voice::log::{Drop, SpeechLog};
 use crate::world::WorldSpec;
 use application::Application;
 use platform::{Platform, Power};
-use task::Step;
+use task::TaskEnd;
 
-pub use catalogue::Board;
 pub use listening::{AbortReason, ListeningMode};
-pub use platform::{BadMac, DeviceSnapshot, Faults, Output, Receipt};
+pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Output, Receipt};
 pub use state::DeviceState;
 
 /// A simulated board.
@@ -309,12 +308,12 @@ impl Device {
                 main_loop::Next::Idle | main_loop::Next::BusyUntil(_) => return,
                 main_loop::Next::BatchTaken(tasks) => self.platform.emit(|| Event::BatchStarted { tasks }),
                 main_loop::Next::Run(task) => match app.run_task(&mut self.platform, task) {
-                    Step::Done => {}
-                    Step::Block(d, continuation) => {
+                    TaskEnd::Done => {}
+                    TaskEnd::Block(d, continuation) => {
                         app.main.block(now + d, continuation);
                         self.platform.emit(|| Event::TaskDelayed { ms: d.as_millis() });
                     }
-                    Step::Restart(reason) => {
+                    TaskEnd::Restart(reason) => {
                         self.restart(reason);
                         return;
                     }

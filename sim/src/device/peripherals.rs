@@ -1,7 +1,7 @@
 //! The objects the board constructor makes (`Board::GetInstance()`: display, backlight,
 //! camera, lamps and GPIO tools, otto-robot's controller) and the tool callbacks that act on
 //! them (`AddCommonTools`, `AddUserOnlyTools`, the board constructors' lambdas,
-//! `lamp_controller.h`, `backlight.cc`, `esp32_camera.cc`; FIRMWARE.md §3, §7, §10). Each
+//! `lamp_controller.h`, `backlight.cc`, `esp32_camera.cc`; docs/reference/firmware.md §3, §7, §10). Each
 //! callback runs on the main task and returns, throws, blocks the main task (network) or panics.
 //! The built-in behaviours a board file names (otto-robot) are in `builtin.rs`.
 
@@ -16,7 +16,7 @@ use crate::hw::camera::Camera;
 use crate::hw::display::Display;
 use crate::hw::nvs::EspErr;
 use crate::hw::nvs::names;
-use crate::mcp::{McpTool, PropertyValue, ReturnValue, wire};
+use crate::mcp::{McpTool, PropertyValue, ReturnValue, strings};
 use crate::time::SimDuration;
 use crate::trace::{Event, LogLevel, NvsValue};
 use crate::world::HttpOutcome;
@@ -202,9 +202,13 @@ impl Peripherals {
     pub(crate) fn lamp_state(&self, gpio: u32) -> Callback {
         let on = self.gpio_flags.get(&gpio).copied().unwrap_or(false);
         Callback::Return(ReturnValue::Text(
-            if on { wire::LAMP_POWER_ON } else { wire::LAMP_POWER_OFF }
-                .as_bytes()
-                .to_vec(),
+            if on {
+                strings::LAMP_POWER_ON
+            } else {
+                strings::LAMP_POWER_OFF
+            }
+            .as_bytes()
+            .to_vec(),
         ))
     }
 
@@ -225,10 +229,10 @@ impl Peripherals {
 
     fn capture_and_explain(&mut self, platform: &mut Platform, question: &[u8]) -> Callback {
         let Some(camera) = self.camera.as_mut() else {
-            return Callback::Throw(wire::ERR_FAILED_TO_CAPTURE_PHOTO.into());
+            return Callback::Throw(strings::ERR_FAILED_TO_CAPTURE_PHOTO.into());
         };
         if !camera.capture() {
-            return Callback::Throw(wire::ERR_FAILED_TO_CAPTURE_PHOTO.into());
+            return Callback::Throw(strings::ERR_FAILED_TO_CAPTURE_PHOTO.into());
         }
         let (w, h, len) = (camera.width, camera.height, camera.frame_len());
         platform.emit(|| Event::CameraCaptured { width: w, height: h });
@@ -236,7 +240,7 @@ impl Peripherals {
             format!("Captured frame: {w}x{h}, len={len}, format=0")
         });
         if camera.explain_url.is_empty() {
-            return Callback::Throw(wire::ERR_EXPLAIN_URL_NOT_SET.into());
+            return Callback::Throw(strings::ERR_EXPLAIN_URL_NOT_SET.into());
         }
         let url = camera.explain_url.clone();
         let asked = String::from_utf8_lossy(question).into_owned();
@@ -245,15 +249,15 @@ impl Peripherals {
         });
         match platform.http("POST", &url) {
             HttpOutcome::Unreachable { after } => {
-                platform.log(LogLevel::Error, "Esp32Camera", || wire::ERR_CONNECT_EXPLAIN_URL);
-                Callback::Blocked(after, Err(wire::ERR_CONNECT_EXPLAIN_URL.into()))
+                platform.log(LogLevel::Error, "Esp32Camera", || strings::ERR_CONNECT_EXPLAIN_URL);
+                Callback::Blocked(after, Err(strings::ERR_CONNECT_EXPLAIN_URL.into()))
             }
             HttpOutcome::Answered { status, body, latency } => {
                 if status != 200 {
                     platform.log(LogLevel::Error, "Esp32Camera", || {
                         format!("Failed to upload photo, status code: {status}")
                     });
-                    Callback::Blocked(latency, Err(wire::ERR_UPLOAD_PHOTO.into()))
+                    Callback::Blocked(latency, Err(strings::ERR_UPLOAD_PHOTO.into()))
                 } else {
                     Callback::Blocked(latency, Ok(ReturnValue::Text(body)))
                 }
@@ -271,10 +275,15 @@ impl Peripherals {
             format!("Upload snapshot {bytes} bytes to {}", String::from_utf8_lossy(url))
         });
         match platform.http("POST", url) {
-            HttpOutcome::Unreachable { after } => Callback::Blocked(after, Err(wire::concat(wire::ERR_OPEN_URL, url))),
+            HttpOutcome::Unreachable { after } => {
+                Callback::Blocked(after, Err(strings::concat(strings::ERR_OPEN_URL, url)))
+            }
             HttpOutcome::Answered { status, latency, .. } if status != 200 => Callback::Blocked(
                 latency,
-                Err(wire::concat(wire::ERR_UNEXPECTED_STATUS, status.to_string().as_bytes())),
+                Err(strings::concat(
+                    strings::ERR_UNEXPECTED_STATUS,
+                    status.to_string().as_bytes(),
+                )),
             ),
             HttpOutcome::Answered { latency, .. } => Callback::Blocked(latency, Ok(ReturnValue::Bool(true))),
         }
@@ -282,15 +291,20 @@ impl Peripherals {
 
     pub(crate) fn preview_image(&mut self, platform: &mut Platform, url: &[u8]) -> Callback {
         match platform.http("GET", url) {
-            HttpOutcome::Unreachable { after } => Callback::Blocked(after, Err(wire::concat(wire::ERR_OPEN_URL, url))),
+            HttpOutcome::Unreachable { after } => {
+                Callback::Blocked(after, Err(strings::concat(strings::ERR_OPEN_URL, url)))
+            }
             HttpOutcome::Answered { status, latency, .. } if status != 200 => Callback::Blocked(
                 latency,
-                Err(wire::concat(wire::ERR_UNEXPECTED_STATUS, status.to_string().as_bytes())),
+                Err(strings::concat(
+                    strings::ERR_UNEXPECTED_STATUS,
+                    status.to_string().as_bytes(),
+                )),
             ),
             HttpOutcome::Answered { body, latency, .. } => {
                 // heap_caps_malloc(0) returns NULL; so does a body larger than the free heap.
                 if body.is_empty() || body.len() > platform.spec.target.free_heap {
-                    Callback::Blocked(latency, Err(wire::concat(wire::ERR_ALLOCATE_IMAGE, url)))
+                    Callback::Blocked(latency, Err(strings::concat(strings::ERR_ALLOCATE_IMAGE, url)))
                 } else {
                     Callback::Blocked(latency, Ok(ReturnValue::Bool(true)))
                 }

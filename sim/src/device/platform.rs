@@ -1,4 +1,5 @@
-//! What the application runs on and what crosses the device's boundary: the [`Platform`] (the
+//! What the application runs on and what crosses the device's boundary: the [`Board`] a device
+//! is made from (its facts and the memo of its catalogues), the [`Platform`] (the
 //! chip's identity, flash, clock and seeded generator, the world around it, and the twin's trace
 //! and evidence logs — everything that survives a reboot), the outputs a driver carries
 //! ([`Output`]), what the receive task did with a payload ([`Receipt`]) and the construction
@@ -14,7 +15,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::audio::AudioLog;
 use crate::board::BoardSpec;
-use crate::device::catalogue;
+use crate::device::catalogue::CatalogueCache;
 use crate::device::state::DeviceState;
 use crate::device::url::Endpoint;
 use crate::hw::nvs::{EspErr, Nvs};
@@ -24,7 +25,7 @@ use crate::trace::{BootReason, Event, LogLevel, LogText, NvsValue, TraceEvent};
 use crate::voice::log::SpeechLog;
 use crate::world::{HttpOutcome, WorldSpec};
 
-/// Faults that change what the board constructs at its next boot (FIRMWARE.md §7.4, §9).
+/// Faults that change what the board constructs at its next boot (docs/reference/firmware.md §7.4, §9).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Faults {
     /// The OLED panel does not answer: `NoDisplay` fallback (tools disappear).
@@ -46,7 +47,7 @@ pub enum Output {
         at: SimTime,
     },
     /// Dial `endpoint` and write `request` (the exact handshake bytes); report with
-    /// [`Device::handle_ws_open_result`].
+    /// [`Device::handle_ws_open_result`](crate::device::Device::handle_ws_open_result).
     WsOpen {
         /// Where to dial (split from `websocket/url`).
         endpoint: Endpoint,
@@ -145,7 +146,7 @@ impl std::fmt::Display for Receipt {
     }
 }
 
-/// What [`Device::snapshot`] reads: the software state, as a readback sees it.
+/// What [`Device::snapshot`](crate::device::Device::snapshot) reads: the software state, as a readback sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceSnapshot {
     /// Boots since the simulation started.
@@ -185,6 +186,42 @@ pub struct DeviceSnapshot {
 #[error("`{0}` is not a MAC address like f4:12:fa:01:02:03")]
 pub struct BadMac(pub String);
 
+/// A board as devices run it: its facts and the catalogues derived from them. Clones share the
+/// memo, so devices made from clones of one `Board` share their tool registries; a `Board` made
+/// from a bare [`BoardSpec`] starts with an empty memo.
+#[derive(Clone, Debug)]
+pub struct Board {
+    pub(crate) spec: Arc<BoardSpec>,
+    pub(crate) catalogues: Arc<CatalogueCache>,
+}
+
+impl Board {
+    /// A board with an empty catalogue memo.
+    pub fn new(spec: Arc<BoardSpec>) -> Board {
+        Board {
+            spec,
+            catalogues: Arc::default(),
+        }
+    }
+
+    /// The board's facts.
+    pub fn spec(&self) -> &Arc<BoardSpec> {
+        &self.spec
+    }
+}
+
+impl From<Arc<BoardSpec>> for Board {
+    fn from(spec: Arc<BoardSpec>) -> Board {
+        Board::new(spec)
+    }
+}
+
+impl From<&Board> for Board {
+    fn from(board: &Board) -> Board {
+        board.clone()
+    }
+}
+
 /// Power state of the board.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Power {
@@ -202,7 +239,7 @@ pub(crate) struct Platform {
     /// The firmware the board runs: its behaviour switches (`firmware.version`).
     pub(crate) firmware: crate::firmware::Firmware,
     /// The board's catalogue memo (shared by devices of one [`Board`]).
-    pub(crate) catalogues: Arc<catalogue::CatalogueCache>,
+    pub(crate) catalogues: Arc<CatalogueCache>,
     /// The world the board lives in (Wi-Fi, OTA, WebSocket server, room, timings).
     pub(crate) world: WorldSpec,
     /// Construction faults, read at the next boot.
@@ -240,9 +277,9 @@ fn format_mac(bytes: [u8; 6]) -> String {
 
 impl Platform {
     /// A freshly flashed chip (empty NVS), powered off; MAC and build hash from `seed`.
-    pub(crate) fn new(board: catalogue::Board, world: WorldSpec, seed: u64) -> Platform {
+    pub(crate) fn new(board: Board, world: WorldSpec, seed: u64) -> Platform {
         use rand_core::{RngCore, SeedableRng};
-        let catalogue::Board { spec, catalogues } = board;
+        let Board { spec, catalogues } = board;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut mac = [0u8; 6];
         rng.fill_bytes(&mut mac[3..]);

@@ -1,6 +1,6 @@
 //! Received speech, from Opus packet to codec: the decode side of the audio service
 //! (`main/audio/audio_service.cc`: `PushPacketToDecodeQueue`, `OpusCodecTask`,
-//! `AudioOutputTask`, `ResetDecoder`, `IsIdle`; VOICE.md §3).
+//! `AudioOutputTask`, `ResetDecoder`, `IsIdle`; docs/reference/voice.md §3).
 //!
 //! Timing model. Decoding takes no virtual time; a decoded frame plays right after whatever the
 //! output already holds (the [`AudioService`]), so output runs at real time and the queues fill

@@ -1,4 +1,4 @@
-//! `DeviceState` and the transition table of `main/device_state_machine.cc` (FIRMWARE.md §6.5).
+//! `DeviceState` and the transition table of `main/device_state_machine.cc` (docs/reference/firmware.md §6.5).
 //!
 //! MCP is not gated by state; the table matters for `UpgradeFirmware` (which requests
 //! `upgrading` and carries on when refused) and for what a user action does.

@@ -1,6 +1,6 @@
 //! What the main task runs (`Application::Schedule`'s lambdas and the main loop's event bits,
-//! `main/application.cc`; FIRMWARE.md §6): every [`Task`], how each is described in evidence and
-//! recorded when a restart drops it, and what running one did to the loop ([`Step`]).
+//! `main/application.cc`; docs/reference/firmware.md §6): every [`Task`], how each is described in evidence and
+//! recorded when a restart drops it, and what running one did to the loop ([`TaskEnd`]).
 
 use crate::audio::source::Prompt;
 use crate::device::listening::ListeningMode;
@@ -139,7 +139,7 @@ impl Task {
 }
 
 /// What running one task did to the main loop.
-pub(crate) enum Step {
+pub(crate) enum TaskEnd {
     /// The task returned; the main loop takes the next one.
     Done,
     /// `vTaskDelay`: the main task is busy for this long, then runs the continuation.

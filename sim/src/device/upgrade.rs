@@ -1,4 +1,4 @@
-//! `Application::UpgradeFirmware` (FIRMWARE.md §11.2): the alert, the audio channel closed,
+//! `Application::UpgradeFirmware` (docs/reference/firmware.md §11.2): the alert, the audio channel closed,
 //! the download attempt and what follows its failure or success, split where the main task
 //! blocks. The flow owns its URL and stage; what it needs of the application (the channel, the
 //! state, the speaker) it asks through [`UpgradeHost`], so this file imports nothing of the
@@ -67,7 +67,7 @@ impl Upgrade {
         }
     }
 
-    /// Runs the stage the flow is at (FIRMWARE.md §11.2).
+    /// Runs the stage the flow is at (docs/reference/firmware.md §11.2).
     pub(crate) fn resume(self, host: &mut impl UpgradeHost, platform: &mut Platform) -> UpgradeNext {
         let next = |stage| Upgrade {
             url: self.url.clone(),

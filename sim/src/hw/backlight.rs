@@ -1,5 +1,5 @@
 //! The LCD backlight of `main/boards/common/backlight.cc` (`Backlight`, `PwmBacklight`):
-//! brightness fades by one step per 5 ms `esp_timer` tick toward a target (FIRMWARE.md §10.3).
+//! brightness fades by one step per 5 ms `esp_timer` tick toward a target (docs/reference/firmware.md §10.3).
 //!
 //! Quirks kept: a request equal to the *current* (possibly mid-fade) value is ignored without
 //! persisting; a running timer is not restarted, so a new target keeps the old 5 ms phase; the
@@ -36,7 +36,7 @@ pub enum SetOutcome {
 
 /// One timer tick's effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Step {
+pub struct FadeStep {
     /// The brightness after this step.
     pub brightness: u8,
     /// The LEDC duty written for it ([`Backlight::duty`]).
@@ -101,7 +101,7 @@ impl Backlight {
     }
 
     /// `OnTransitionTimer` for a tick due at `now`.
-    pub fn on_tick(&mut self, now: SimTime) -> Option<Step> {
+    pub fn on_tick(&mut self, now: SimTime) -> Option<FadeStep> {
         let due = self.next_tick?;
         if due > now {
             return None;
@@ -113,7 +113,7 @@ impl Backlight {
         self.brightness = (i16::from(self.brightness) + i16::from(self.step)).clamp(0, 255) as u8;
         let stopped = self.brightness == self.target;
         self.next_tick = if stopped { None } else { Some(due + STEP_PERIOD) };
-        Some(Step {
+        Some(FadeStep {
             brightness: self.brightness,
             duty: Self::duty(self.brightness),
             stopped,

@@ -1,5 +1,5 @@
 //! `Esp32Camera` as the MCP tool sees it (`main/boards/common/esp32_camera.cc`): capture,
-//! then explain via an HTTP POST to the URL and token an `initialize` set (FIRMWARE.md §5, quirk 29).
+//! then explain via an HTTP POST to the URL and token an `initialize` set (docs/reference/firmware.md §5, quirk 29).
 //!
 //! Knows nothing about MCP: the callback turns failures into the firmware's messages.
 

@@ -1,6 +1,6 @@
 //! The display objects of `main/display/` as far as MCP sees them: the class (OLED, LCD or the
 //! `NoDisplay` fallback), its size, and the global LVGL theme registry with the current theme
-//! (`lvgl_theme.cc`, `oled_display.cc`, `lcd_display.cc`; FIRMWARE.md §10.4).
+//! (`lvgl_theme.cc`, `oled_display.cc`, `lcd_display.cc`; docs/reference/firmware.md §10.4).
 //!
 //! Knows nothing about MCP or NVS: the caller persists LCD themes.
 

@@ -1,5 +1,5 @@
 //! Virtual hardware: each module mirrors one firmware driver or board component and knows
-//! nothing about MCP (DESIGN.md §2, `hw::*`).
+//! nothing about MCP (docs/reference/architecture.md §2, `hw::*`).
 
 pub mod backlight;
 pub mod camera;

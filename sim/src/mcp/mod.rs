@@ -1,6 +1,6 @@
-//! The firmware's MCP tool layer (`main/mcp_server.{h,cc}`, FIRMWARE.md §3–4).
+//! The firmware's MCP tool layer (`main/mcp_server.{h,cc}`, docs/reference/firmware.md §3–4).
 //!
-//! * [`wire`]: every wire string, once.
+//! * [`strings`]: every wire string, once.
 //! * [`property`]: parameters, their schema and argument coercion.
 //! * [`tool`]: tools, their JSON and the result encoding.
 //! * [`server`]: the registry and the receive-task half of `ParseMessage`.
@@ -9,8 +9,8 @@
 
 pub mod property;
 pub mod server;
+pub mod strings;
 pub mod tool;
-pub mod wire;
 
 pub use property::{Property, PropertyType, PropertyValue};
 pub use server::{DropReason, McpServer, Pages, Received, ToolsPage, Vision};

@@ -1,11 +1,11 @@
-//! Tool parameters: `Property` and `PropertyList` of `main/mcp_server.h` (FIRMWARE.md §3.1).
+//! Tool parameters: `Property` and `PropertyList` of `main/mcp_server.h` (docs/reference/firmware.md §3.1).
 //!
 //! A property is a name, a type, an optional default and an optional integer range. Its schema
 //! JSON is what cJSON prints for it; its argument coercion is `McpServer::DoToolCall`'s walk
 //! (§4.5). Knows nothing about devices or time.
 
 use crate::cjson::{self, Item};
-use crate::mcp::wire;
+use crate::mcp::strings;
 
 /// `kPropertyType*`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -222,7 +222,10 @@ impl Property {
             Some(result) => result,
             None => match &self.default {
                 Some(default) => Ok(default.clone()),
-                None => Err(wire::concat(wire::ERR_MISSING_VALID_ARGUMENT, self.name.as_bytes())),
+                None => Err(strings::concat(
+                    strings::ERR_MISSING_VALID_ARGUMENT,
+                    self.name.as_bytes(),
+                )),
             },
         }
     }
@@ -231,10 +234,10 @@ impl Property {
     pub fn check_range(&self, value: i32) -> Result<PropertyValue, Vec<u8>> {
         if let Some((min, max)) = self.range {
             if value < min {
-                return Err(wire::concat(wire::ERR_BELOW_MINIMUM, min.to_string().as_bytes()));
+                return Err(strings::concat(strings::ERR_BELOW_MINIMUM, min.to_string().as_bytes()));
             }
             if value > max {
-                return Err(wire::concat(wire::ERR_ABOVE_MAXIMUM, max.to_string().as_bytes()));
+                return Err(strings::concat(strings::ERR_ABOVE_MAXIMUM, max.to_string().as_bytes()));
             }
         }
         Ok(PropertyValue::Int(value))

@@ -1,5 +1,5 @@
 //! `McpServer` of `main/mcp_server.cc`: the tool registry and everything that happens on the
-//! receive task when an MCP payload arrives (FIRMWARE.md §4).
+//! receive task when an MCP payload arrives (docs/reference/firmware.md §4).
 //!
 //! `receive` is the synchronous part of `ParseMessage`: validation, `initialize`, `tools/list`,
 //! argument coercion. It returns what the device must do next — drop, queue a 1-hop reply, or
@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use crate::cjson::Item;
 use crate::mcp::property::PropertyValue;
+use crate::mcp::strings;
 use crate::mcp::tool::McpTool;
-use crate::mcp::wire;
 
-/// Why a message was dropped without any reply (FIRMWARE.md §4.2, quirk 6).
+/// Why a message was dropped without any reply (docs/reference/firmware.md §4.2, quirk 6).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DropReason {
     /// cJSON could not parse the bytes.
@@ -155,7 +155,7 @@ impl McpServer {
     }
 
     /// The server of 1.7.5–1.9.1: `tools/call` checks `params.stackSize` and runs the tool in a
-    /// thread of its own (FIRMWARE-VERSIONS.md L3).
+    /// thread of its own (docs/reference/firmware-versions.md L3).
     pub fn threaded(mut self, threaded: bool) -> Self {
         self.threaded = threaded;
         self
@@ -174,7 +174,7 @@ impl McpServer {
 
     /// `AddCommonTools`' list juggling: the tools registered so far are moved aside, `register`
     /// adds the common tools to an empty list, then the moved-aside tools are appended — so the
-    /// duplicate check is bypassed between the two groups (FIRMWARE.md §4.8).
+    /// duplicate check is bypassed between the two groups (docs/reference/firmware.md §4.8).
     pub fn add_in_front(&mut self, register: impl FnOnce(&mut McpServer)) {
         let original = std::mem::take(&mut self.tools);
         self.reindex();
@@ -221,7 +221,7 @@ impl McpServer {
     pub fn receive(&self, json: Item<'_>) -> Received {
         let version = json.get(b"jsonrpc");
         match version.and_then(|v| v.c_string()) {
-            Some(v) if v == wire::JSONRPC_VERSION => {}
+            Some(v) if v == strings::JSONRPC_VERSION => {}
             other => {
                 let shown = match (version, other) {
                     (_, Some(v)) => lossy(v),
@@ -240,7 +240,7 @@ impl McpServer {
                 log: Some("E MCP: Missing method".to_string()),
             };
         };
-        if method.starts_with(wire::NOTIFICATIONS_PREFIX) {
+        if method.starts_with(strings::NOTIFICATIONS_PREFIX) {
             return Received::Dropped {
                 reason: DropReason::Notification,
                 log: None,
@@ -262,8 +262,8 @@ impl McpServer {
         let id = id.valueint();
 
         match method {
-            wire::METHOD_INITIALIZE => self.initialize(id, params),
-            wire::METHOD_TOOLS_LIST => {
+            strings::METHOD_INITIALIZE => self.initialize(id, params),
+            strings::METHOD_TOOLS_LIST => {
                 let mut cursor: &[u8] = b"";
                 let mut with_user_tools = false;
                 if let Some(p) = params {
@@ -275,18 +275,18 @@ impl McpServer {
                     }
                 }
                 match self.tools_list(cursor, with_user_tools) {
-                    ToolsPage::Page { result, .. } => reply(id, wire::reply_result(id, &result), false, None),
+                    ToolsPage::Page { result, .. } => reply(id, strings::reply_result(id, &result), false, None),
                     ToolsPage::Error { message } => {
                         let log = format!("E MCP: tools/list: {}", lossy(&message));
-                        reply(id, wire::reply_error(id, &message), true, Some(log))
+                        reply(id, strings::reply_error(id, &message), true, Some(log))
                     }
                 }
             }
-            wire::METHOD_TOOLS_CALL => self.tools_call(id, params),
+            strings::METHOD_TOOLS_CALL => self.tools_call(id, params),
             _ => {
-                let message = wire::concat(wire::ERR_METHOD_NOT_IMPLEMENTED, method);
+                let message = strings::concat(strings::ERR_METHOD_NOT_IMPLEMENTED, method);
                 let log = format!("E MCP: {}", lossy(&message));
-                reply(id, wire::reply_error(id, &message), true, Some(log))
+                reply(id, strings::reply_error(id, &message), true, Some(log))
             }
         }
     }
@@ -306,10 +306,10 @@ impl McpServer {
                 })
             })
             .filter(|_| self.has_camera);
-        let result = wire::initialize_result(&self.board_name, &self.version);
+        let result = strings::initialize_result(&self.board_name, &self.version);
         Received::Reply {
             id,
-            payload: wire::reply_result(id, &result),
+            payload: strings::reply_result(id, &result),
             is_error: false,
             log: None,
             vision,
@@ -326,7 +326,7 @@ impl McpServer {
         }
     }
 
-    /// `McpServer::GetToolsList` — the exact paging algorithm of FIRMWARE.md §4.4.
+    /// `McpServer::GetToolsList` — the exact paging algorithm of docs/reference/firmware.md §4.4.
     pub fn tools_list(&self, cursor: &[u8], with_user_tools: bool) -> ToolsPage {
         let mut out = Vec::with_capacity(2048);
         out.extend_from_slice(b"{\"tools\":[");
@@ -345,7 +345,7 @@ impl McpServer {
                 continue;
             }
             let piece = tool.json().len() + 1;
-            if out.len() + piece + wire::TOOLS_LIST_MARGIN > wire::TOOLS_LIST_BUDGET {
+            if out.len() + piece + strings::TOOLS_LIST_MARGIN > strings::TOOLS_LIST_BUDGET {
                 next_cursor = Some(tool.name());
                 break;
             }
@@ -357,9 +357,9 @@ impl McpServer {
             out.pop();
         }
         if out.last() == Some(&b'[') && !self.tools.is_empty() {
-            let mut message = wire::ERR_PAYLOAD_SIZE_LIMIT_HEAD.as_bytes().to_vec();
+            let mut message = strings::ERR_PAYLOAD_SIZE_LIMIT_HEAD.as_bytes().to_vec();
             message.extend_from_slice(next_cursor.unwrap_or("").as_bytes());
-            message.extend_from_slice(wire::ERR_PAYLOAD_SIZE_LIMIT_TAIL.as_bytes());
+            message.extend_from_slice(strings::ERR_PAYLOAD_SIZE_LIMIT_TAIL.as_bytes());
             return ToolsPage::Error { message };
         }
         match next_cursor {
@@ -380,36 +380,36 @@ impl McpServer {
     fn tools_call(&self, id: i32, params: Option<Item<'_>>) -> Received {
         let error = |message: Vec<u8>| {
             let log = format!("E MCP: tools/call: {}", lossy(&message));
-            reply(id, wire::reply_error(id, &message), true, Some(log))
+            reply(id, strings::reply_error(id, &message), true, Some(log))
         };
         let Some(params) = params.filter(Item::is_object) else {
-            return error(wire::ERR_MISSING_PARAMS.into());
+            return error(strings::ERR_MISSING_PARAMS.into());
         };
         let Some(name) = params.get(b"name").and_then(|n| n.c_string()) else {
-            return error(wire::ERR_MISSING_NAME.into());
+            return error(strings::ERR_MISSING_NAME.into());
         };
         let arguments = params.get(b"arguments");
         if arguments.is_some_and(|a| !a.is_object()) {
-            return error(wire::ERR_INVALID_ARGUMENTS.into());
+            return error(strings::ERR_INVALID_ARGUMENTS.into());
         }
         let stack = if self.threaded {
             match params.get(b"stackSize") {
-                None => Some(wire::DEFAULT_TOOLCALL_STACK_SIZE),
+                None => Some(strings::DEFAULT_TOOLCALL_STACK_SIZE),
                 Some(s) if s.is_number() => Some(s.valueint()),
-                Some(_) => return error(wire::ERR_INVALID_STACK_SIZE.into()),
+                Some(_) => return error(strings::ERR_INVALID_STACK_SIZE.into()),
             }
         } else {
             None
         };
         let Some(tool) = self.find(name) else {
-            return error(wire::concat(wire::ERR_UNKNOWN_TOOL, name));
+            return error(strings::concat(strings::ERR_UNKNOWN_TOOL, name));
         };
         let properties = self.tools[tool].properties();
         let mut args = Vec::with_capacity(properties.len());
         for p in properties {
             match p.coerce(arguments) {
                 Ok(v) => args.push(v),
-                Err(message) if self.range_errors_abort && wire::is_range_error(&message) => {
+                Err(message) if self.range_errors_abort && strings::is_range_error(&message) => {
                     let what = lossy(&message);
                     return Received::Aborted {
                         reason: format!("uncaught std::invalid_argument: {what}"),
@@ -460,7 +460,7 @@ fn reply(id: i32, payload: Vec<u8>, is_error: bool, log: Option<String>) -> Rece
 pub fn call_result_payload(id: i32, value: &crate::mcp::tool::ReturnValue) -> Vec<u8> {
     let mut result = Vec::with_capacity(96);
     crate::mcp::tool::encode_result(value, &mut result);
-    wire::reply_result(id, &result)
+    strings::reply_result(id, &result)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! `McpTool` of `main/mcp_server.h`: a registered tool, its JSON, and the result encoding of
-//! `McpTool::Call` (FIRMWARE.md §3.2, §3.3).
+//! `McpTool::Call` (docs/reference/firmware.md §3.2, §3.3).
 //!
 //! What a callback *does* is not here: a tool carries a [`ToolAction`] key that the device model
 //! interprets. Knows nothing about hardware or time.
@@ -238,7 +238,7 @@ fn base64_standard(data: &[u8]) -> String {
 mod tests {
     use super::*;
     use crate::mcp::property::{PropertyType, PropertyValue};
-    use crate::mcp::wire;
+    use crate::mcp::strings;
 
     fn text(v: ReturnValue) -> String {
         let mut out = Vec::new();
@@ -288,21 +288,21 @@ mod tests {
     #[test]
     fn tool_json_matches_the_verified_bytes() {
         let t2 = McpTool::new(
-            wire::TOOL_SET_VOLUME,
-            wire::DESC_SET_VOLUME,
+            strings::TOOL_SET_VOLUME,
+            strings::DESC_SET_VOLUME,
             vec![Property::ranged("volume", PropertyType::Integer, 0, 100).unwrap()],
             false,
             ToolAction::SetVolume,
         );
         assert_eq!(t2.json().len(), 325);
         let t11 = McpTool::new(
-            wire::TOOL_UPGRADE_FIRMWARE,
-            wire::DESC_UPGRADE_FIRMWARE,
+            strings::TOOL_UPGRADE_FIRMWARE,
+            strings::DESC_UPGRADE_FIRMWARE,
             vec![
                 Property::with_default(
                     "url",
                     PropertyType::String,
-                    PropertyValue::Str(wire::DEFAULT_UPGRADE_URL.into()),
+                    PropertyValue::Str(strings::DEFAULT_UPGRADE_URL.into()),
                 )
                 .unwrap(),
             ],
@@ -314,8 +314,8 @@ mod tests {
             r#"{"name":"self.upgrade_firmware","description":"Upgrade firmware from a specific URL. This will download and install the firmware, then reboot the device.","inputSchema":{"type":"object","properties":{"url":{"type":"string","default":"The URL of the firmware binary file to download and install"}}},"annotations":{"audience":["user"]}}"#
         );
         let t1 = McpTool::new(
-            wire::TOOL_GET_DEVICE_STATUS,
-            wire::DESC_GET_DEVICE_STATUS,
+            strings::TOOL_GET_DEVICE_STATUS,
+            strings::DESC_GET_DEVICE_STATUS,
             vec![],
             false,
             ToolAction::GetDeviceStatus,

@@ -1,5 +1,5 @@
 //! The acceptance record of one tool call, built once from what the call showed (the seed
-//! article's rows, DESIGN.md §7: discovery → decision → parameters → response → (claim) →
+//! article's rows, docs/reference/architecture.md §7: discovery → decision → parameters → response → (claim) →
 //! effect): by the virtual-time runner from inside the device ([`Seen::Device`]), or by the
 //! over-the-wire judge from what a backend saw ([`Seen::Backend`]). Each row says only what its
 //! evidence shows, and the record lists the evidence it lacks.

@@ -1,6 +1,6 @@
 //! Scenarios: a board, a world, a seed, a fault timeline and steps, each step with optional
-//! expectations ([`expect`]), read from YAML (DESIGN.md §7). The runner ([`runner`]) executes
-//! them in virtual time; over the wire ([`wire`]) a backend performs them. Both judge the
+//! expectations ([`expect`]), read from YAML (docs/reference/architecture.md §7). The runner ([`runner`]) executes
+//! them in virtual time; over the wire ([`over_wire`]) a backend performs them. Both judge the
 //! expectations with one checker (`check.rs`) and build the seed article's acceptance record
 //! with one builder (`acceptance.rs`) into the report ([`record`]).
 //!
@@ -25,12 +25,12 @@ mod acceptance;
 mod check;
 pub mod discovery;
 pub mod expect;
+pub mod over_wire;
 pub mod record;
 pub mod reply;
 pub mod runner;
 mod steps;
 pub mod voice;
-pub mod wire;
 
 pub use expect::{Approx, ClaimExpect, EventName, Expect, FramesExpect, HeardExpect};
 
@@ -489,7 +489,7 @@ impl ScenarioSpec {
                     .expect
                     .error
                     .as_deref()
-                    .is_some_and(|e| e.starts_with(crate::mcp::wire::ERR_UNKNOWN_TOOL));
+                    .is_some_and(|e| e.starts_with(crate::mcp::strings::ERR_UNKNOWN_TOOL));
                 if !tools.iter().any(|t| t == name) && !expects_unknown {
                     errors.push(located(
                         origin,

@@ -1,13 +1,13 @@
 //! The seed article's 5-row acceptance record (discovery → decision → parameters → response →
-//! effect, DESIGN.md §7) and the report of a scenario run, as data (serde) and as text.
+//! effect, docs/reference/architecture.md §7) and the report of a scenario run, as data (serde) and as text.
 
 use std::fmt::Write as _;
 
 use serde::{Serialize, Serializer};
 
 use crate::audio::measure::Measurement;
-use crate::harness::render_event;
 use crate::trace::TraceEvent;
+use crate::trace::render_event;
 
 /// One tool call's acceptance record.
 #[derive(Clone, Debug, Serialize, PartialEq)]

@@ -1,5 +1,5 @@
 //! Reading device replies the way the evidence needs them, without trusting them to be JSON
-//! (the firmware inserts error messages unescaped, FIRMWARE.md §4.6): the id, the first text
+//! (the firmware inserts error messages unescaped, docs/reference/firmware.md §4.6): the id, the first text
 //! item, the error message; and writing `tools/call` requests byte-identical to `serde_json`.
 //! Used by the runner, the wire judge, the demo and tests.
 

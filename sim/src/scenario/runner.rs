@@ -58,7 +58,7 @@ pub struct Evidence {
     pub signals: Signals,
 }
 
-/// The reference probe of the acoustic checks: 1 kHz at −6 dBFS for 1 s (ACOUSTICS.md §5).
+/// The reference probe of the acoustic checks: 1 kHz at −6 dBFS for 1 s (docs/reference/acoustics.md §5).
 fn reference_probe() -> (Source, SimDuration) {
     (
         Source::probe(1000.0, -6.0),

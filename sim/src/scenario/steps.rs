@@ -4,14 +4,14 @@
 //! `abort`). Each returns the step's summary and the expectations the checker judges.
 //!
 //! The runner is the backend on the direct link and speaks as xiaozhi-esp32-server does (`tts
-//! start` before its LLM, the first audio [`FIRST_AUDIO_AFTER`] later, sentences paced 5 at once
+//! start` before its LLM, the first audio [`FIRST_AUDIO_AFTER`] later, sentences paced 6 at once
 //! then one per 60 ms, `tts stop` 420 ms after the queue; an `abort` answered with `tts stop` at
 //! once). A `speak` after a `call` is that call's **claim** ([`acceptance::add_claim`]).
 
 use crate::audio::source::Source;
 use crate::board::ButtonAction;
 use crate::harness::PROBE_GUARD;
-use crate::mcp::wire;
+use crate::mcp::strings;
 use crate::scenario::acceptance::{self, CallSeen, DeviceCall, Seen};
 use crate::scenario::check::{Latency, Speech, level};
 use crate::scenario::expect::Expect;
@@ -262,7 +262,7 @@ impl Runner<'_> {
     fn step_readback<'s>(&mut self, r: &'s ReadbackStep, out: &mut StepOutcome) -> (String, Option<&'s Expect>) {
         let id = self.alloc_id(None);
         out.id = Some(id);
-        self.deliver(out, call_request(id, wire::TOOL_GET_DEVICE_STATUS, None));
+        self.deliver(out, call_request(id, strings::TOOL_GET_DEVICE_STATUS, None));
         self.settle();
         out.replies.extend(self.take_replies());
         self.voice.after_readback();

@@ -39,7 +39,7 @@ pub(crate) struct PendingClaim {
 impl RunnerVoice {
     /// A call was recorded as `records[index]` with this reply text.
     pub(crate) fn after_call(&mut self, index: usize, tool: &str, reply_text: Option<String>) {
-        if tool == crate::mcp::wire::TOOL_GET_DEVICE_STATUS && self.claim_for.is_some() {
+        if tool == crate::mcp::strings::TOOL_GET_DEVICE_STATUS && self.claim_for.is_some() {
             self.readback_since_call = true;
             return;
         }

@@ -1,6 +1,6 @@
 //! Opus in pure Rust (`opus-rs`, a port of libopus 1.6) with the firmware's and the backends'
 //! settings, and the resampler from the decode rate to the codec's output rate
-//! (`main/audio/audio_service.cc`: `SetDecodeSampleRate`, `OpusCodecTask`; VOICE.md §2–§3).
+//! (`main/audio/audio_service.cc`: `SetDecodeSampleRate`, `OpusCodecTask`; docs/reference/voice.md §2–§3).
 //!
 //! State is allocated only when a codec is first needed, so a device that never speaks or
 //! listens keeps its old footprint. Everything here is deterministic for the same input on the

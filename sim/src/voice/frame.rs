@@ -1,5 +1,5 @@
 //! Binary audio frames of protocol versions 1, 2 and 3 (`main/protocols/protocol.h`,
-//! `websocket_protocol.cc`; VOICE.md §1).
+//! `websocket_protocol.cc`; docs/reference/voice.md §1).
 //!
 //! | version | frame |
 //! |---|---|

@@ -1,5 +1,5 @@
 //! The voice channel's data layer: binary frames of the three protocol versions, Opus with the
-//! firmware's and the backends' settings, and resampling (VOICE.md §1–§3). The device's voice
+//! firmware's and the backends' settings, and resampling (docs/reference/voice.md §1–§3). The device's voice
 //! state machine lives in `device::application` (its voice half), `device::playback` and `device::mic`; the backends' speaking side in `backend`.
 
 pub mod codec;

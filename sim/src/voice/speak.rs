@@ -1,15 +1,17 @@
 //! A backend's speaking side as data: what its TTS sounds like (a tone, a WAV, or a built-in
 //! speech-like voice), its Opus encoding, and xiaozhi-esp32-server's pacing
 //! (`core/handle/sendAudioHandle.py`, `core/utils/audioRateController.py` at 7475ea2b;
-//! VOICE.md §5): the first 5 packets of a turn at once, then one per 60 ms of play position,
-//! and `tts stop` once the queue is empty plus (5 + 2) × 60 ms.
+//! docs/reference/voice.md §5): the first 6 packets of a turn at once (the 5 pre-buffered and
+//! the first paced one), then one per 60 ms of play position, and `tts stop` once the queue is
+//! empty plus (5 + 2) × 60 ms.
 
 use std::sync::Arc;
 
 use crate::time::{SimDuration, SimTime};
 use crate::voice::codec::{Encoder, FRAME_MS, resample_clip};
 
-/// `PRE_BUFFER_COUNT`: packets sent at once at the start of a turn.
+/// `PRE_BUFFER_COUNT`: packets sent ahead of the play position at the start of a turn (with the
+/// first paced packet, due at once too, 6 leave together).
 pub const PRE_BUFFER: usize = 5;
 /// After the last packet, `tts stop` waits `(PRE_BUFFER_COUNT + 2) × frame`.
 pub const STOP_AFTER: SimDuration = SimDuration::from_millis((PRE_BUFFER as u64 + 2) * FRAME_MS as u64);
@@ -127,7 +129,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pacing_is_five_at_once_then_one_per_frame() {
+    fn pacing_is_six_at_once_then_one_per_frame() {
         let t0 = SimTime::from_millis(1000);
         let times: Vec<u64> = (0..9).map(|i| send_time(t0, i).as_millis()).collect();
         assert_eq!(times, [1000, 1000, 1000, 1000, 1000, 1000, 1060, 1120, 1180]);

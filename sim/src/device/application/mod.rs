@@ -1,4 +1,4 @@
-//! The running application (`main/application.cc`, FIRMWARE.md §5, §6, §11): what `Application`
+//! The running application (`main/application.cc`, docs/reference/firmware.md §5, §6, §11): what `Application`
 //! holds between boots, its construction at boot, the receive path's hand-over, the main task's
 //! dispatch of every [`Task`], the `tool_call` threads of 1.x, timers, state transitions, the
 //! channel's events and the tool-call dispatcher.
@@ -28,15 +28,15 @@ use crate::device::platform::{Platform, Receipt};
 use crate::device::playback::Playback;
 use crate::device::protocol::Protocol;
 use crate::device::protocol::websocket::HelloCrash;
-use crate::device::report::{self, StatusFacts, SystemFacts};
 use crate::device::state::DeviceState;
-use crate::device::task::{RebootStage, Step, Task};
+use crate::device::status::{self, StatusFacts, SystemFacts};
+use crate::device::task::{RebootStage, Task, TaskEnd};
 use crate::device::upgrade::{Upgrade, UpgradeHost, UpgradeNext};
 use crate::firmware::CallPath;
 use crate::hw::backlight::Backlight;
 use crate::hw::nvs::{EspErr, names};
 use crate::mcp::server::call_result_payload;
-use crate::mcp::{DropReason, McpServer, PropertyValue, Received, ReturnValue, ToolAction, wire};
+use crate::mcp::{DropReason, McpServer, PropertyValue, Received, ReturnValue, ToolAction, strings};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{BootReason, Event, LogLevel, NvsValue};
 
@@ -72,7 +72,7 @@ pub(crate) struct Application {
 }
 
 impl Application {
-    /// Board constructor + `Application::Initialize` (FIRMWARE.md §11.3, §10.5).
+    /// Board constructor + `Application::Initialize` (docs/reference/firmware.md §11.3, §10.5).
     pub(crate) fn boot(platform: &mut Platform) -> Application {
         let spec = platform.spec.clone();
         // Board constructor: UUID, display, camera, board tools, backlight.
@@ -343,7 +343,7 @@ impl Application {
     }
 
     /// Runs one task on the main task.
-    pub(crate) fn run_task(&mut self, platform: &mut Platform, task: Task) -> Step {
+    pub(crate) fn run_task(&mut self, platform: &mut Platform, task: Task) -> TaskEnd {
         match task {
             Task::Send { payload } => {
                 match &self.protocol {
@@ -353,21 +353,21 @@ impl Application {
                         why: "no protocol object",
                     }),
                 }
-                Step::Done
+                TaskEnd::Done
             }
             Task::Call { id, tool, args } => match self.call(platform, tool, &args) {
                 Callback::Return(value) => self.reply_later(platform, id, Ok(value)),
                 Callback::Throw(message) => self.reply_later(platform, id, Err(message)),
-                Callback::Blocked(d, outcome) => Step::Block(d, Task::FinishCall { id, outcome }),
+                Callback::Blocked(d, outcome) => TaskEnd::Block(d, Task::FinishCall { id, outcome }),
                 Callback::Panic(reason) => {
                     platform.emit(|| Event::Panicked { reason });
-                    Step::Restart(BootReason::Panic)
+                    TaskEnd::Restart(BootReason::Panic)
                 }
             },
             Task::FinishCall { id, outcome } => self.reply_later(platform, id, outcome),
             Task::UserReboot => {
                 platform.log(LogLevel::Warn, "MCP", || "User requested reboot");
-                Step::Block(
+                TaskEnd::Block(
                     platform.delay(1000),
                     Task::Reboot {
                         stage: RebootStage::Enter,
@@ -376,9 +376,9 @@ impl Application {
             }
             Task::Reboot { stage } => self.reboot(platform, stage),
             Task::Upgrade(upgrade) => match upgrade.resume(self, platform) {
-                UpgradeNext::Wait(d, next) => Step::Block(d, Task::Upgrade(next)),
-                UpgradeNext::Done => Step::Done,
-                UpgradeNext::Reboot(d) => Step::Block(
+                UpgradeNext::Wait(d, next) => TaskEnd::Block(d, Task::Upgrade(next)),
+                UpgradeNext::Done => TaskEnd::Done,
+                UpgradeNext::Reboot(d) => TaskEnd::Block(
                     d,
                     Task::Reboot {
                         stage: RebootStage::Enter,
@@ -387,57 +387,57 @@ impl Application {
             },
             Task::PlayPrompt(prompt) => {
                 self.play_prompt(platform, prompt);
-                Step::Done
+                TaskEnd::Done
             }
-            Task::Busy(d) if !d.is_zero() => Step::Block(d, Task::Busy(SimDuration::ZERO)),
-            Task::Busy(_) => Step::Done,
+            Task::Busy(d) if !d.is_zero() => TaskEnd::Block(d, Task::Busy(SimDuration::ZERO)),
+            Task::Busy(_) => TaskEnd::Done,
             Task::OpenChannel { mode, stage, wake } => self.open_channel(platform, mode, stage, wake),
             Task::SetState(s) => {
                 self.set_state(platform, s);
-                Step::Done
+                TaskEnd::Done
             }
             voice => {
                 self.run_voice_task(platform, voice);
-                Step::Done
+                TaskEnd::Done
             }
         }
     }
 
     /// `Application::Reboot()`: log, destroy the protocol (the socket goes without a close
     /// frame), stop audio, wait 1000 ms, `esp_restart()`; 1.x restarts at once.
-    fn reboot(&mut self, platform: &mut Platform, stage: RebootStage) -> Step {
+    fn reboot(&mut self, platform: &mut Platform, stage: RebootStage) -> TaskEnd {
         match stage {
             RebootStage::Enter => {
                 platform.log(LogLevel::Info, "Application", || "Rebooting...");
                 platform.emit(|| Event::RebootEntered);
                 if !platform.firmware.reboot_closes_first {
                     // 1.x `Reboot()`: `esp_restart()` at once; the socket dies with the chip.
-                    return Step::Restart(BootReason::EspRestart);
+                    return TaskEnd::Restart(BootReason::EspRestart);
                 }
                 self.drop_socket(platform, "reboot");
                 self.protocol = None;
                 let now = platform.now;
                 self.audio.stop_playback(&mut platform.audio, now);
-                Step::Block(
+                TaskEnd::Block(
                     platform.delay(1000),
                     Task::Reboot {
                         stage: RebootStage::Restart,
                     },
                 )
             }
-            RebootStage::Restart => Step::Restart(BootReason::EspRestart),
+            RebootStage::Restart => TaskEnd::Restart(BootReason::EspRestart),
         }
     }
 
     /// The second hop: `ReplyResult`/`ReplyError` schedule the send.
-    fn reply_later(&mut self, platform: &mut Platform, id: i32, outcome: Result<ReturnValue, Vec<u8>>) -> Step {
+    fn reply_later(&mut self, platform: &mut Platform, id: i32, outcome: Result<ReturnValue, Vec<u8>>) -> TaskEnd {
         let payload = match outcome {
             Ok(value) => call_result_payload(id, &value),
             Err(message) => {
                 platform.log(LogLevel::Error, "MCP", || {
                     format!("tools/call: {}", String::from_utf8_lossy(&message))
                 });
-                wire::reply_error(id, &message)
+                strings::reply_error(id, &message)
             }
         };
         if platform.firmware.call_path == CallPath::MainTaskSends {
@@ -448,7 +448,7 @@ impl Application {
             return self.run_task(platform, Task::Send { payload });
         }
         self.main.schedule(Task::Send { payload });
-        Step::Done
+        TaskEnd::Done
     }
 
     /// 1.7.5–1.9.1 `DoToolCall`: the tool runs in its own `tool_call` thread and its reply (or
@@ -611,7 +611,7 @@ impl Application {
     pub(crate) fn device_status(&self, platform: &Platform) -> Vec<u8> {
         let display = &self.board.display;
         let mut out = Vec::with_capacity(160);
-        report::device_status_json(
+        status::device_status_json(
             &StatusFacts {
                 volume: Some(self.volume),
                 brightness: self.board.backlight.as_ref().map(Backlight::brightness),
@@ -627,7 +627,7 @@ impl Application {
     /// `Board::GetSystemInfoJson` as the device would build it now.
     pub(crate) fn system_info(&self, platform: &Platform) -> Vec<u8> {
         let display = &self.board.display;
-        report::system_info_json(&SystemFacts {
+        status::system_info_json(&SystemFacts {
             spec: &platform.spec,
             mac: &platform.mac,
             uuid: &self.uuid,

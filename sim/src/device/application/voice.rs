@@ -2,7 +2,7 @@
 //! `ContinueOpenAudioChannel`, `OnIncomingJson`, `HandleStateChangedEvent`,
 //! `StartListeningAudio`, `AbortSpeaking`, `HandleStartListeningEvent` /
 //! `HandleStopListeningEvent`, `HandleWakeWordDetectedEvent`, the `tts` lambdas, the
-//! playback-drained and send-audio events; VOICE.md §3–§4): the second and last file of
+//! playback-drained and send-audio events; docs/reference/voice.md §3–§4): the second and last file of
 //! `Application`'s impl.
 //!
 //! Each handler reads the state as it is when it runs and calls the subsystems with the pieces
@@ -19,7 +19,7 @@ use crate::device::playback::Playback;
 use crate::device::protocol::websocket::{HelloCrash, OpenStage};
 use crate::device::protocol::{Protocol, ProtocolBase};
 use crate::device::state::DeviceState;
-use crate::device::task::{RebootStage, Step, Task};
+use crate::device::task::{RebootStage, Task, TaskEnd};
 use crate::mcp::Received;
 use crate::time::SimTime;
 use crate::trace::{Event, LogLevel};
@@ -139,10 +139,10 @@ impl Application {
         mode: ListeningMode,
         stage: OpenStage,
         wake: Option<String>,
-    ) -> Step {
+    ) -> TaskEnd {
         let timeout = platform.delay(10_000);
         let wait = |stage| {
-            Step::Block(
+            TaskEnd::Block(
                 timeout,
                 Task::OpenChannel {
                     mode,
@@ -154,19 +154,19 @@ impl Application {
         match stage {
             OpenStage::Begin => {
                 if self.state != DeviceState::Connecting {
-                    return Step::Done;
+                    return TaskEnd::Done;
                 }
                 if self.channel_open(platform.now) {
                     self.after_open(platform, mode, wake);
-                    return Step::Done;
+                    return TaskEnd::Done;
                 }
                 let uuid = self.uuid.clone();
                 let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
-                    return Step::Done;
+                    return TaskEnd::Done;
                 };
                 if !ws.begin_open(base, platform, &uuid) {
                     self.set_state(platform, DeviceState::Idle);
-                    return Step::Done;
+                    return TaskEnd::Done;
                 }
                 wait(OpenStage::AwaitConnect)
             }
@@ -174,26 +174,26 @@ impl Application {
                 let font = platform.spec.text_font();
                 let glyph_push = platform.firmware.glyph_push;
                 let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
-                    return Step::Done;
+                    return TaskEnd::Done;
                 };
                 if !ws.send_hello(base, platform, font.as_ref(), glyph_push) {
                     self.set_state(platform, DeviceState::Idle);
-                    return Step::Done;
+                    return TaskEnd::Done;
                 }
                 wait(OpenStage::AwaitHello)
             }
             OpenStage::AwaitHello => {
                 let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
-                    return Step::Done;
+                    return TaskEnd::Done;
                 };
                 if !ws.hello_arrived(base, platform) {
                     self.set_state(platform, DeviceState::Idle);
-                    return Step::Done;
+                    return TaskEnd::Done;
                 }
                 if self.state == DeviceState::Connecting {
                     self.after_open(platform, mode, wake);
                 }
-                Step::Done
+                TaskEnd::Done
             }
         }
     }

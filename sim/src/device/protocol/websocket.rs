@@ -1,5 +1,5 @@
 //! The WebSocket transport (`main/protocols/websocket_protocol.cc`, esp-ml307 `web_socket.cc`;
-//! FIRMWARE.md §8): what `WebsocketProtocol` adds to the base class.
+//! docs/reference/firmware.md §8): what `WebsocketProtocol` adds to the base class.
 //!
 //! The device dials the server itself (the driver only carries bytes): `OpenAudioChannel` makes
 //! a socket, writes esp-ml307's exact handshake (headers in sorted key order), sends the device

@@ -18,7 +18,7 @@
 
 use serde_json::Value;
 
-use crate::backend::script::{Line, Script, Step as ScriptStep};
+use crate::backend::script::{Command as ScriptCommand, Line, Script};
 use crate::backend::{BackendSpec, Exchange, Outcome, SessionReport};
 use crate::scenario::acceptance::{self, BackendCall, CallSeen, Seen};
 use crate::scenario::check::{self, Answer, Connection, Latency, Listing, Observed, Outside, Vantage};
@@ -31,7 +31,7 @@ use crate::spec::SpecError;
 use crate::time::SimDuration;
 
 /// The status tool a `readback` step calls.
-const STATUS_TOOL: &str = crate::mcp::wire::TOOL_GET_DEVICE_STATUS;
+const STATUS_TOOL: &str = crate::mcp::strings::TOOL_GET_DEVICE_STATUS;
 
 /// A scenario turned into a backend script.
 #[derive(Clone, Debug)]
@@ -109,7 +109,7 @@ impl WirePlan {
                     &format!("cannot run over the wire: {why} (run without --wire)"),
                 ))
             };
-            let script_line = |step: ScriptStep, connection: u32| Line {
+            let script_line = |step: ScriptCommand, connection: u32| Line {
                 line: line as usize,
                 only_on: Some(connection),
                 step,
@@ -124,7 +124,7 @@ impl WirePlan {
                     }
                     let args = c.args.clone().unwrap_or_else(|| Value::Object(Default::default()));
                     lines.push(script_line(
-                        ScriptStep::Call {
+                        ScriptCommand::Call {
                             tool: c.tool.value.clone(),
                             args: args.clone(),
                             wait: true,
@@ -144,7 +144,7 @@ impl WirePlan {
                 Step::Readback(r) => {
                     let args = Value::Object(Default::default());
                     lines.push(script_line(
-                        ScriptStep::Call {
+                        ScriptCommand::Call {
                             tool: STATUS_TOOL.into(),
                             args: args.clone(),
                             wait: true,
@@ -172,7 +172,7 @@ impl WirePlan {
                     }
                 }
                 Step::Wait(d) => {
-                    lines.push(script_line(ScriptStep::Wait(d.0), connection));
+                    lines.push(script_line(ScriptCommand::Wait(d.0), connection));
                     Kind::Wait(d.0)
                 }
                 Step::Note(t) => Kind::Note(t.clone()),
@@ -199,7 +199,7 @@ impl WirePlan {
             };
             let ends_connection = match &kind {
                 Kind::Call { tool, expect, .. } => {
-                    tool == crate::mcp::wire::TOOL_REBOOT || expect.events.contains(&EventName::DeviceRebooted)
+                    tool == crate::mcp::strings::TOOL_REBOOT || expect.events.contains(&EventName::DeviceRebooted)
                 }
                 _ => false,
             };
@@ -615,8 +615,8 @@ mod tests {
             .iter()
             .map(|l| {
                 let what = match &l.step {
-                    ScriptStep::Call { tool, args, wait } => format!("call {tool} {args} {wait}"),
-                    ScriptStep::Wait(d) => format!("wait {d}"),
+                    ScriptCommand::Call { tool, args, wait } => format!("call {tool} {args} {wait}"),
+                    ScriptCommand::Wait(d) => format!("wait {d}"),
                     other => format!("{other:?}"),
                 };
                 (l.line, l.only_on, what)

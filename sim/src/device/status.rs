@@ -1,6 +1,6 @@
 //! The two readbacks a client gets: `WifiBoard::GetDeviceStatusJson` (cJSON-built, escaped) and
 //! `Board::GetSystemInfoJson` (hand-built, unescaped, with its odd spacing and types)
-//! (FIRMWARE.md §10.1, §10.2). Both report *software* state, never hardware.
+//! (docs/reference/firmware.md §10.1, §10.2). Both report *software* state, never hardware.
 
 use crate::board::BoardSpec;
 use crate::cjson;

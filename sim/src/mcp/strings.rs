@@ -1,4 +1,4 @@
-//! Every firmware string that reaches the wire, in one place (FIRMWARE.md §4, §5, §7.3).
+//! Every firmware string that reaches the wire, in one place (docs/reference/firmware.md §4, §5, §7.3).
 //!
 //! These are interface data: they are reproduced byte for byte and must never be "fixed".
 //! Mirrors the literals of `main/mcp_server.cc`, `main/mcp_server.h`, `main/boards/common/

@@ -174,7 +174,7 @@ fn claims(device: &Device, stats: &DeviceStats, heard: &Heard<'_>) -> Vec<Value>
     let mut out = Vec::new();
     for r in stats.requests_in.iter().filter(|r| r.method == "tools/call") {
         let (at, tool, args, id) = (r.at_ms, &r.tool, &r.arguments, r.id);
-        if tool.as_deref() == Some(xiaozhi_sim::mcp::wire::TOOL_GET_DEVICE_STATUS) {
+        if tool.as_deref() == Some(xiaozhi_sim::mcp::strings::TOOL_GET_DEVICE_STATUS) {
             continue;
         }
         let reply = stats.replies_out.iter().find(|(t, i, _)| *i == id && *t >= at);
@@ -189,7 +189,7 @@ fn claims(device: &Device, stats: &DeviceStats, heard: &Heard<'_>) -> Vec<Value>
             .and_then(|s| level(s.2).0);
         let (spl, heard) = level(w);
         let readback = stats.requests_in.iter().any(|r| {
-            r.tool.as_deref() == Some(xiaozhi_sim::mcp::wire::TOOL_GET_DEVICE_STATUS)
+            r.tool.as_deref() == Some(xiaozhi_sim::mcp::strings::TOOL_GET_DEVICE_STATUS)
                 && r.at_ms >= after
                 && r.at_ms <= said_at
         });

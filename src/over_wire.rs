@@ -1,6 +1,6 @@
 //! Scenarios over real sockets: the scenario's MCP steps run by the backend server
 //! (`crate::server`, a personality) against a device on a WebSocket connection, judged from the
-//! backend's side (`xiaozhi_sim::scenario::wire`).
+//! backend's side (`xiaozhi_sim::scenario::over_wire`).
 //!
 //! Two ways in: `xiaozhi-twin run --wire` starts both ends in this process on a loopback port;
 //! `xiaozhi-twin backend --scenario FILE` serves the scenario to whatever device connects (a
@@ -13,8 +13,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use xiaozhi_sim::backend::BackendSpec;
 use xiaozhi_sim::device::Device;
+use xiaozhi_sim::scenario::over_wire::{WireConnection, WirePlan, WireRun, judge};
 use xiaozhi_sim::scenario::record::{Check, ScenarioReport};
-use xiaozhi_sim::scenario::wire::{WireConnection, WirePlan, WireRun, judge};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WsConfig;
 
