@@ -56,7 +56,7 @@ pub async fn serve_plan(
             counters: None,
             script: None,
             record: false,
-            turns: None,
+            companion: None,
         };
         tokio::spawn(run_device(device, live))
     });

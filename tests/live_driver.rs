@@ -57,7 +57,7 @@ fn drive(script: &str, watcher: Option<Arrived>) -> (Device, DeviceStats, Arc<Se
             counters: None,
             script: None,
             record: true,
-            turns: watcher.map(|w| Box::new(w) as Box<dyn Companion + Send>),
+            companion: watcher.map(|w| Box::new(w) as Box<dyn Companion + Send>),
         };
         let running = tokio::spawn(run_device(device, live));
         let mut done = server.last_script_done();

@@ -173,7 +173,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         counters: None,
         script,
         record,
-        turns: None,
+        companion: None,
     };
     let (device, stats) = runtime.block_on(async {
         tokio::select! {

@@ -171,14 +171,14 @@ pub fn start(devices: &mut Devices, mut device: Device, member: Member, talk: Op
         counters: Some(member.counters),
         script: None,
         record: false,
-        turns: None,
+        companion: None,
     };
     let delay = member.delay;
     devices.spawn(async move {
         tokio::time::sleep(delay).await;
         device.power_on(SimTime::ZERO);
         let live = LiveOptions {
-            turns: talk.map(|(plan, metrics)| Box::new(Driver::new(plan, metrics)) as Box<dyn Companion + Send>),
+            companion: talk.map(|(plan, metrics)| Box::new(Driver::new(plan, metrics)) as Box<dyn Companion + Send>),
             ..live
         };
         run_device(device, live).await

@@ -62,7 +62,7 @@ pub struct LiveOptions {
     pub record: bool,
     /// The talking user of a voice fleet's device (`fleet --voice`: `crate::fleet::turns`), or
     /// any other companion of the device.
-    pub turns: Option<Box<dyn Companion + Send>>,
+    pub companion: Option<Box<dyn Companion + Send>>,
 }
 
 impl LiveOptions {
@@ -72,7 +72,7 @@ impl LiveOptions {
         if let Some(lines) = self.script {
             all.push(Box::new(Scripted::new(lines, self.verbose, self.label)));
         }
-        all.extend(self.turns);
+        all.extend(self.companion);
         if self.wake != Wake::Manual {
             all.push(Box::new(Waker::new(self.wake)));
         }

@@ -238,6 +238,7 @@ impl AudioService {
     }
 
     /// When the power-check timer (1 s period) fires next; `None` while it is stopped.
+    #[inline]
     pub(crate) fn timer_deadline(&self) -> Option<SimTime> {
         self.power_tick
     }

@@ -66,6 +66,7 @@ impl Microphone {
     }
 
     /// When the next frame is captured.
+    #[inline]
     pub(crate) fn timer_deadline(&self) -> Option<SimTime> {
         self.tick
     }
@@ -121,6 +122,7 @@ impl Microphone {
     /// The tick due at `platform.now`: capture 60 ms, encode, queue for sending (the oldest
     /// packet goes when 40 wait). True when a packet was queued (the main loop's `SendAudio`
     /// event is due).
+    #[inline]
     pub(crate) fn on_tick(&mut self, platform: &Platform) -> bool {
         let Some(due) = self.tick else { return false };
         if due > platform.now {

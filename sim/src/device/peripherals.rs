@@ -111,6 +111,7 @@ impl Peripherals {
     }
 
     /// The earliest esp_timer deadline of the board's objects (backlight fade, otto's task).
+    #[inline]
     pub(crate) fn timer_deadline(&self) -> Option<crate::time::SimTime> {
         let backlight = self.backlight.as_ref().and_then(Backlight::next_deadline);
         let otto = self.otto.as_ref().and_then(Otto::deadline);
@@ -121,6 +122,7 @@ impl Peripherals {
     }
 
     /// Fires the board objects' timers due at `platform.now`.
+    #[inline]
     pub(crate) fn fire_timers(&mut self, platform: &mut Platform) {
         let now = platform.now;
         if let Some(b) = self.backlight.as_mut() {
@@ -274,41 +276,20 @@ impl Peripherals {
         platform.log(LogLevel::Info, "MCP", || {
             format!("Upload snapshot {bytes} bytes to {}", String::from_utf8_lossy(url))
         });
-        match platform.http("POST", url) {
-            HttpOutcome::Unreachable { after } => {
-                Callback::Blocked(after, Err(strings::concat(strings::ERR_OPEN_URL, url)))
-            }
-            HttpOutcome::Answered { status, latency, .. } if status != 200 => Callback::Blocked(
-                latency,
-                Err(strings::concat(
-                    strings::ERR_UNEXPECTED_STATUS,
-                    status.to_string().as_bytes(),
-                )),
-            ),
-            HttpOutcome::Answered { latency, .. } => Callback::Blocked(latency, Ok(ReturnValue::Bool(true))),
+        match http_ok(platform, "POST", url) {
+            Ok((latency, _)) => Callback::Blocked(latency, Ok(ReturnValue::Bool(true))),
+            Err(failed) => failed,
         }
     }
 
     pub(crate) fn preview_image(&mut self, platform: &mut Platform, url: &[u8]) -> Callback {
-        match platform.http("GET", url) {
-            HttpOutcome::Unreachable { after } => {
-                Callback::Blocked(after, Err(strings::concat(strings::ERR_OPEN_URL, url)))
+        match http_ok(platform, "GET", url) {
+            // heap_caps_malloc(0) returns NULL; so does a body larger than the free heap.
+            Ok((latency, body)) if body.is_empty() || body.len() > platform.spec.target.free_heap => {
+                Callback::Blocked(latency, Err(strings::concat(strings::ERR_ALLOCATE_IMAGE, url)))
             }
-            HttpOutcome::Answered { status, latency, .. } if status != 200 => Callback::Blocked(
-                latency,
-                Err(strings::concat(
-                    strings::ERR_UNEXPECTED_STATUS,
-                    status.to_string().as_bytes(),
-                )),
-            ),
-            HttpOutcome::Answered { body, latency, .. } => {
-                // heap_caps_malloc(0) returns NULL; so does a body larger than the free heap.
-                if body.is_empty() || body.len() > platform.spec.target.free_heap {
-                    Callback::Blocked(latency, Err(strings::concat(strings::ERR_ALLOCATE_IMAGE, url)))
-                } else {
-                    Callback::Blocked(latency, Ok(ReturnValue::Bool(true)))
-                }
-            }
+            Ok((latency, _)) => Callback::Blocked(latency, Ok(ReturnValue::Bool(true))),
+            Err(failed) => failed,
         }
     }
 
@@ -363,6 +344,26 @@ impl Peripherals {
             }),
             Behavior::Builtin { name, motion } => self.builtin(platform, *name, motion.as_deref(), &arg_named),
         }
+    }
+}
+
+/// An HTTP request as the screen tools make it: the answer's latency and body on status 200;
+/// otherwise the callback's failure, thrown after the wait (`Failed to open URL: <url>`,
+/// `Unexpected status code: <status>`).
+fn http_ok(platform: &mut Platform, method: &'static str, url: &[u8]) -> Result<(SimDuration, Vec<u8>), Callback> {
+    match platform.http(method, url) {
+        HttpOutcome::Unreachable { after } => Err(Callback::Blocked(
+            after,
+            Err(strings::concat(strings::ERR_OPEN_URL, url)),
+        )),
+        HttpOutcome::Answered { status, latency, .. } if status != 200 => Err(Callback::Blocked(
+            latency,
+            Err(strings::concat(
+                strings::ERR_UNEXPECTED_STATUS,
+                status.to_string().as_bytes(),
+            )),
+        )),
+        HttpOutcome::Answered { latency, body, .. } => Ok((latency, body)),
     }
 }
 

@@ -373,6 +373,7 @@ impl Platform {
         self.outputs.push_back(output);
     }
 
+    #[inline]
     pub(crate) fn transmit(&mut self, payload: Vec<u8>) {
         if self.trace {
             let copy = payload.clone();

@@ -70,6 +70,7 @@ impl Playback {
     }
 
     /// When the playback-drained check is due.
+    #[inline]
     pub(crate) fn timer_deadline(&self) -> Option<SimTime> {
         self.drain_at
     }
@@ -117,6 +118,7 @@ impl Playback {
     /// The drained check fired at `now` (the output task wrote the last frame). True when the
     /// application is to be told: a new drain, or a deferred listen start (`pending_start`)
     /// that waits for the event even when nothing new was queued.
+    #[inline]
     pub(crate) fn on_drain_timer(&mut self, audio: &AudioService, now: SimTime, pending_start: bool) -> bool {
         let Some(due) = self.drain_at else { return false };
         if due > now {

@@ -481,16 +481,10 @@ impl Application {
 
     /// The earliest esp_timer deadline.
     pub(crate) fn timer_deadline(&self) -> Option<SimTime> {
-        [
-            self.board.timer_deadline(),
-            self.audio.timer_deadline(),
-            self.playback.timer_deadline(),
-            self.mic.timer_deadline(),
-            self.threads.iter().map(|(at, _, _)| *at).min(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let thread = self.threads.iter().map(|(at, _, _)| *at).min();
+        let board = earliest(self.board.timer_deadline(), self.audio.timer_deadline());
+        let voice = earliest(self.playback.timer_deadline(), self.mic.timer_deadline());
+        earliest(earliest(board, voice), thread)
     }
 
     /// Fires every esp_timer due at `platform.now` (timer task outranks the main task).
@@ -635,6 +629,15 @@ impl Application {
             display: (display.is_monochrome(), display.width(), display.height()),
             wifi: &platform.world.wifi,
         })
+    }
+}
+
+/// The earlier of two optional deadlines (on the hot path of every `poll_timeout`: no iterator).
+#[inline]
+fn earliest(a: Option<SimTime>, b: Option<SimTime>) -> Option<SimTime> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

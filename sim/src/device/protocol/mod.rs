@@ -92,6 +92,7 @@ impl Protocol {
 
     /// `SendMcpMessage` on the main task: enveloped on a connected WebSocket, the bare payload
     /// on the direct link; on a closed socket `SendText` returns false without a log.
+    #[inline]
     pub(crate) fn send_mcp(&self, platform: &mut Platform, payload: Vec<u8>) {
         match &self.transport {
             Transport::Direct => platform.transmit(payload),
