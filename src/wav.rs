@@ -46,6 +46,13 @@ pub fn write_signals(dir: &Path, stem: &str, rate: u32, signals: &Signals) -> Re
 /// not loaded whole).
 pub const MAX_WAV_SECONDS: u64 = 600;
 
+/// The sample rates a WAV file is read at. Every WAV is resampled to the rate its user needs
+/// (16 kHz for the microphone, the server's TTS rate, the codec's output rate, all 8–48 kHz), so
+/// this bounds the resampling ratio, and ten minutes of input give at most ten minutes of
+/// output: a 1 Hz file would otherwise become ten minutes at 16 kHz through a resampler sized
+/// for a 16,000× ratio.
+pub const WAV_RATES: std::ops::RangeInclusive<u32> = 4_000..=384_000;
+
 /// Reads a WAV file as mono int16 PCM (channels averaged, other widths scaled); at most
 /// [`MAX_WAV_SECONDS`] of it.
 pub fn read_pcm(path: &Path) -> Result<(u32, Vec<i16>)> {
@@ -63,6 +70,14 @@ fn pcm_of<R: std::io::Read>(mut r: hound::WavReader<R>, name: &str) -> Result<(u
     let spec = r.spec();
     if spec.sample_rate == 0 {
         anyhow::bail!("{name}: the WAV header says 0 Hz");
+    }
+    if !WAV_RATES.contains(&spec.sample_rate) {
+        anyhow::bail!(
+            "{name}: {} Hz: the twin reads WAV files recorded at {}–{} Hz",
+            spec.sample_rate,
+            WAV_RATES.start(),
+            WAV_RATES.end()
+        );
     }
     let channels = usize::from(spec.channels.max(1));
     let cap = (u64::from(spec.sample_rate) * MAX_WAV_SECONDS) as usize * channels;

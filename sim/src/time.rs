@@ -171,10 +171,22 @@ pub enum DurationError {
         /// The whole text.
         text: String,
     },
-    /// Negative, not finite, or beyond 10^15 µs.
+    /// Negative or not finite.
     #[error("`{0}` is out of range")]
     OutOfRange(String),
+    /// Longer than [`MAX_SPAN`].
+    #[error("`{0}` is longer than a day, the longest span the twin takes")]
+    TooLong(String),
 }
+
+/// The longest span a duration may give in a data file, a script or on the command line: one day
+/// (as long as the harness runs a device before it calls it stuck,
+/// [`crate::harness::IDLE_HORIZON`]).
+pub const MAX_SPAN: SimDuration = SimDuration::from_secs(24 * 3600);
+
+/// The longest sound the twin makes or reads in one piece: a speech, a probe, a listening
+/// window, a WAV file (ten minutes; what it costs grows with the length and the sample rate).
+pub const MAX_SOUND: SimDuration = SimDuration::from_secs(600);
 
 /// Parses a human duration with a unit: `1500ms`, `2s`, `1.5s`, `250us`, `3m`.
 pub fn parse_duration(text: &str) -> Result<SimDuration, DurationError> {
@@ -204,8 +216,11 @@ pub fn parse_duration(text: &str) -> Result<SimDuration, DurationError> {
         text: t.to_string(),
     })?;
     let us = value * per_unit_us;
-    if !us.is_finite() || !(0.0..=1e15).contains(&us) {
+    if !us.is_finite() || us < 0.0 {
         return Err(DurationError::OutOfRange(t.to_string()));
+    }
+    if us > MAX_SPAN.as_micros() as f64 {
+        return Err(DurationError::TooLong(t.to_string()));
     }
     Ok(SimDuration::from_micros(us.round() as u64))
 }
@@ -251,6 +266,16 @@ mod tests {
         assert!(parse_duration("1500").is_err());
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn a_duration_is_at_most_a_day() {
+        assert_eq!(parse_duration("24h").unwrap(), MAX_SPAN);
+        assert_eq!(parse_duration("100000s"), Err(DurationError::TooLong("100000s".into())));
+        assert!(matches!(
+            parse_duration("99999999999999999999h"),
+            Err(DurationError::TooLong(_))
+        ));
     }
 
     #[test]

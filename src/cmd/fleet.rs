@@ -100,7 +100,7 @@ pub struct Args {
     pub decode: String,
     /// Devices started per second by this process (default: one per --stagger; N shards
     /// started together dial N times as fast).
-    #[arg(long, value_name = "DEVICES_PER_S", requires = "voice")]
+    #[arg(long, value_name = "DEVICES_PER_S", requires = "voice", value_parser = parse_ramp, allow_negative_numbers = true)]
     pub ramp: Option<f64>,
     /// How long each phase of a turn may take before the turn fails.
     #[arg(long, default_value = "15s", value_parser = parse_std_duration, requires = "voice")]
@@ -149,6 +149,14 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+}
+
+/// `--ramp`: a positive, finite number of devices per second (at most a million).
+fn parse_ramp(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= 1e6 => Ok(r),
+        _ => Err(format!("`{s}`: give devices per second, a number above 0 (e.g. 500)")),
+    }
 }
 
 fn parse_shard(s: &str) -> Result<Shard, String> {

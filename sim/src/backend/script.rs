@@ -23,6 +23,7 @@
 use serde_json::Value;
 
 use crate::time::{SimDuration, parse_duration};
+use crate::voice::speak::check_sound;
 
 /// One step of a script.
 #[derive(Clone, Debug, PartialEq)]
@@ -255,6 +256,7 @@ fn parse_speak(tail: &str) -> Result<Command, LineError> {
     };
     let mut pos = de.byte_offset();
     let mut duration = None;
+    let mut duration_at = 0;
     let mut voice = SpeakVoice::Default;
     let words: Vec<(usize, &str)> = {
         let mut v = Vec::new();
@@ -276,6 +278,7 @@ fn parse_speak(tail: &str) -> Result<Command, LineError> {
             "for" => {
                 let (a, d) = arg(1).ok_or_else(|| LineError::at(at, "`for` needs a duration, e.g. `for 2s`"))?;
                 duration = Some(parse_duration(d).map_err(|e| LineError::at(a, e.to_string()))?);
+                duration_at = a;
                 k += 2;
             }
             "tone" => {
@@ -310,6 +313,8 @@ fn parse_speak(tail: &str) -> Result<Command, LineError> {
         }
     }
     let _ = pos;
+    // A sound longer than ten minutes is refused here, where its line and column are known.
+    check_sound(&text, duration).map_err(|e| LineError::at(duration_at, e.to_string()))?;
     Ok(Command::Speak { text, duration, voice })
 }
 

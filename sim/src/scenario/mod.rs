@@ -40,9 +40,10 @@ use serde_saphyr::Spanned;
 use crate::board::BoardSpec;
 use crate::fault::Fault;
 use crate::spec::{self, SpecError, SpecErrors};
-use crate::time::Duration;
 #[cfg(test)]
 use crate::time::SimDuration;
+use crate::time::{Duration, MAX_SOUND};
+use crate::voice::speak::{TooLongSound, check_sound};
 use crate::world::WorldSpec;
 
 /// A scenario file.
@@ -474,6 +475,9 @@ impl ScenarioSpec {
                     "give either `tone` or `wav`, not both",
                 ));
             }
+            if let Some(message) = too_long_sound(&step.value) {
+                errors.push(located(origin, &step.referenced, step_key(&step.value), &message));
+            }
         }
         errors
     }
@@ -524,6 +528,22 @@ impl ScenarioSpec {
         } else {
             Err(SpecErrors::tidy(errors))
         }
+    }
+}
+
+/// Why a step's sound is longer than the twin makes in one piece ([`MAX_SOUND`]): a `speak`
+/// (its `for`, or its text's natural length when it has neither `for` nor a WAV), a `play`'s
+/// `for`, a `listen`'s `for`.
+fn too_long_sound(step: &Step) -> Option<String> {
+    let given = |d: Duration| (d.0 > MAX_SOUND).then(|| TooLongSound::Given(d.0).to_string());
+    match step {
+        Step::Speak(p) if p.wav.is_some() && p.duration.is_none() => None,
+        Step::Speak(p) => check_sound(&p.text, p.duration.map(|d| d.0))
+            .err()
+            .map(|e| e.to_string()),
+        Step::Play(p) => p.duration.and_then(given),
+        Step::Listen(l) => given(l.duration),
+        _ => None,
     }
 }
 

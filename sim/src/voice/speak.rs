@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::time::{SimDuration, SimTime};
+use crate::time::{MAX_SOUND, SimDuration, SimTime};
 use crate::voice::codec::{Encoder, FRAME_MS, resample_clip};
 
 /// `PRE_BUFFER_COUNT`: packets sent ahead of the play position at the start of a turn (with the
@@ -62,9 +62,10 @@ impl Timbre {
         }
     }
 
-    /// `duration` of this sound at `rate`, int16.
+    /// `duration` of this sound at `rate`, int16; at most [`MAX_SOUND`] of it (the data files and
+    /// scripts refuse longer sounds before they get here).
     pub fn render(&self, duration: SimDuration, rate: u32) -> Vec<i16> {
-        let n = (duration.as_micros() * u64::from(rate) / 1_000_000) as usize;
+        let n = samples_in(duration.min(MAX_SOUND), rate);
         let fs = f64::from(rate.max(1));
         let amp = |dbfs: f64| (32768.0 * 10f64.powf(dbfs / 20.0)).min(32767.0);
         match self {
@@ -105,10 +106,57 @@ impl Timbre {
     }
 }
 
-/// How long `text` takes to say: [`PER_CHAR`] per character, at least [`MIN_SPEECH`].
+/// Samples in `duration` at `rate` (computed in 128 bits: no overflow for any duration).
+fn samples_in(duration: SimDuration, rate: u32) -> usize {
+    let n = u128::from(duration.as_micros()) * u128::from(rate) / 1_000_000;
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// How long `text` takes to say: [`PER_CHAR`] per character, at least [`MIN_SPEECH`] (a text
+/// longer than [`MAX_SOUND`] to say is refused where it is read: [`check_sound`]).
 pub fn natural_duration(text: &str) -> SimDuration {
     let n = text.chars().count() as u64;
-    SimDuration::from_micros((PER_CHAR.as_micros() * n).max(MIN_SPEECH.as_micros()))
+    SimDuration::from_micros(PER_CHAR.as_micros().saturating_mul(n).max(MIN_SPEECH.as_micros()))
+}
+
+/// Why a sound is refused before it is made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TooLongSound {
+    /// A `for` longer than [`MAX_SOUND`].
+    #[error("{0} is longer than the {max} the twin makes in one sound", max = MAX_SOUND)]
+    Given(SimDuration),
+    /// A text whose natural length is longer than [`MAX_SOUND`].
+    #[error(
+        "a text of {chars} characters takes {took} to say at {per} a character, longer than the {max} the twin makes in one sound (give it `for`)",
+        took = natural_duration_of(*chars), per = PER_CHAR, max = MAX_SOUND
+    )]
+    Text {
+        /// Its characters.
+        chars: usize,
+    },
+}
+
+fn natural_duration_of(chars: usize) -> SimDuration {
+    SimDuration::from_micros(PER_CHAR.as_micros().saturating_mul(chars as u64))
+}
+
+/// The length a speech will have (`duration`, else the text's natural length), refused beyond
+/// [`MAX_SOUND`].
+pub fn check_sound(text: &str, duration: Option<SimDuration>) -> Result<SimDuration, TooLongSound> {
+    match duration {
+        Some(d) if d > MAX_SOUND => Err(TooLongSound::Given(d)),
+        Some(d) => Ok(d),
+        None => {
+            let d = natural_duration(text);
+            if d > MAX_SOUND {
+                Err(TooLongSound::Text {
+                    chars: text.chars().count(),
+                })
+            } else {
+                Ok(d)
+            }
+        }
+    }
 }
 
 /// Encodes `duration` of `timbre` as the server's TTS encoder does at `rate`: 60 ms packets.
@@ -157,6 +205,28 @@ mod tests {
         );
         assert_eq!(natural_duration("音量已调小"), SimDuration::from_millis(1250));
         assert_eq!(natural_duration("好"), MIN_SPEECH);
+    }
+
+    #[test]
+    fn a_speech_longer_than_ten_minutes_is_refused_and_never_rendered() {
+        assert_eq!(
+            check_sound("hi", Some(SimDuration::from_secs(600))),
+            Ok(SimDuration::from_secs(600))
+        );
+        assert_eq!(
+            check_sound("hi", Some(SimDuration::from_secs(100_000))),
+            Err(TooLongSound::Given(SimDuration::from_secs(100_000)))
+        );
+        let long = "字".repeat(2401);
+        assert_eq!(check_sound(&long, None), Err(TooLongSound::Text { chars: 2401 }));
+        assert!(check_sound(&"字".repeat(2400), None).is_ok());
+        // Whatever reaches the renderer, it makes at most ten minutes (no multiplication overflows).
+        let x = Timbre::Tone {
+            freq_hz: 440.0,
+            dbfs: -12.0,
+        }
+        .render(SimDuration::from_micros(u64::MAX), 8000);
+        assert_eq!(x.len(), 600 * 8000);
     }
 }
 
