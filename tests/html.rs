@@ -11,14 +11,23 @@ fn sel(s: &str) -> Selector {
     Selector::parse(s).unwrap()
 }
 
+/// Runs the twin (every run here passes: exit 0) and parses the page it wrote; its element ids
+/// are unique.
 fn written(args: &[&str], file: &std::path::Path) -> Html {
     let out = twin(args);
-    assert!(
-        out.status.code().is_some_and(|c| c <= 1),
+    assert_eq!(
+        out.status.code(),
+        Some(0),
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Html::parse_document(&std::fs::read_to_string(file).unwrap())
+    let doc = Html::parse_document(&std::fs::read_to_string(file).unwrap());
+    let mut ids: Vec<&str> = doc.select(&sel("[id]")).filter_map(|e| e.value().attr("id")).collect();
+    let all = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), all, "element ids are unique in the page");
+    doc
 }
 
 /// Every `<svg>…</svg>` of the raw document parses as well-formed XML.
@@ -65,6 +74,33 @@ fn every_shipped_scenario_renders_with_tables_and_lanes() {
         let svg_text: String = s.select(&sel("div.lanes svg text")).flat_map(|t| t.text()).collect();
         for lane in ["MCP:", "main task:", "volume:", "device:", "sound at the listener"] {
             assert!(svg_text.contains(lane), "{name}: lane {lane}");
+        }
+        // The MCP lane's numbers: every call of the record is a span of the lane, by its id.
+        let spans: Vec<String> = s
+            .select(&sel("table.spans tr[data-id]"))
+            .filter_map(|tr| tr.value().attr("data-id").map(str::to_string))
+            .collect();
+        for caption in s.select(&sel("table.record caption")) {
+            let text: String = caption.text().collect();
+            let id = text.rsplit("id ").next().unwrap().trim_end_matches(')').to_string();
+            assert!(
+                spans.contains(&id),
+                "{name}: the call with id {id} is on the MCP lane ({spans:?})"
+            );
+        }
+        // The sound lane's numbers: a scenario that measures has its windows, each with a level.
+        let measures = s
+            .select(&sel("table.record td"))
+            .any(|td| td.text().any(|t| t.contains("dB SPL")));
+        let windows: Vec<_> = s.select(&sel("table.windows tr[data-level]")).collect();
+        if measures {
+            assert!(!windows.is_empty(), "{name}: measured, so the sound lane has windows");
+            assert!(
+                windows
+                    .iter()
+                    .all(|w| w.value().attr("data-level").unwrap().parse::<f64>().is_ok()),
+                "{name}: every window has a level"
+            );
         }
         let checks = s.select(&sel("table.checks tr")).count();
         assert!(checks >= 2, "{name}: header and at least one expectation");

@@ -72,7 +72,7 @@ pub struct Args {
     #[arg(long, default_value = "xinnan-py")]
     pub personality: String,
     /// Script of the built-in backend (default: 10 calls; with --voice, one turn: hear the
-    /// utterance, say that the volume is down; it runs once per turn).
+    /// utterance, set the volume to 40, read it back, say so; it runs once per turn).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// First device seed (device i gets seed + i).
@@ -118,8 +118,8 @@ pub struct Args {
     #[arg(long, requires = "slo")]
     pub find_capacity: bool,
     /// Service level for --find-capacity, e.g. `first_audio_p99<1500ms` (several with `,`;
-    /// metrics: stt, first_audio, tts_stop, mcp_reply with _p50/_p90/_p99/_max, and failed,
-    /// failed_pct).
+    /// metrics: stt, first_audio, tts_stop, mcp_reply, twin_added_first_audio with
+    /// _p50/_p90/_p99/_max, and failed, failed_pct).
     #[arg(long, value_name = "EXPR", requires = "voice")]
     pub slo: Option<String>,
     /// Largest count --find-capacity tries.

@@ -39,9 +39,12 @@ use crate::server::{BackendFault, Server};
 /// The fleet's default utterance (`assets/utterance-2s.wav`, made by `assets/make_utterance.py`).
 pub const DEFAULT_UTTERANCE: &[u8] = include_bytes!("../../assets/utterance-2s.wav");
 
-/// What the built-in backend does on each turn: hear the utterance, turn the volume down, say so.
+/// What the built-in backend does on each turn, as the seed article's turn goes: hear the
+/// utterance, turn the volume down (`set_volume 40`), read it back, say so.
 pub const VOICE_SCRIPT: &str = "\
 await utterance
+call self.audio_speaker.set_volume {\"volume\": 40}
+call self.get_device_status
 speak \"好的，音量已经调小了。\" for 3s
 ";
 

@@ -199,8 +199,9 @@ impl std::fmt::Debug for Encoder {
 
 impl Encoder {
     /// The firmware's microphone encoder: 16 kHz mono, 60 ms, AUDIO, complexity 0, VBR, FEC
-    /// off, bitrate auto ([`MIC_AUTO_BITRATE`]). DTX is on in the firmware; opus-rs has no DTX,
-    /// so silent frames are full packets here (the server's VAD sees silence either way).
+    /// off, bitrate auto ([`MIC_AUTO_BITRATE`]). DTX is on in the firmware and opus-rs has none:
+    /// the device's microphone (`device::mic`) does DTX itself, sending the TOC byte alone for
+    /// continued digital silence as libopus does, without running this encoder.
     pub fn mic() -> Encoder {
         Encoder::with(MIC_RATE, FRAME_MS, MIC_AUTO_BITRATE, 0)
     }
