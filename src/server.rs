@@ -7,7 +7,7 @@
 //! owns the listener, the handshake, the sockets, the wall clock (a [`Clock`] maps tokio time
 //! onto `SimTime`), the WAV files a script speaks, and the report of each connection. A
 //! connection is a short drive loop in quinn's shape: carry out the backend's actions
-//! ([`drive_transmit`]), then wait for a frame, the backend's deadline, a stdin command or the
+//! (`Link::drive_transmit`), then wait for a frame, the backend's deadline, a stdin command or the
 //! stop signal, and hand it in.
 
 use std::collections::BTreeMap;
@@ -27,11 +27,11 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use xiaozhi_sim::backend::script::{Command, Script};
 pub use xiaozhi_sim::backend::scripted::BackendFault;
-use xiaozhi_sim::backend::scripted::{ScriptedAction, ScriptedBackend, WavSource, prepare_speech};
+use xiaozhi_sim::backend::scripted::{ScriptedAction, ScriptedBackend, prepare_speech};
 use xiaozhi_sim::backend::{BackendSpec, Session, SessionReport, spec::SHIPPED};
+use xiaozhi_sim::spec::Resources;
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::voice::memo::CodecPool;
-use xiaozhi_sim::voice::speak::Timbre;
 
 use crate::live::{Clock, read_http_head, small_ws_config};
 
@@ -110,25 +110,19 @@ pub struct Server {
     codecs: Option<Arc<dyn CodecPool>>,
     fault: BackendFault,
     /// The sound of a script's `speak … wav FILE` (read when the step runs).
-    wavs: Arc<dyn WavSource>,
+    wavs: Arc<dyn Resources>,
 }
 
 /// A script's WAV files, read from disk when a `speak` step runs; one that cannot be read
 /// speaks with the built-in voice (and says so on stderr).
 struct WavFiles;
 
-impl WavSource for WavFiles {
-    fn timbre(&self, path: &str) -> Timbre {
-        match crate::wav::read_pcm(std::path::Path::new(path)) {
-            Ok((rate, samples)) => Timbre::Pcm {
-                rate,
-                samples: samples.into(),
-            },
-            Err(e) => {
-                eprintln!("backend: speak: {e:#}; speaking with the built-in voice");
-                Timbre::default()
-            }
-        }
+impl Resources for WavFiles {
+    fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String> {
+        crate::wav::read_pcm(std::path::Path::new(path)).map_err(|e| {
+            eprintln!("backend: speak: {e:#}; speaking with the built-in voice");
+            format!("{e:#}")
+        })
     }
 }
 

@@ -9,13 +9,13 @@
 //! sees of the backend's `garbage` and `vanish` is what a TCP close without a close frame is to
 //! it: the connection breaking (at the garbage, which its WebSocket client cannot parse).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::backend::script::Script;
 use crate::backend::scripted::{BackendFault, ScriptedAction, ScriptedBackend};
 use crate::backend::{BackendSpec, Session, SessionReport};
 use crate::device::{Device, Output};
+use crate::spec::NoFiles;
 use crate::time::SimTime;
 
 /// The pairing never came to rest: device and backend kept answering each other (more than
@@ -113,7 +113,7 @@ impl Loopback {
                 u32::try_from(self.connections).unwrap_or(u32::MAX),
                 self.connections,
                 *fault,
-                Arc::new(BTreeMap::new()),
+                Arc::new(NoFiles),
             ),
             None => ScriptedBackend::unscripted(session),
         }

@@ -418,6 +418,22 @@ pub fn find_field(text: &str, path: &str) -> (u64, u64) {
     found
 }
 
+/// The files a data file or a script names (WAV recordings), loaded by whoever drives the sim:
+/// the sim crate reads no files itself.
+pub trait Resources: Send + Sync {
+    /// Loads the WAV file `path` as mono int16 PCM: `(rate, samples)`, or why it cannot be had.
+    fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String>;
+}
+
+/// No files: every WAV named fails with a clear message.
+pub struct NoFiles;
+
+impl Resources for NoFiles {
+    fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String> {
+        Err(format!("{path}: WAV files are not available here"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

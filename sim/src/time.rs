@@ -146,6 +146,15 @@ impl TickRate {
     }
 }
 
+/// The earlier of two optional deadlines (`None` when neither is set).
+#[inline]
+pub fn earliest(a: Option<SimTime>, b: Option<SimTime>) -> Option<SimTime> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Why a duration text was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {

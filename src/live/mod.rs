@@ -39,6 +39,8 @@ pub use frame::{Frame, Mcp};
 pub use net::{Clock, Ws, dial, raw_text, read_http_head, small_ws_config};
 pub use stats::{DeviceStats, Request};
 
+/// How many unanswered requests the driver remembers for the reply latency.
+const ASKED_KEPT: usize = 512;
 /// How long a dial may take before it counts as failed.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(10);
 /// The users look at the device at least this often (a `--wake every:` idle check).
@@ -101,6 +103,7 @@ struct Live {
     companions: Vec<Box<dyn Companion + Send>>,
     stats: DeviceStats,
     /// MCP requests that arrived and are not answered yet: id → when (wall).
+    /// Requests in, by id, waiting for their replies (for the reply latency).
     asked: BTreeMap<i64, Instant>,
     stop_at: Option<Instant>,
     stop: Option<watch::Receiver<bool>>,
@@ -314,6 +317,13 @@ impl Live {
         let frame = Frame::parse(text.as_bytes());
         self.stats.hellos += u64::from(frame.is_hello());
         if let Some(id) = frame.request_id() {
+            // Requests the device never answers (a reboot's, a dropped one) are forgotten, oldest
+            // first, once more than a few hundred wait: a long `connect` stays small.
+            if self.asked.len() >= ASKED_KEPT
+                && let Some(oldest) = self.asked.iter().min_by_key(|(_, at)| **at).map(|(id, _)| *id)
+            {
+                self.asked.remove(&oldest);
+            }
             self.asked.insert(id, Instant::now());
         }
         self.device.handle_ws_text(now, text.as_bytes());

@@ -101,16 +101,16 @@ pub struct Script {
 /// What is wrong with one line, and at which 1-based column.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{column}: {message}")]
-pub struct LineError {
+pub struct ScriptLineError {
     /// 1-based column in the line.
     pub column: usize,
     /// What is wrong.
     pub message: String,
 }
 
-impl LineError {
-    fn at(column: usize, message: impl Into<String>) -> LineError {
-        LineError {
+impl ScriptLineError {
+    fn at(column: usize, message: impl Into<String>) -> ScriptLineError {
+        ScriptLineError {
             column,
             message: message.into(),
         }
@@ -141,7 +141,7 @@ impl Script {
     pub fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
         let mut lines = Vec::new();
         for (i, raw) in text.lines().enumerate() {
-            if let Some(line) = parse_line(raw).map_err(|LineError { column, message }| ScriptError {
+            if let Some(line) = parse_line(raw).map_err(|ScriptLineError { column, message }| ScriptError {
                 origin: origin.to_string(),
                 line: i + 1,
                 column,
@@ -155,7 +155,7 @@ impl Script {
 }
 
 /// Parses one line (`None` for blanks and comments); errors carry a 1-based column.
-pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
+pub fn parse_line(raw: &str) -> Result<Option<Line>, ScriptLineError> {
     let indent = raw.len() - raw.trim_start().len();
     let mut rest = raw.trim_start();
     if rest.is_empty() || rest.starts_with('#') {
@@ -168,7 +168,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
         match n.parse::<u32>() {
             Ok(k) if k >= 1 => only_on = Some(k),
             _ => {
-                return Err(LineError::at(
+                return Err(ScriptLineError::at(
                     indent + 1,
                     format!("`@{n}`: expected a connection number from 1, e.g. `@2 call ...`"),
                 ));
@@ -187,7 +187,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
         "call" | "send" => {
             let (tool, args) = tail.split_once(char::is_whitespace).unwrap_or((tail, ""));
             if tool.is_empty() {
-                return Err(LineError::at(
+                return Err(ScriptLineError::at(
                     tail_col,
                     format!("`{word}` needs a tool name, e.g. `{word} self.get_device_status`"),
                 ));
@@ -197,7 +197,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
                 Value::Object(Default::default())
             } else {
                 serde_json::from_str::<Value>(args).map_err(|e| {
-                    LineError::at(
+                    ScriptLineError::at(
                         raw.len() - args.len() - (raw.len() - raw.trim_end().len()) + e.column(),
                         format!("arguments are not JSON: {}", strip_position(&e.to_string())),
                     )
@@ -209,21 +209,31 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
                 wait: word == "call",
             }
         }
-        "wait" => Command::Wait(parse_duration(tail).map_err(|e| LineError::at(tail_col, e.to_string()))?),
+        "wait" => Command::Wait(parse_duration(tail).map_err(|e| ScriptLineError::at(tail_col, e.to_string()))?),
         "raw" if !tail.is_empty() => Command::Raw(tail.to_string()),
         "frame" if !tail.is_empty() => Command::Frame(tail.to_string()),
-        "raw" | "frame" => return Err(LineError::at(tail_col, format!("`{word}` needs the text to send"))),
+        "raw" | "frame" => {
+            return Err(ScriptLineError::at(
+                tail_col,
+                format!("`{word}` needs the text to send"),
+            ));
+        }
         "garbage" | "vanish" | "close" if !tail.is_empty() => {
-            return Err(LineError::at(tail_col, format!("`{word}` takes no argument")));
+            return Err(ScriptLineError::at(tail_col, format!("`{word}` takes no argument")));
         }
         "garbage" => Command::Garbage,
         "vanish" => Command::Vanish,
         "close" => Command::Close,
         "await" if tail == "utterance" => Command::AwaitUtterance,
-        "await" => return Err(LineError::at(tail_col, "`await` takes `utterance`: `await utterance`")),
-        "speak" => parse_speak(tail).map_err(|e| LineError::at(tail_col + e.column, e.message))?,
+        "await" => {
+            return Err(ScriptLineError::at(
+                tail_col,
+                "`await` takes `utterance`: `await utterance`",
+            ));
+        }
+        "speak" => parse_speak(tail).map_err(|e| ScriptLineError::at(tail_col + e.column, e.message))?,
         other => {
-            return Err(LineError::at(
+            return Err(ScriptLineError::at(
                 col(rest),
                 format!(
                     "unknown step `{other}`: use call, send, wait, raw, frame, garbage, vanish, close, await or speak"
@@ -236,10 +246,10 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, LineError> {
 
 /// `"<text>" [for <duration>] [tone <Hz> <dBFS> | wav <file>]`; errors carry a 0-based offset
 /// into `tail`.
-fn parse_speak(tail: &str) -> Result<Command, LineError> {
+fn parse_speak(tail: &str) -> Result<Command, ScriptLineError> {
     let usage = "e.g. `speak \"音量已调小\" for 2s tone 440 -12`";
     if !tail.starts_with('"') {
-        return Err(LineError::at(
+        return Err(ScriptLineError::at(
             0,
             format!("`speak` needs the sentence in double quotes, {usage}"),
         ));
@@ -248,7 +258,7 @@ fn parse_speak(tail: &str) -> Result<Command, LineError> {
     let text = match de.next() {
         Some(Ok(t)) => t,
         _ => {
-            return Err(LineError::at(
+            return Err(ScriptLineError::at(
                 0,
                 format!("the sentence is not a closed \"…\" string, {usage}"),
             ));
@@ -276,36 +286,37 @@ fn parse_speak(tail: &str) -> Result<Command, LineError> {
         let arg = |j: usize| words.get(k + j).copied();
         match w {
             "for" => {
-                let (a, d) = arg(1).ok_or_else(|| LineError::at(at, "`for` needs a duration, e.g. `for 2s`"))?;
-                duration = Some(parse_duration(d).map_err(|e| LineError::at(a, e.to_string()))?);
+                let (a, d) = arg(1).ok_or_else(|| ScriptLineError::at(at, "`for` needs a duration, e.g. `for 2s`"))?;
+                duration = Some(parse_duration(d).map_err(|e| ScriptLineError::at(a, e.to_string()))?);
                 duration_at = a;
                 k += 2;
             }
             "tone" => {
-                let (a, hz) = arg(1)
-                    .ok_or_else(|| LineError::at(at, "`tone` needs a frequency and a level, e.g. `tone 440 -12`"))?;
+                let (a, hz) = arg(1).ok_or_else(|| {
+                    ScriptLineError::at(at, "`tone` needs a frequency and a level, e.g. `tone 440 -12`")
+                })?;
                 let (b, db) =
-                    arg(2).ok_or_else(|| LineError::at(a, "`tone` needs a level in dBFS after the frequency"))?;
+                    arg(2).ok_or_else(|| ScriptLineError::at(a, "`tone` needs a level in dBFS after the frequency"))?;
                 let hz: f64 = hz
                     .parse()
                     .ok()
                     .filter(|h: &f64| *h > 0.0 && *h < 24_000.0)
-                    .ok_or_else(|| LineError::at(a, format!("`{hz}` is not a frequency in Hz")))?;
+                    .ok_or_else(|| ScriptLineError::at(a, format!("`{hz}` is not a frequency in Hz")))?;
                 let db: f64 = db
                     .parse()
                     .ok()
                     .filter(|d: &f64| *d <= 0.0 && *d >= -120.0)
-                    .ok_or_else(|| LineError::at(b, format!("`{db}` is not a level from -120 to 0 dBFS")))?;
+                    .ok_or_else(|| ScriptLineError::at(b, format!("`{db}` is not a level from -120 to 0 dBFS")))?;
                 voice = SpeakVoice::Tone(hz, db);
                 k += 3;
             }
             "wav" => {
-                let (_, f) = arg(1).ok_or_else(|| LineError::at(at, "`wav` needs a file"))?;
+                let (_, f) = arg(1).ok_or_else(|| ScriptLineError::at(at, "`wav` needs a file"))?;
                 voice = SpeakVoice::Wav(f.to_string());
                 k += 2;
             }
             other => {
-                return Err(LineError::at(
+                return Err(ScriptLineError::at(
                     at,
                     format!("unexpected `{other}` after the sentence: use for, tone or wav"),
                 ));
@@ -314,7 +325,7 @@ fn parse_speak(tail: &str) -> Result<Command, LineError> {
     }
     let _ = pos;
     // A sound longer than ten minutes is refused here, where its line and column are known.
-    check_sound(&text, duration).map_err(|e| LineError::at(duration_at, e.to_string()))?;
+    check_sound(&text, duration).map_err(|e| ScriptLineError::at(duration_at, e.to_string()))?;
     Ok(Command::Speak { text, duration, voice })
 }
 

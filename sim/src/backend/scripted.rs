@@ -40,7 +40,7 @@
 //! it, its `tts stop` included; `flood` sends every audio frame 10 times; `close-every:N` closes
 //! the Nth, 2Nth, … connection right after its `tts start`.
 //!
-//! `speak … wav FILE` sounds come from a [`WavSource`] the driver gives (the binary reads the
+//! `speak … wav FILE` sounds come from a [`Resources`] the driver gives (the binary reads the
 //! WAV files). Depends on the session, the script grammar and the speech types; nothing else.
 
 use std::collections::VecDeque;
@@ -50,7 +50,8 @@ use serde_json::Value;
 
 use crate::backend::script::{Command, Script, SpeakVoice};
 use crate::backend::{Action, BackendSpec, Session, SessionReport};
-use crate::time::{SimDuration, SimTime};
+use crate::spec::{NoFiles, Resources};
+use crate::time::{SimDuration, SimTime, earliest};
 use crate::voice::memo::CodecPool;
 use crate::voice::speak::{Timbre, natural_duration};
 
@@ -83,11 +84,11 @@ pub enum BackendFault {
 /// A `--backend-fault` value that names no fault.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{0}`: use none, never-tts-start, stop-mid-reply, flood or close-every:N (N ≥ 1)")]
-pub struct UnknownFault(pub String);
+pub struct UnknownBackendFault(pub String);
 
 impl std::str::FromStr for BackendFault {
-    type Err = UnknownFault;
-    fn from_str(s: &str) -> Result<BackendFault, UnknownFault> {
+    type Err = UnknownBackendFault;
+    fn from_str(s: &str) -> Result<BackendFault, UnknownBackendFault> {
         match s {
             "none" => Ok(BackendFault::None),
             "never-tts-start" => Ok(BackendFault::NeverTtsStart),
@@ -95,23 +96,9 @@ impl std::str::FromStr for BackendFault {
             "flood" => Ok(BackendFault::Flood),
             _ => match s.strip_prefix("close-every:").map(str::parse::<u64>) {
                 Some(Ok(n)) if n >= 1 => Ok(BackendFault::CloseEvery(n)),
-                _ => Err(UnknownFault(s.to_string())),
+                _ => Err(UnknownBackendFault(s.to_string())),
             },
         }
-    }
-}
-
-/// Where a script's `speak … wav FILE` gets its sound. The sim crate reads no files: the driver
-/// that runs a script hands the backend one of these.
-pub trait WavSource: Send + Sync {
-    /// What the WAV file `path` sounds like (whatever stands in when it cannot be had).
-    fn timbre(&self, path: &str) -> Timbre;
-}
-
-/// Sounds given by name; a name not in the map speaks with the built-in voice.
-impl WavSource for std::collections::BTreeMap<String, Timbre> {
-    fn timbre(&self, path: &str) -> Timbre {
-        self.get(path).cloned().unwrap_or_default()
     }
 }
 
@@ -120,7 +107,7 @@ pub fn sound_of(
     text: &str,
     duration: Option<SimDuration>,
     voice: &SpeakVoice,
-    wavs: &dyn WavSource,
+    wavs: &dyn Resources,
 ) -> (Timbre, SimDuration) {
     let timbre = match voice {
         SpeakVoice::Default => Timbre::default(),
@@ -128,14 +115,21 @@ pub fn sound_of(
             freq_hz: *freq_hz,
             dbfs: *dbfs,
         },
-        SpeakVoice::Wav(path) => wavs.timbre(path),
+        SpeakVoice::Wav(path) => match wavs.load_wav(path) {
+            Ok((rate, samples)) => Timbre::Pcm {
+                rate,
+                samples: samples.into(),
+            },
+            // What cannot be read speaks with the built-in voice.
+            Err(_) => Timbre::default(),
+        },
     };
     (timbre, duration.unwrap_or_else(|| natural_duration(text)))
 }
 
 /// Encodes every sentence of `script` into `pool` before the first device connects, so no
 /// connection waits (and no runtime worker blocks) while a reply is encoded.
-pub fn prepare_speech(spec: &BackendSpec, script: &Script, pool: &Arc<dyn CodecPool>, wavs: &dyn WavSource) {
+pub fn prepare_speech(spec: &BackendSpec, script: &Script, pool: &Arc<dyn CodecPool>, wavs: &dyn Resources) {
     let Some(rate) = spec.voice.as_ref().map(|v| v.tts_rate) else {
         return;
     };
@@ -259,7 +253,7 @@ pub struct ScriptedBackend {
     resume_at: Option<SimTime>,
     script_done: bool,
     fault: FaultRun,
-    wavs: Arc<dyn WavSource>,
+    wavs: Arc<dyn Resources>,
     life: Life,
     outbox: VecDeque<ScriptedAction>,
 }
@@ -274,7 +268,7 @@ impl ScriptedBackend {
         device_connection: u32,
         connection: u64,
         fault: BackendFault,
-        wavs: Arc<dyn WavSource>,
+        wavs: Arc<dyn Resources>,
     ) -> ScriptedBackend {
         let steps = script.steps_for(device_connection).map(|l| l.step.clone()).collect();
         ScriptedBackend {
@@ -297,7 +291,7 @@ impl ScriptedBackend {
             resume_at: None,
             script_done: false,
             fault: FaultRun::new(BackendFault::None, 0),
-            wavs: Arc::new(std::collections::BTreeMap::new()),
+            wavs: Arc::new(NoFiles),
             life: Life::Open,
             outbox: VecDeque::new(),
         }
@@ -379,7 +373,7 @@ impl ScriptedBackend {
     /// the end of a `garbage` linger). Its answer can change after every input.
     pub fn poll_timeout(&self) -> Option<SimTime> {
         match self.life {
-            Life::Open => self.session.poll_timeout().into_iter().chain(self.resume_at).min(),
+            Life::Open => earliest(self.session.poll_timeout(), self.resume_at),
             Life::Lingering(at) => Some(at),
             Life::Over => None,
         }

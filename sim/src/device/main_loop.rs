@@ -4,10 +4,11 @@
 //! `Schedule` appends to a shared deque. The main loop takes the *whole* deque as one batch and
 //! runs it in order; anything scheduled meanwhile (including by the batch's own tasks) waits for
 //! the next batch. A task that blocks in `vTaskDelay` keeps the main task busy until it resumes
-//! (busy-until, not a timer). Event bits other than SCHEDULE (state changed, playback drained)
-//! are [`MainLoop::signal`]led: the loop handles them before it takes the next batch, as
-//! `Application::Run` tests those bits before `MAIN_EVENT_SCHEDULE`. Knows nothing about what
-//! tasks do.
+//! (busy-until, not a timer). Event bits other than SCHEDULE (state changed, playback drained,
+//! send audio) are [`MainLoop::signal`]led: a bit is set once however often it is signalled, and
+//! the loop handles the set bits before it takes the next batch, as `Application::Run` tests
+//! those bits before `MAIN_EVENT_SCHEDULE`. Tasks (`T`) and bits (`E`) are separate types, so a
+//! task with a payload can never be mistaken for a bit. Knows nothing about what either does.
 
 use std::collections::VecDeque;
 
@@ -15,7 +16,7 @@ use crate::time::SimTime;
 
 /// What the main loop does next.
 #[derive(Debug)]
-pub(crate) enum Next<T> {
+pub(crate) enum Next<T, E> {
     /// Nothing queued, nothing blocked.
     Idle,
     /// Blocked in a delay until this time.
@@ -24,18 +25,29 @@ pub(crate) enum Next<T> {
     BatchTaken(usize),
     /// Run this task now.
     Run(T),
+    /// Handle this event bit now (it is cleared).
+    Event(E),
 }
 
-/// The shared deque, the batch in progress and the task blocked in a delay.
+/// Something waiting in the main loop, for evidence.
 #[derive(Debug)]
-pub(crate) struct MainLoop<T> {
+pub(crate) enum Pending<'a, T, E> {
+    /// A scheduled (or blocked) task.
+    Task(&'a T),
+    /// A set event bit.
+    Event(&'a E),
+}
+
+/// The shared deque, the batch in progress, the set event bits and the task blocked in a delay.
+#[derive(Debug)]
+pub(crate) struct MainLoop<T, E> {
     queue: VecDeque<T>,
     batch: VecDeque<T>,
-    events: VecDeque<T>,
+    events: VecDeque<E>,
     blocked: Option<(SimTime, T)>,
 }
 
-impl<T> Default for MainLoop<T> {
+impl<T, E> Default for MainLoop<T, E> {
     fn default() -> Self {
         MainLoop {
             queue: VecDeque::new(),
@@ -46,19 +58,18 @@ impl<T> Default for MainLoop<T> {
     }
 }
 
-impl<T> MainLoop<T> {
+impl<T, E: PartialEq> MainLoop<T, E> {
     /// `Application::Schedule`.
     pub(crate) fn schedule(&mut self, task: T) {
         self.queue.push_back(task);
     }
 
     /// An event bit was set (`xEventGroupSetBits`): handled after the batch in progress, before
-    /// the next one. A bit that is already set stays set once (an event of the same variant
-    /// already waiting is not queued again); it clears when its handler is taken to run.
-    pub(crate) fn signal(&mut self, event: T) {
-        let bit = std::mem::discriminant(&event);
-        if !self.events.iter().any(|e| std::mem::discriminant(e) == bit) {
-            self.events.push_back(event);
+    /// the next one. A bit that is already set stays set once; it clears when its handler is
+    /// taken to run.
+    pub(crate) fn signal(&mut self, bit: E) {
+        if !self.events.contains(&bit) {
+            self.events.push_back(bit);
         }
     }
 
@@ -69,7 +80,7 @@ impl<T> MainLoop<T> {
     }
 
     /// The next step of the main loop at `now`.
-    pub(crate) fn next(&mut self, now: SimTime) -> Next<T> {
+    pub(crate) fn next(&mut self, now: SimTime) -> Next<T, E> {
         if let Some((until, _)) = &self.blocked {
             if *until > now {
                 return Next::BusyUntil(*until);
@@ -81,7 +92,7 @@ impl<T> MainLoop<T> {
             return Next::Run(task);
         }
         if let Some(event) = self.events.pop_front() {
-            return Next::Run(event);
+            return Next::Event(event);
         }
         if self.queue.is_empty() {
             return Next::Idle;
@@ -113,23 +124,24 @@ impl<T> MainLoop<T> {
         self.blocked.is_none() && self.batch.is_empty() && self.queue.is_empty() && self.events.is_empty()
     }
 
-    /// Everything still pending, in the order it would have run (for `esp_restart`).
+    /// Every task still pending, in the order it would have run (for `esp_restart`); the set
+    /// event bits are cleared (they die with the task that would have read them).
     pub(crate) fn drain(&mut self) -> Vec<T> {
         let mut all: Vec<T> = self.blocked.take().map(|(_, t)| t).into_iter().collect();
         all.extend(self.batch.drain(..));
-        all.extend(self.events.drain(..));
+        self.events.clear();
         all.extend(self.queue.drain(..));
         all
     }
 
     /// Everything still pending, in run order (the blocked continuation first).
-    pub(crate) fn pending(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn pending(&self) -> impl Iterator<Item = Pending<'_, T, E>> {
         self.blocked
             .iter()
-            .map(|(_, t)| t)
-            .chain(self.batch.iter())
-            .chain(self.events.iter())
-            .chain(self.queue.iter())
+            .map(|(_, t)| Pending::Task(t))
+            .chain(self.batch.iter().map(Pending::Task))
+            .chain(self.events.iter().map(Pending::Event))
+            .chain(self.queue.iter().map(Pending::Task))
     }
 }
 
@@ -137,11 +149,9 @@ impl<T> MainLoop<T> {
 mod tests {
     use super::*;
 
-    fn run_all(
-        m: &mut MainLoop<&'static str>,
-        now: SimTime,
-        on_run: &mut dyn FnMut(&'static str, &mut MainLoop<&'static str>),
-    ) -> Vec<String> {
+    type Loop = MainLoop<&'static str, &'static str>;
+
+    fn run_all(m: &mut Loop, now: SimTime, on_run: &mut dyn FnMut(&'static str, &mut Loop)) -> Vec<String> {
         let mut log = Vec::new();
         loop {
             match m.next(now) {
@@ -151,13 +161,14 @@ mod tests {
                     log.push(t.to_string());
                     on_run(t, m);
                 }
+                Next::Event(e) => log.push(format!("event {e}")),
             }
         }
     }
 
     #[test]
     fn work_scheduled_during_a_batch_runs_in_the_next_batch() {
-        let mut m = MainLoop::default();
+        let mut m: Loop = MainLoop::default();
         m.schedule("call A");
         m.schedule("send B");
         let log = run_all(&mut m, SimTime::ZERO, &mut |t, m| {
@@ -174,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_blocked_task_keeps_the_rest_waiting() {
-        let mut m: MainLoop<&'static str> = MainLoop::default();
+        let mut m: Loop = MainLoop::default();
         m.schedule("delay");
         m.schedule("after");
         assert!(matches!(m.next(SimTime::ZERO), Next::BatchTaken(2)));
@@ -193,15 +204,15 @@ mod tests {
             StateChanged,
             Drained,
         }
-        let mut m: MainLoop<Bit> = MainLoop::default();
+        let mut m: MainLoop<&'static str, Bit> = MainLoop::default();
         m.signal(Bit::StateChanged);
         m.signal(Bit::Drained);
         m.signal(Bit::StateChanged);
-        assert!(matches!(m.next(SimTime::ZERO), Next::Run(Bit::StateChanged)));
+        assert!(matches!(m.next(SimTime::ZERO), Next::Event(Bit::StateChanged)));
         m.signal(Bit::StateChanged);
-        assert!(matches!(m.next(SimTime::ZERO), Next::Run(Bit::Drained)));
+        assert!(matches!(m.next(SimTime::ZERO), Next::Event(Bit::Drained)));
         assert!(
-            matches!(m.next(SimTime::ZERO), Next::Run(Bit::StateChanged)),
+            matches!(m.next(SimTime::ZERO), Next::Event(Bit::StateChanged)),
             "set again after it was taken"
         );
         assert!(m.is_idle());
@@ -209,7 +220,7 @@ mod tests {
 
     #[test]
     fn events_are_handled_after_the_batch_and_before_the_next() {
-        let mut m: MainLoop<&'static str> = MainLoop::default();
+        let mut m: Loop = MainLoop::default();
         m.schedule("a");
         let log = run_all(&mut m, SimTime::ZERO, &mut |t, m| {
             if t == "a" {
@@ -217,18 +228,20 @@ mod tests {
                 m.signal("state changed");
             }
         });
-        assert_eq!(log, ["batch 1", "a", "state changed", "batch 1", "b"]);
+        assert_eq!(log, ["batch 1", "a", "event state changed", "batch 1", "b"]);
     }
 
     #[test]
     fn drain_returns_everything_in_run_order() {
-        let mut m: MainLoop<&'static str> = MainLoop::default();
+        let mut m: Loop = MainLoop::default();
         m.schedule("a");
         m.schedule("b");
         let _ = m.next(SimTime::ZERO);
         let _ = m.next(SimTime::ZERO);
         m.block(SimTime::from_millis(5), "a-cont");
         m.schedule("c");
-        assert_eq!(m.drain(), ["a-cont", "b", "c"]);
+        m.signal("state changed");
+        assert_eq!(m.drain(), ["a-cont", "b", "c"], "tasks in run order; bits cleared");
+        assert!(m.is_idle());
     }
 }

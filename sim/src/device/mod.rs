@@ -11,7 +11,7 @@
 //! Inside, files point one way (no file imports one that imports it back):
 //!
 //! * leaves — `platform` (what survives a reboot: identity, NVS, clock, trace, outputs),
-//!   `url`, `state`, `listening`, `main_loop`, `report`, `catalogue`, `otto`;
+//!   `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`;
 //! * subsystems — `protocol/` (the firmware's `Protocol` base in `base.rs`, the WebSocket
 //!   transport in `websocket.rs`, the dispatch per transport in `mod.rs`), `audio` (output power and codec), `playback` (received speech), `mic` (the
 //!   microphone), `peripherals` + `builtin` (the board's objects and their tool callbacks),
@@ -47,7 +47,7 @@ use crate::cjson::{Parser, Terminator};
 use crate::fault::Fault;
 use crate::hw::nvs::{EspErr, Nvs};
 use crate::mcp::McpServer;
-use crate::time::{SimDuration, SimTime};
+use crate::time::{SimDuration, SimTime, earliest};
 use crate::trace::{BootReason, Event, TraceEvent};
 use crate::voice::log::{Drop, SpeechLog};
 use crate::world::WorldSpec;
@@ -227,9 +227,10 @@ impl Device {
 
     /// The next output, oldest first (taking it out of the queue); `None` when there is none.
     ///
-    /// Its answer can change after every `handle_*`, `run_until`, `run_before`, `power_on`,
-    /// `cut_power`, `reset`, `toggle_chat`, `play`, `busy`, `press_volume`, `set_fault` or
-    /// `set_chain_fault` call (each runs the work due by its `now` first), and after each
+    /// Its answer can change after every call that is handed a `now` (`handle_*`, `run_until`,
+    /// `run_before`, `power_on`, `cut_power`, `reset`, `toggle_chat`, `press_button`,
+    /// `press_volume`, `push_to_talk`, `wake_word`, `type_text`, `say`, `play`, `busy`,
+    /// `set_fault`, `set_chain_fault`: each runs the work due by its `now` first), and after each
     /// `poll_output` itself.
     pub fn poll_output(&mut self) -> Option<Output> {
         self.platform.outputs.pop_front()
@@ -238,27 +239,18 @@ impl Device {
     /// The earliest time at which the device has something to do (a boot finishing, main-task
     /// work, an esp_timer), never earlier than [`Device::now`]; `None` when nothing is scheduled.
     ///
-    /// Its answer can change after every `handle_*`, `run_until`, `run_before`, `power_on`,
-    /// `cut_power`, `reset`, `toggle_chat`, `play`, `busy`, `press_volume`, `set_fault` or
-    /// `set_chain_fault` call.
+    /// Its answer can change after every call that is handed a `now` (the list at
+    /// [`Device::poll_output`]).
     pub fn poll_timeout(&self) -> Option<SimTime> {
         let now = self.platform.now;
-        let mut next: Option<SimTime> = None;
-        let mut consider = |t: Option<SimTime>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
+        let next = match self.platform.power {
+            Power::Off => None,
+            Power::Booting { ready_at, .. } => Some(ready_at),
+            Power::On => self
+                .app
+                .as_deref()
+                .and_then(|app| earliest(app.main.deadline(now), app.timer_deadline())),
         };
-        match self.platform.power {
-            Power::Off => {}
-            Power::Booting { ready_at, .. } => consider(Some(ready_at)),
-            Power::On => {
-                if let Some(app) = self.app.as_deref() {
-                    consider(app.main.deadline(now));
-                    consider(app.timer_deadline());
-                }
-            }
-        }
         next.map(|t| t.max(now))
     }
 
@@ -307,6 +299,7 @@ impl Device {
             match app.main.next(now) {
                 main_loop::Next::Idle | main_loop::Next::BusyUntil(_) => return,
                 main_loop::Next::BatchTaken(tasks) => self.platform.emit(|| Event::BatchStarted { tasks }),
+                main_loop::Next::Event(bit) => app.run_event(&mut self.platform, bit),
                 main_loop::Next::Run(task) => match app.run_task(&mut self.platform, task) {
                     TaskEnd::Done => {}
                     TaskEnd::Block(d, continuation) => {
@@ -451,7 +444,7 @@ impl Device {
     pub fn toggle_chat(&mut self, now: SimTime) {
         self.run_until(now);
         if let Some(app) = self.app.as_deref_mut() {
-            app.main.schedule(task::Task::ToggleChat);
+            app.main.schedule(task::Task::Voice(task::VoiceTask::ToggleChat));
         }
     }
 
@@ -459,7 +452,15 @@ impl Device {
     pub fn pending_tasks(&self) -> Vec<String> {
         self.app
             .as_deref()
-            .map(|r| r.main.pending().map(|t| t.describe()).collect())
+            .map(|r| {
+                r.main
+                    .pending()
+                    .map(|p| match p {
+                        main_loop::Pending::Task(t) => t.describe(),
+                        main_loop::Pending::Event(e) => e.describe().to_string(),
+                    })
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -560,38 +561,14 @@ impl Device {
             self.platform.speech.dropped(Drop::NoChannel);
             return;
         };
-        let version = match app.protocol.as_mut() {
-            Some(p) => {
-                p.touch(now);
-                p.incoming_version()
-            }
-            None => 1,
-        };
-        let unpacked = crate::voice::frame::unpack(version, frame);
-        let mut payload = unpacked.payload;
-        if unpacked.overread > 0 {
-            let heap = self.platform.spec.target.free_heap;
-            if unpacked.announced as u64 > heap as u64 {
-                let n = unpacked.announced;
-                self.platform.emit(|| Event::Panicked {
-                    reason: format!(
-                        "std::bad_alloc: a binary frame's header announced {n} payload bytes (more than the heap)"
-                    ),
-                });
-                self.restart(BootReason::Panic);
-                return;
-            }
-            let past = unpacked.overread;
-            self.platform.emit(|| Event::Note {
-                text: format!(
-                    "binary frame of {} bytes announces {} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros)",
-                    frame.len(),
-                    unpacked.announced
+        if let Err(announced) = app.receive_ws_binary(&mut self.platform, frame) {
+            self.platform.emit(|| Event::Panicked {
+                reason: format!(
+                    "std::bad_alloc: a binary frame's header announced {announced} payload bytes (more than the heap)"
                 ),
             });
-            payload.resize(unpacked.announced, 0);
+            self.restart(BootReason::Panic);
         }
-        app.incoming_audio(&mut self.platform, &payload, unpacked.overread > 0);
     }
 
     /// One audio packet on the direct link (an MQTT device's UDP audio, already decrypted): the
@@ -633,7 +610,7 @@ impl Device {
 
     /// A wake word is detected (`MAIN_EVENT_WAKE_WORD_DETECTED`; its audio is not modelled).
     pub fn wake_word(&mut self, now: SimTime, word: &str) {
-        self.schedule(now, task::Task::WakeWord(word.to_string()));
+        self.schedule(now, task::Task::Voice(task::VoiceTask::WakeWord(word.to_string())));
     }
 
     /// The user speaks into the microphone from now: 16 kHz mono samples, captured 60 ms at a
@@ -666,11 +643,11 @@ impl Device {
     /// Push-to-talk: pressed (`StartListening`) or released (`StopListening`).
     pub fn push_to_talk(&mut self, now: SimTime, pressed: bool) {
         let task = if pressed {
-            task::Task::StartListening
+            task::VoiceTask::StartListening
         } else {
-            task::Task::StopListening
+            task::VoiceTask::StopListening
         };
-        self.schedule(now, task);
+        self.schedule(now, task::Task::Voice(task));
     }
 
     /// Runs to `now`, then queues `task` for the main task (nothing when the board is off).

@@ -17,7 +17,7 @@ use crate::hw::display::Display;
 use crate::hw::nvs::EspErr;
 use crate::hw::nvs::names;
 use crate::mcp::{McpTool, PropertyValue, ReturnValue, strings};
-use crate::time::SimDuration;
+use crate::time::{SimDuration, earliest};
 use crate::trace::{Event, LogLevel, NvsValue};
 use crate::world::HttpOutcome;
 
@@ -114,11 +114,7 @@ impl Peripherals {
     #[inline]
     pub(crate) fn timer_deadline(&self) -> Option<crate::time::SimTime> {
         let backlight = self.backlight.as_ref().and_then(Backlight::next_deadline);
-        let otto = self.otto.as_ref().and_then(Otto::deadline);
-        match (backlight, otto) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(backlight, self.otto.as_ref().and_then(Otto::deadline))
     }
 
     /// Fires the board objects' timers due at `platform.now`.

@@ -1,11 +1,12 @@
 //! What the main task runs (`Application::Schedule`'s lambdas and the main loop's event bits,
-//! `main/application.cc`; docs/reference/firmware.md §6): every [`Task`], how each is described in evidence and
+//! `main/application.cc`; docs/reference/firmware.md §6): every [`Task`] (the voice
+//! interaction's in [`VoiceTask`]) and [`EventBit`], how each is described in evidence and
 //! recorded when a restart drops it, and what running one did to the loop ([`TaskEnd`]).
 
 use crate::audio::source::Prompt;
 use crate::device::listening::ListeningMode;
 use crate::device::platform::Platform;
-use crate::device::protocol::websocket::OpenStage;
+use crate::device::protocol::OpenStage;
 use crate::device::state::DeviceState;
 use crate::device::upgrade::Upgrade;
 use crate::mcp::{PropertyValue, ReturnValue};
@@ -49,8 +50,8 @@ pub(crate) enum Task {
     PlayPrompt(Prompt),
     /// Work elsewhere that keeps the main task busy (e.g. opening the audio channel).
     Busy(SimDuration),
-    /// `MAIN_EVENT_TOGGLE_CHAT` (BOOT click, wake word).
-    ToggleChat,
+    /// The voice interaction's lambdas and events (`application/voice.rs` runs them).
+    Voice(VoiceTask),
     /// `ContinueOpenAudioChannel(mode)` (or `ContinueWakeWordInvoke(word)`) and its waits.
     OpenChannel {
         /// The listening mode to enter once the channel is open (`auto` for a toggle).
@@ -62,22 +63,46 @@ pub(crate) enum Task {
     },
     /// A state change the firmware schedules (`on_audio_channel_closed`).
     SetState(DeviceState),
+}
+
+/// The voice interaction's work on the main task.
+#[derive(Debug)]
+pub(crate) enum VoiceTask {
+    /// `MAIN_EVENT_TOGGLE_CHAT` (BOOT click, wake word).
+    ToggleChat,
     /// The lambda `tts start` schedules: `aborted_ = false`, speaking.
     TtsStart,
     /// The lambda `tts stop` schedules: idle (manual mode) or listening, if still speaking.
     TtsStop,
-    /// `MAIN_EVENT_STATE_CHANGED`: `HandleStateChangedEvent`.
-    StateChanged,
-    /// `MAIN_EVENT_PLAYBACK_DRAINED`: a deferred `listen start`.
-    PlaybackDrained,
     /// `MAIN_EVENT_START_LISTENING` (push-to-talk pressed).
     StartListening,
     /// `MAIN_EVENT_STOP_LISTENING` (push-to-talk released).
     StopListening,
     /// `MAIN_EVENT_WAKE_WORD_DETECTED` for this word.
     WakeWord(String),
+}
+
+/// The main loop's event bits besides SCHEDULE: set by the audio service and the state machine,
+/// each handled once however often it was set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EventBit {
+    /// `MAIN_EVENT_STATE_CHANGED`: `HandleStateChangedEvent`.
+    StateChanged,
+    /// `MAIN_EVENT_PLAYBACK_DRAINED`: a deferred `listen start`.
+    PlaybackDrained,
     /// `MAIN_EVENT_SEND_AUDIO`: microphone packets go out.
     SendAudio,
+}
+
+impl EventBit {
+    /// A short description for evidence.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            EventBit::StateChanged => "state changed event",
+            EventBit::PlaybackDrained => "playback drained event",
+            EventBit::SendAudio => "send audio event",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,17 +126,14 @@ impl Task {
             Task::Upgrade(_) => "firmware upgrade".into(),
             Task::PlayPrompt(p) => format!("play {}", p.name()),
             Task::Busy(d) => format!("busy for {d}"),
-            Task::ToggleChat => "toggle chat".into(),
             Task::OpenChannel { .. } => "open the audio channel".into(),
             Task::SetState(s) => format!("set state {}", s.name()),
-            Task::TtsStart => "tts start".into(),
-            Task::TtsStop => "tts stop".into(),
-            Task::StateChanged => "state changed event".into(),
-            Task::PlaybackDrained => "playback drained event".into(),
-            Task::StartListening => "start listening".into(),
-            Task::StopListening => "stop listening".into(),
-            Task::WakeWord(w) => format!("wake word {w}"),
-            Task::SendAudio => "send audio event".into(),
+            Task::Voice(VoiceTask::ToggleChat) => "toggle chat".into(),
+            Task::Voice(VoiceTask::TtsStart) => "tts start".into(),
+            Task::Voice(VoiceTask::TtsStop) => "tts stop".into(),
+            Task::Voice(VoiceTask::StartListening) => "start listening".into(),
+            Task::Voice(VoiceTask::StopListening) => "stop listening".into(),
+            Task::Voice(VoiceTask::WakeWord(w)) => format!("wake word {w}"),
         }
     }
 
@@ -124,16 +146,9 @@ impl Task {
             Task::Upgrade(_) => platform.emit(|| Event::TaskDropped { what: "upgrade", why }),
             Task::PlayPrompt(_) => platform.emit(|| Event::TaskDropped { what: "sound", why }),
             Task::Busy(_) => platform.emit(|| Event::TaskDropped { what: "busy", why }),
-            Task::ToggleChat
-            | Task::OpenChannel { .. }
-            | Task::SetState(_)
-            | Task::TtsStart
-            | Task::TtsStop
-            | Task::StartListening
-            | Task::StopListening
-            | Task::WakeWord(_) => platform.emit(|| Event::TaskDropped { what: "state", why }),
-            // Event bits die with the task that would have read them; nothing was promised.
-            Task::StateChanged | Task::PlaybackDrained | Task::SendAudio => {}
+            Task::Voice(_) | Task::OpenChannel { .. } | Task::SetState(_) => {
+                platform.emit(|| Event::TaskDropped { what: "state", why })
+            }
         }
     }
 }

@@ -189,3 +189,22 @@ fn a_failed_oled_init_removes_the_display_tools() {
     assert!(!names.contains(&"self.screen.get_info"));
     assert!(names.contains(&"self.lamp.turn_on"));
 }
+
+#[test]
+fn a_speech_window_is_heard_from_the_start_up_guard_on() {
+    let device = Device::new(spec(), WorldSpec::conformance(), 1);
+    let heard = |start: u64, end: u64| {
+        let w = crate::voice::log::Window {
+            start: SimTime::from_millis(start),
+            end: SimTime::from_millis(end),
+        };
+        let m = device.heard(&w, false).0;
+        (m.from_ms, m.to_ms)
+    };
+    assert_eq!(heard(1000, 2000), (1300.0, 2000.0));
+    assert_eq!(
+        heard(1000, 1200),
+        (1200.0, 1200.0),
+        "shorter than the guard: nothing is heard"
+    );
+}

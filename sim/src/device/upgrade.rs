@@ -29,11 +29,11 @@ pub(crate) enum UpgradeStage {
 /// What the upgrade flow asks of the application.
 pub(crate) trait UpgradeHost {
     /// `IsAudioChannelOpened()`.
-    fn channel_open(&self, platform: &Platform) -> bool;
+    fn channel_is_open(&self, platform: &Platform) -> bool;
     /// `CloseAudioChannel()`: the socket goes; its disconnect callback schedules idle.
     fn close_channel(&mut self, platform: &mut Platform);
     /// `audio_service_.PlaySound(prompt)`.
-    fn play(&mut self, platform: &mut Platform, prompt: Prompt);
+    fn play_sound(&mut self, platform: &mut Platform, prompt: Prompt);
     /// `SetDeviceState(kDeviceStateUpgrading)` (refused while listening or speaking), then the
     /// audio service stops.
     fn enter_upgrading(&mut self, platform: &mut Platform);
@@ -75,7 +75,7 @@ impl Upgrade {
         };
         match self.stage {
             UpgradeStage::Start => {
-                if host.channel_open(platform) {
+                if host.channel_is_open(platform) {
                     platform.log(LogLevel::Info, "Application", || {
                         "Closing audio channel before firmware upgrade".to_string()
                     });
@@ -87,7 +87,7 @@ impl Upgrade {
                         String::from_utf8_lossy(&self.url)
                     )
                 });
-                host.play(platform, Prompt::Upgrade);
+                host.play_sound(platform, Prompt::Upgrade);
                 UpgradeNext::Wait(platform.delay(3000), next(UpgradeStage::AfterAlert))
             }
             UpgradeStage::AfterAlert => {
@@ -109,7 +109,7 @@ impl Upgrade {
                 platform.log(LogLevel::Error, "Application", || {
                     "Firmware upgrade failed, restarting audio service and continuing operation...".to_string()
                 });
-                host.play(platform, Prompt::Exclamation);
+                host.play_sound(platform, Prompt::Exclamation);
                 UpgradeNext::Wait(platform.delay(3000), next(UpgradeStage::FailedDone))
             }
             UpgradeStage::FailedDone => {

@@ -1,7 +1,7 @@
 //! The acceptance record of one tool call, built once from what the call showed (the seed
 //! article's rows, docs/reference/architecture.md §7: discovery → decision → parameters → response → (claim) →
-//! effect): by the virtual-time runner from inside the device ([`Seen::Device`]), or by the
-//! over-the-wire judge from what a backend saw ([`Seen::Backend`]). Each row says only what its
+//! effect): by the virtual-time runner from inside the device ([`SeenFrom::Device`]), or by the
+//! over-the-wire judge from what a backend saw ([`SeenFrom::Backend`]). Each row says only what its
 //! evidence shows, and the record lists the evidence it lacks.
 //!
 //! Pure: runs nothing and knows nothing about sockets.
@@ -13,7 +13,7 @@ use crate::backend::{Exchange, SessionReport};
 use crate::device::{DeviceSnapshot, Receipt};
 use crate::firmware::CallPath;
 use crate::mcp::{McpTool, PropertyValue, ToolAction};
-use crate::scenario::check::{Latency, level};
+use crate::scenario::check::{ReplyLatency, level};
 use crate::scenario::expect::EventName;
 use crate::scenario::record::{Claim, Record};
 use crate::scenario::reply::{coerced, is_valid_json, lossy, reply_error, reply_id, reply_text};
@@ -32,13 +32,13 @@ pub(crate) struct CallSeen<'a> {
     /// How the user's request became this call, as the scenario says.
     pub decision: Option<&'a str>,
     /// The reply to the call, and how long after the request it came.
-    pub reply: Option<(&'a [u8], Latency)>,
+    pub reply: Option<(&'a [u8], ReplyLatency)>,
     /// Who saw it, and what only they could see.
-    pub seen: Seen<'a>,
+    pub seen: SeenFrom<'a>,
 }
 
 /// Who saw a call.
-pub(crate) enum Seen<'a> {
+pub(crate) enum SeenFrom<'a> {
     /// The runner, inside the device.
     Device(DeviceCall<'a>),
     /// A backend, at the other end of the connection.
@@ -84,7 +84,7 @@ pub(crate) struct BackendCall<'a> {
 /// The call's acceptance record.
 pub(crate) fn record(c: &CallSeen<'_>) -> Record {
     let (discovery, sent) = match &c.seen {
-        Seen::Device(d) => (
+        SeenFrom::Device(d) => (
             d.discovery.clone(),
             format!(
                 "state before: {}; request id {} at {}",
@@ -93,11 +93,11 @@ pub(crate) fn record(c: &CallSeen<'_>) -> Record {
                 d.at
             ),
         ),
-        Seen::Backend(b) => (discovered(c.tool, b.session), sent(b.exchange)),
+        SeenFrom::Backend(b) => (discovered(c.tool, b.session), sent(b.exchange)),
     };
     let (effect, missing) = match &c.seen {
-        Seen::Device(d) => effect(d),
-        Seen::Backend(b) => readback(b),
+        SeenFrom::Device(d) => effect(d),
+        SeenFrom::Backend(b) => readback(b),
     };
     Record {
         step: c.step,
@@ -106,8 +106,8 @@ pub(crate) fn record(c: &CallSeen<'_>) -> Record {
         discovery,
         decision: format!("{}; {sent}", c.decision.unwrap_or("(no decision recorded)")),
         parameters: match &c.seen {
-            Seen::Device(d) => received(c, d),
-            Seen::Backend(b) => arguments(c, b.args),
+            SeenFrom::Device(d) => received(c, d),
+            SeenFrom::Backend(b) => arguments(c, b.args),
         },
         response: response(c),
         effect,
@@ -216,8 +216,8 @@ fn arguments(c: &CallSeen<'_>, args: &Value) -> String {
 fn response(c: &CallSeen<'_>) -> String {
     let Some((r, after)) = c.reply else {
         return match &c.seen {
-            Seen::Device(d) => format!("never sent: {}", unanswered(c.id, d)),
-            Seen::Backend(b) => format!("never arrived: {}", b.ended),
+            SeenFrom::Device(d) => format!("never sent: {}", unanswered(c.id, d)),
+            SeenFrom::Backend(b) => format!("never arrived: {}", b.ended),
         };
     };
     let shape = match (reply_text(r), reply_error(r)) {
@@ -226,8 +226,8 @@ fn response(c: &CallSeen<'_>) -> String {
         _ => format!("raw {:?}", lossy(r)),
     };
     let fate = match &c.seen {
-        Seen::Backend(b) => b.exchange.and_then(Exchange::fate),
-        Seen::Device(_) => None,
+        SeenFrom::Backend(b) => b.exchange.and_then(Exchange::fate),
+        SeenFrom::Device(_) => None,
     };
     format!(
         "id {} → {shape}, {after} after the request{}{}",

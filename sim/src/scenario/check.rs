@@ -26,28 +26,28 @@ use crate::voice::log::Counts;
 
 /// How long after its request (or its step's start) a reply came.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Latency {
+pub(crate) enum ReplyLatency {
     /// Virtual time (the runner).
     Virtual(SimDuration),
     /// Milliseconds on a backend's clock (over the wire).
     Millis(f64),
 }
 
-impl Latency {
+impl ReplyLatency {
     /// At most `limit`.
     fn within(self, limit: SimDuration) -> bool {
         match self {
-            Latency::Virtual(d) => d <= limit,
-            Latency::Millis(ms) => ms <= millis(limit),
+            ReplyLatency::Virtual(d) => d <= limit,
+            ReplyLatency::Millis(ms) => ms <= millis(limit),
         }
     }
 }
 
-impl fmt::Display for Latency {
+impl fmt::Display for ReplyLatency {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Latency::Virtual(d) => write!(f, "{d}"),
-            Latency::Millis(ms) => write!(f, "{ms:.1} ms"),
+            ReplyLatency::Virtual(d) => write!(f, "{d}"),
+            ReplyLatency::Millis(ms) => write!(f, "{ms:.1} ms"),
         }
     }
 }
@@ -61,13 +61,13 @@ pub(crate) struct Answer<'a> {
     /// The reply judged: the one paired with the request by id, else the step's first.
     pub reply: Option<&'a [u8]>,
     /// How long after the step began (offline) or its request left (over the wire) `reply` came.
-    pub after: Option<Latency>,
+    pub after: Option<ReplyLatency>,
     /// The reply paired with the request by id, and how long after: what `no_reply_within`
     /// looks for.
-    pub paired: Option<(&'a [u8], Latency)>,
+    pub paired: Option<(&'a [u8], ReplyLatency)>,
     /// What a check line shows for a missing reply: `no reply`, or over the wire how the
     /// request ended.
-    pub missing: String,
+    pub missing: std::borrow::Cow<'static, str>,
     /// The value a `readback` step read.
     pub readback: Option<&'a Value>,
 }
@@ -241,7 +241,7 @@ impl Verdicts {
 
     /// The reply's fields, its timing and the readback value.
     fn answer(&mut self, e: &Expect, a: &Answer<'_>, vantage: &Vantage<'_>) {
-        let shown = |r: Option<&[u8]>| r.map_or_else(|| a.missing.clone(), lossy);
+        let shown = |r: Option<&[u8]>| r.map_or_else(|| a.missing.to_string(), lossy);
         let inside = match vantage {
             Vantage::Device(inside) => Some(inside),
             Vantage::Backend(_) => None,
@@ -288,7 +288,7 @@ impl Verdicts {
         }
         let after = || {
             a.after
-                .map_or_else(|| a.missing.clone(), |l| format!("reply after {l}"))
+                .map_or_else(|| a.missing.to_string(), |l| format!("reply after {l}"))
         };
         if let Some(d) = e.no_reply_within {
             let within = a.paired.filter(|(_, l)| l.within(d.0));

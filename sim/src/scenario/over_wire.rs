@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use crate::backend::script::{Command as ScriptCommand, Line, Script};
 use crate::backend::{BackendSpec, Exchange, Outcome, SessionReport};
-use crate::scenario::acceptance::{self, BackendCall, CallSeen, Seen};
-use crate::scenario::check::{self, Answer, Connection, Latency, Listing, Observed, Outside, Vantage};
+use crate::scenario::acceptance::{self, BackendCall, CallSeen, SeenFrom};
+use crate::scenario::check::{self, Answer, Connection, Listing, Observed, Outside, ReplyLatency, Vantage};
 use crate::scenario::expect::{EventName, Expect};
 use crate::scenario::record::{Record, ScenarioReport, StepReport, Trace};
 use crate::scenario::reply::reply_text;
@@ -448,10 +448,10 @@ impl<'a> Reported<'a> {
             id: exchange.map_or(-1, |x| x.id),
             decision,
             reply: exchange.and_then(|x| {
-                let after = Latency::Millis(x.reply_ms.map_or(0.0, |t| t - x.sent_ms));
+                let after = ReplyLatency::Millis(x.reply_ms.map_or(0.0, |t| t - x.sent_ms));
                 x.reply.as_deref().map(|r| (r.as_bytes(), after))
             }),
-            seen: Seen::Backend(BackendCall {
+            seen: SeenFrom::Backend(BackendCall {
                 args,
                 session: c.map(|c| c.session),
                 exchange,
@@ -470,14 +470,19 @@ fn answered<'a>(
     readback: Option<&'a Value>,
 ) -> Observed<'a> {
     let reply = exchange.and_then(|x| x.reply.as_deref()).map(str::as_bytes);
-    let after = exchange.and_then(|x| x.reply.as_ref().and(x.reply_ms).map(|r| Latency::Millis(r - x.sent_ms)));
+    let after = exchange.and_then(|x| {
+        x.reply
+            .as_ref()
+            .and(x.reply_ms)
+            .map(|r| ReplyLatency::Millis(r - x.sent_ms))
+    });
     let this = c.map_or(0, |c| c.number);
     Observed {
         answer: Some(Answer {
             reply,
             after,
             paired: reply.zip(after),
-            missing: ended(exchange, c),
+            missing: ended(exchange, c).into(),
             readback,
         }),
         listing: None,

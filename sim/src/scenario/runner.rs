@@ -15,7 +15,7 @@ use crate::board::BoardSpec;
 use crate::device::{Board, Device, Output, Receipt};
 use crate::harness::{Harness, PROBE_GUARD};
 use crate::scenario::ScenarioSpec;
-use crate::scenario::check::{self, Answer, Inside, Latency, Listing, Observed, Speech, Vantage};
+use crate::scenario::check::{self, Answer, Inside, Listing, Observed, ReplyLatency, Speech, Vantage};
 use crate::scenario::discovery::Discovery;
 use crate::scenario::expect::Expect;
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Timeline, Trace};
@@ -24,20 +24,7 @@ use crate::scenario::voice::{RunnerVoice, describe_control};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::TraceEvent;
 
-/// What the runner needs from the outside world (file access lives in the binary).
-pub trait Resources {
-    /// Loads a WAV file named in a `play` step as mono int16 PCM: `(rate, samples)`.
-    fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String>;
-}
-
-/// No files: `play: {wav: …}` fails with a clear message.
-pub struct NoFiles;
-
-impl Resources for NoFiles {
-    fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String> {
-        Err(format!("{path}: WAV files are not available here"))
-    }
-}
+pub use crate::spec::{NoFiles, Resources};
 
 /// Run options.
 #[derive(Clone, Debug, Default)]
@@ -305,7 +292,7 @@ impl Runner<'_> {
         let started = out.started;
         let paired = out.id.and_then(|id| out.reply_for(id));
         let primary = paired.or(out.replies.first());
-        let after = |(_, t): &(Vec<u8>, SimTime)| Latency::Virtual(t.saturating_since(started));
+        let after = |(_, t): &(Vec<u8>, SimTime)| ReplyLatency::Virtual(t.saturating_since(started));
         let seen = Observed {
             answer: Some(Answer {
                 reply: primary.map(|(p, _)| p.as_slice()),

@@ -12,8 +12,8 @@ use crate::audio::source::Source;
 use crate::board::ButtonAction;
 use crate::harness::PROBE_GUARD;
 use crate::mcp::strings;
-use crate::scenario::acceptance::{self, CallSeen, DeviceCall, Seen};
-use crate::scenario::check::{Latency, Speech, level};
+use crate::scenario::acceptance::{self, CallSeen, DeviceCall, SeenFrom};
+use crate::scenario::check::{ReplyLatency, Speech, level};
 use crate::scenario::expect::Expect;
 use crate::scenario::record::{Check, StepReport};
 use crate::scenario::reply::{call_request, lossy, reply_id, reply_text};
@@ -196,8 +196,8 @@ impl Runner<'_> {
             decision: c.decision.as_deref(),
             reply: out
                 .reply_for(id)
-                .map(|(p, t)| (p.as_slice(), Latency::Virtual(t.saturating_since(at)))),
-            seen: Seen::Device(DeviceCall {
+                .map(|(p, t)| (p.as_slice(), ReplyLatency::Virtual(t.saturating_since(at)))),
+            seen: SeenFrom::Device(DeviceCall {
                 discovery: self.discovery.describe(&tool, &self.board),
                 at,
                 before: &before,
@@ -636,38 +636,5 @@ impl Runner<'_> {
         self.h.device.push_to_talk(now, false);
         self.settle();
         format!("held for {hold} (push-to-talk: start listening on press, stop on release)")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use crate::board::BoardSpec;
-    use crate::device::Device;
-    use crate::time::SimTime;
-    use crate::voice::log::Window;
-    use crate::world::WorldSpec;
-
-    #[test]
-    fn a_speech_window_is_heard_from_the_start_up_guard_on() {
-        let path = format!("{}/../boards/bread-compact-wifi.yaml", env!("CARGO_MANIFEST_DIR"));
-        let text = std::fs::read_to_string(&path).expect("shipped board");
-        let board = Arc::new(BoardSpec::from_yaml(&path, &text).expect("board"));
-        let device = Device::new(board, WorldSpec::conformance(), 1);
-        let heard = |start: u64, end: u64| {
-            let w = Window {
-                start: SimTime::from_millis(start),
-                end: SimTime::from_millis(end),
-            };
-            let m = device.heard(&w, false).0;
-            (m.from_ms, m.to_ms)
-        };
-        assert_eq!(heard(1000, 2000), (1300.0, 2000.0));
-        assert_eq!(
-            heard(1000, 1200),
-            (1200.0, 1200.0),
-            "shorter than the guard: nothing is heard"
-        );
     }
 }

@@ -1,7 +1,8 @@
-//! The running application (`main/application.cc`, docs/reference/firmware.md §5, §6, §11): what `Application`
-//! holds between boots, its construction at boot, the receive path's hand-over, the main task's
-//! dispatch of every [`Task`], the `tool_call` threads of 1.x, timers, state transitions, the
-//! channel's events and the tool-call dispatcher.
+//! The running application (`main/application.cc`, docs/reference/firmware.md §5, §6, §11):
+//! what `Application` holds between boots, its construction at boot, the receive path's
+//! hand-over, the main task's dispatch of every [`Task`], the `tool_call` threads of 1.x,
+//! timers, state transitions and the tool-call dispatcher. The channel's events (open, close,
+//! the server hello, incoming JSON) are with the voice interaction in `voice.rs`.
 //!
 //! The application is the hub that owns the subsystems and calls each with the pieces it needs:
 //! the protocol object ([`Protocol`]), the audio service ([`AudioService`], [`Playback`],
@@ -30,14 +31,14 @@ use crate::device::protocol::Protocol;
 use crate::device::protocol::websocket::HelloCrash;
 use crate::device::state::DeviceState;
 use crate::device::status::{self, StatusFacts, SystemFacts};
-use crate::device::task::{RebootStage, Task, TaskEnd};
+use crate::device::task::{EventBit, RebootStage, Task, TaskEnd};
 use crate::device::upgrade::{Upgrade, UpgradeHost, UpgradeNext};
 use crate::firmware::CallPath;
 use crate::hw::backlight::Backlight;
 use crate::hw::nvs::{EspErr, names};
 use crate::mcp::server::call_result_payload;
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received, ReturnValue, ToolAction, strings};
-use crate::time::{SimDuration, SimTime};
+use crate::time::{SimDuration, SimTime, earliest};
 use crate::trace::{BootReason, Event, LogLevel, NvsValue};
 
 /// The application and board objects of one boot.
@@ -45,7 +46,7 @@ pub(crate) struct Application {
     /// `McpServer::GetInstance()`: this boot's registry, shared by boots of the same construction.
     pub(crate) mcp: Arc<McpServer>,
     /// The main task's queue (`Application::Schedule`, `Run`).
-    pub(crate) main: MainLoop<Task>,
+    pub(crate) main: MainLoop<Task, EventBit>,
     /// `Application::device_state_` (`DeviceStateMachine`).
     pub(crate) state: DeviceState,
     /// `AudioCodec::output_volume_`.
@@ -184,7 +185,7 @@ impl Application {
             from: from.name(),
             to: to.name(),
         });
-        self.main.signal(Task::StateChanged);
+        self.main.signal(EventBit::StateChanged);
         true
     }
 
@@ -396,8 +397,8 @@ impl Application {
                 self.set_state(platform, s);
                 TaskEnd::Done
             }
-            voice => {
-                self.run_voice_task(platform, voice);
+            Task::Voice(task) => {
+                self.run_voice_task(platform, task);
                 TaskEnd::Done
             }
         }
@@ -504,10 +505,10 @@ impl Application {
             .playback
             .on_drain_timer(&self.audio, now, self.listening.pending_start)
         {
-            self.main.signal(Task::PlaybackDrained);
+            self.main.signal(EventBit::PlaybackDrained);
         }
         if self.mic.on_tick(platform) {
-            self.main.signal(Task::SendAudio);
+            self.main.signal(EventBit::SendAudio);
         }
     }
 
@@ -632,17 +633,8 @@ impl Application {
     }
 }
 
-/// The earlier of two optional deadlines (on the hot path of every `poll_timeout`: no iterator).
-#[inline]
-fn earliest(a: Option<SimTime>, b: Option<SimTime>) -> Option<SimTime> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 impl UpgradeHost for Application {
-    fn channel_open(&self, platform: &Platform) -> bool {
+    fn channel_is_open(&self, platform: &Platform) -> bool {
         self.channel_open(platform.now)
     }
 
@@ -651,7 +643,7 @@ impl UpgradeHost for Application {
         self.main.schedule(Task::SetState(DeviceState::Idle));
     }
 
-    fn play(&mut self, platform: &mut Platform, prompt: Prompt) {
+    fn play_sound(&mut self, platform: &mut Platform, prompt: Prompt) {
         self.play_prompt(platform, prompt);
     }
 

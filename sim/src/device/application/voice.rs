@@ -16,10 +16,12 @@ use crate::device::application::Application;
 use crate::device::listening::{AbortReason, ListeningMode};
 use crate::device::platform::{Output, Platform};
 use crate::device::playback::Playback;
-use crate::device::protocol::websocket::{HelloCrash, OpenStage};
+use crate::device::protocol::base::{DEFAULT_SERVER_FRAME_DURATION, DEFAULT_SERVER_SAMPLE_RATE};
+use crate::device::protocol::websocket::HelloCrash;
+use crate::device::protocol::{OpenNext, OpenStage};
 use crate::device::protocol::{Protocol, ProtocolBase};
 use crate::device::state::DeviceState;
-use crate::device::task::{RebootStage, Task, TaskEnd};
+use crate::device::task::{EventBit, RebootStage, Task, TaskEnd, VoiceTask};
 use crate::mcp::Received;
 use crate::time::SimTime;
 use crate::trace::{Event, LogLevel};
@@ -49,19 +51,24 @@ fn state_number(s: DeviceState) -> i32 {
 }
 
 impl Application {
-    /// The voice tasks of the main loop (events and scheduled lambdas).
-    pub(super) fn run_voice_task(&mut self, platform: &mut Platform, task: Task) {
+    /// The voice interaction's scheduled lambdas.
+    pub(super) fn run_voice_task(&mut self, platform: &mut Platform, task: VoiceTask) {
         match task {
-            Task::ToggleChat => self.toggle_chat(platform),
-            Task::TtsStart => self.tts_start(platform),
-            Task::TtsStop => self.tts_stop(platform),
-            Task::StateChanged => self.on_state_changed(platform),
-            Task::PlaybackDrained => self.on_playback_drained(platform),
-            Task::StartListening => self.start_listening(platform),
-            Task::StopListening => self.stop_listening(platform),
-            Task::WakeWord(word) => self.wake_word(platform, &word),
-            Task::SendAudio => self.send_audio(platform),
-            other => unreachable!("not a voice task: {}", other.describe()),
+            VoiceTask::ToggleChat => self.toggle_chat(platform),
+            VoiceTask::TtsStart => self.tts_start(platform),
+            VoiceTask::TtsStop => self.tts_stop(platform),
+            VoiceTask::StartListening => self.start_listening(platform),
+            VoiceTask::StopListening => self.stop_listening(platform),
+            VoiceTask::WakeWord(word) => self.wake_word(platform, &word),
+        }
+    }
+
+    /// An event bit the main loop took.
+    pub(crate) fn run_event(&mut self, platform: &mut Platform, bit: EventBit) {
+        match bit {
+            EventBit::StateChanged => self.on_state_changed(platform),
+            EventBit::PlaybackDrained => self.on_playback_drained(platform),
+            EventBit::SendAudio => self.send_audio(platform),
         }
     }
 
@@ -132,7 +139,8 @@ impl Application {
     }
 
     /// `ContinueOpenAudioChannel` → `OpenAudioChannel`, which blocks the main task while it
-    /// connects (esp-ml307: up to 10 s) and while it waits for the server hello (10 s).
+    /// connects (esp-ml307: up to 10 s) and while it waits for the server hello (10 s); the
+    /// protocol runs each step for its transport.
     pub(super) fn open_channel(
         &mut self,
         platform: &mut Platform,
@@ -140,61 +148,32 @@ impl Application {
         stage: OpenStage,
         wake: Option<String>,
     ) -> TaskEnd {
-        let timeout = platform.delay(10_000);
-        let wait = |stage| {
-            TaskEnd::Block(
-                timeout,
-                Task::OpenChannel {
-                    mode,
-                    stage,
-                    wake: wake.clone(),
-                },
-            )
+        if stage == OpenStage::Begin {
+            if self.state != DeviceState::Connecting {
+                return TaskEnd::Done;
+            }
+            if self.channel_open(platform.now) {
+                self.after_open(platform, mode, wake);
+                return TaskEnd::Done;
+            }
+        }
+        let uuid = self.uuid.clone();
+        let Some(protocol) = self.protocol.as_mut() else {
+            return TaskEnd::Done;
         };
-        match stage {
-            OpenStage::Begin => {
-                if self.state != DeviceState::Connecting {
-                    return TaskEnd::Done;
-                }
-                if self.channel_open(platform.now) {
-                    self.after_open(platform, mode, wake);
-                    return TaskEnd::Done;
-                }
-                let uuid = self.uuid.clone();
-                let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
-                    return TaskEnd::Done;
-                };
-                if !ws.begin_open(base, platform, &uuid) {
-                    self.set_state(platform, DeviceState::Idle);
-                    return TaskEnd::Done;
-                }
-                wait(OpenStage::AwaitConnect)
-            }
-            OpenStage::AwaitConnect => {
-                let font = platform.spec.text_font();
-                let glyph_push = platform.firmware.glyph_push;
-                let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
-                    return TaskEnd::Done;
-                };
-                if !ws.send_hello(base, platform, font.as_ref(), glyph_push) {
-                    self.set_state(platform, DeviceState::Idle);
-                    return TaskEnd::Done;
-                }
-                wait(OpenStage::AwaitHello)
-            }
-            OpenStage::AwaitHello => {
-                let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
-                    return TaskEnd::Done;
-                };
-                if !ws.hello_arrived(base, platform) {
-                    self.set_state(platform, DeviceState::Idle);
-                    return TaskEnd::Done;
-                }
+        match protocol.open_step(stage, platform, &uuid) {
+            OpenNext::Wait(stage) => TaskEnd::Block(platform.delay(10_000), Task::OpenChannel { mode, stage, wake }),
+            OpenNext::Opened => {
                 if self.state == DeviceState::Connecting {
                     self.after_open(platform, mode, wake);
                 }
                 TaskEnd::Done
             }
+            OpenNext::Failed => {
+                self.set_state(platform, DeviceState::Idle);
+                TaskEnd::Done
+            }
+            OpenNext::Nothing => TaskEnd::Done,
         }
     }
 
@@ -208,9 +187,7 @@ impl Application {
 
     /// The driver finished (or failed) the TCP connect and handshake.
     pub(crate) fn ws_open_result(&mut self, platform: &mut Platform, ok: bool) {
-        if let Some((_, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut())
-            && ws.open_result(ok)
-        {
+        if self.protocol.as_mut().is_some_and(|p| p.connect_result(ok)) {
             self.main.wake(platform.now);
         }
     }
@@ -222,10 +199,7 @@ impl Application {
     /// on the hello bit alone, so the device reports `Failed to receive server hello` only when
     /// the full 10 s have passed (a server that refuses the token with `认证失败` and closes).
     pub(crate) fn ws_closed(&mut self, platform: &mut Platform) {
-        let Some((_, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
-            return;
-        };
-        let Some(was_connecting) = ws.closed(platform) else {
+        let Some(was_connecting) = self.protocol.as_mut().and_then(|p| p.peer_closed(platform)) else {
             return;
         };
         self.main.schedule(Task::SetState(DeviceState::Idle));
@@ -236,10 +210,10 @@ impl Application {
 
     /// The server hello. `Err` is the firmware's crash on a missing or non-string `transport`.
     pub(crate) fn server_hello(&mut self, platform: &mut Platform, root: Item<'_>) -> Result<(), HelloCrash> {
-        let Some((base, ws)) = self.protocol.as_mut().and_then(|p| p.websocket_mut()) else {
+        let Some(protocol) = self.protocol.as_mut() else {
             return Ok(());
         };
-        if ws.parse_server_hello(base, platform, root)? {
+        if protocol.server_hello(platform, root)? {
             self.main.wake(platform.now);
         }
         Ok(())
@@ -424,7 +398,7 @@ impl Application {
             text: "typed input (as py-xiaozhi sends it; not firmware behaviour): listen detect".into(),
         });
         if self.state == DeviceState::Idle {
-            self.main.schedule(Task::WakeWord(text.to_string()));
+            self.main.schedule(Task::Voice(VoiceTask::WakeWord(text.to_string())));
             return;
         }
         self.send_message(platform, |b| b.typed_text(text));
@@ -448,11 +422,11 @@ impl Application {
                 match state {
                     b"start" => {
                         platform.speech.start(platform.now);
-                        self.main.schedule(Task::TtsStart);
+                        self.main.schedule(Task::Voice(VoiceTask::TtsStart));
                     }
                     b"stop" => {
                         platform.speech.stop(platform.now);
-                        self.main.schedule(Task::TtsStop);
+                        self.main.schedule(Task::Voice(VoiceTask::TtsStop));
                     }
                     b"sentence_start" => {
                         if let Some(text) = text_of(root, b"text") {
@@ -503,7 +477,7 @@ impl Application {
     /// `ResetDecoder`, and the drained event it may owe.
     fn reset_decoder(&mut self, platform: &mut Platform) {
         if self.playback.reset(platform, &mut self.audio) {
-            self.main.signal(Task::PlaybackDrained);
+            self.main.signal(EventBit::PlaybackDrained);
         }
     }
 
@@ -518,6 +492,38 @@ impl Application {
         }
     }
 
+    /// A binary frame on the WebSocket receive task: unpacked as the protocol version says,
+    /// trusting its size field as the firmware does, then `OnIncomingAudio`. `Err` carries the
+    /// payload size of a header that announces more than the heap holds (`std::bad_alloc`: the
+    /// device panics).
+    pub(crate) fn receive_ws_binary(&mut self, platform: &mut Platform, frame: &[u8]) -> Result<(), usize> {
+        let version = match self.protocol.as_mut() {
+            Some(p) => {
+                p.touch(platform.now);
+                p.incoming_version()
+            }
+            None => 1,
+        };
+        let unpacked = crate::voice::frame::unpack(version, frame);
+        let mut payload = unpacked.payload;
+        if unpacked.overread > 0 {
+            if unpacked.announced as u64 > platform.spec.target.free_heap as u64 {
+                return Err(unpacked.announced);
+            }
+            let past = unpacked.overread;
+            platform.emit(|| Event::Note {
+                text: format!(
+                    "binary frame of {} bytes announces {} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros)",
+                    frame.len(),
+                    unpacked.announced
+                ),
+            });
+            payload.resize(unpacked.announced, 0);
+        }
+        self.incoming_audio(platform, &payload, unpacked.overread > 0);
+        Ok(())
+    }
+
     /// `OnIncomingAudio` → `PushPacketToDecodeQueue` (dropped unless speaking) → decode → output.
     pub(crate) fn incoming_audio(&mut self, platform: &mut Platform, packet: &[u8], overread: bool) {
         platform.speech.received(overread);
@@ -525,10 +531,10 @@ impl Application {
             platform.speech.dropped(Drop::WrongState);
             return;
         }
-        let server = self
-            .protocol
-            .as_ref()
-            .map_or_else(|| Protocol::direct().server_audio(), Protocol::server_audio);
+        let server = self.protocol.as_ref().map_or(
+            (DEFAULT_SERVER_SAMPLE_RATE, DEFAULT_SERVER_FRAME_DURATION),
+            Protocol::server_audio,
+        );
         self.playback
             .push(platform, &mut self.audio, self.volume, server, packet);
     }

@@ -18,7 +18,32 @@ use crate::time::SimTime;
 use crate::trace::Event;
 use crate::world::WsConfig;
 pub(crate) use base::ProtocolBase;
-use websocket::WebsocketProtocol;
+use websocket::{HelloCrash, WebsocketProtocol};
+
+/// Where opening the audio channel resumes (`OpenAudioChannel`, split where it blocks the main
+/// task): the same three waits for every transport that has to open one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpenStage {
+    /// Start the transport's connection (the WebSocket: a new socket and its handshake).
+    Begin,
+    /// Woken by the connection's result (or after 10 s): send the device hello or give up.
+    AwaitConnect,
+    /// Woken by the server hello (or after 10 s): the channel is open, or the open failed.
+    AwaitHello,
+}
+
+/// What one open step leaves the application to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpenNext {
+    /// Block the main task (up to 10 s) and resume at this stage.
+    Wait(OpenStage),
+    /// The channel is open.
+    Opened,
+    /// The open failed (logged, `error_occurred_` set): the device goes idle.
+    Failed,
+    /// This transport has no channel to open: nothing happens.
+    Nothing,
+}
 
 /// What carries the protocol's messages.
 #[derive(Clone, Debug)]
@@ -56,13 +81,61 @@ impl Protocol {
         }
     }
 
+    /// One step of `OpenAudioChannel` (`uuid`: the board's `Client-Id`).
+    pub(crate) fn open_step(&mut self, stage: OpenStage, platform: &mut Platform, uuid: &str) -> OpenNext {
+        let Some((base, ws)) = self.websocket_mut() else {
+            return OpenNext::Nothing;
+        };
+        let ok = match stage {
+            OpenStage::Begin => ws.begin_open(base, platform, uuid),
+            OpenStage::AwaitConnect => {
+                let font = platform.spec.text_font();
+                let glyph_push = platform.firmware.glyph_push;
+                ws.send_hello(base, platform, font.as_ref(), glyph_push)
+            }
+            OpenStage::AwaitHello => ws.hello_arrived(base, platform),
+        };
+        match (ok, stage) {
+            (false, _) => OpenNext::Failed,
+            (true, OpenStage::Begin) => OpenNext::Wait(OpenStage::AwaitConnect),
+            (true, OpenStage::AwaitConnect) => OpenNext::Wait(OpenStage::AwaitHello),
+            (true, OpenStage::AwaitHello) => OpenNext::Opened,
+        }
+    }
+
+    /// The driver finished (or failed) the transport's connection; true when an open waits for
+    /// it (the main task wakes).
+    pub(crate) fn connect_result(&mut self, ok: bool) -> bool {
+        self.websocket_mut().is_some_and(|(_, ws)| ws.open_result(ok))
+    }
+
+    /// The peer closed or the connection broke. `None` when nothing was open; otherwise whether
+    /// a connect was in progress (its wait ends early).
+    pub(crate) fn peer_closed(&mut self, platform: &mut Platform) -> Option<bool> {
+        self.websocket_mut().and_then(|(_, ws)| ws.closed(platform))
+    }
+
+    /// The server hello (`ParseServerHello` of the transport). `Ok(true)` when it was taken (a
+    /// waiting open wakes); `Err` is the firmware's crash on a hello without a string
+    /// `transport`. The direct link has no hello to take.
+    pub(crate) fn server_hello(
+        &mut self,
+        platform: &mut Platform,
+        root: crate::cjson::Item<'_>,
+    ) -> Result<bool, HelloCrash> {
+        match self.websocket_mut() {
+            Some((base, ws)) => ws.parse_server_hello(base, platform, root),
+            None => Ok(false),
+        }
+    }
+
     /// The transport is the WebSocket (an audio channel has to be opened before use).
     pub(crate) fn is_websocket(&self) -> bool {
         matches!(self.transport, Transport::WebSocket(_))
     }
 
     /// The base and the WebSocket, when that is the transport.
-    pub(crate) fn websocket_mut(&mut self) -> Option<(&mut ProtocolBase, &mut WebsocketProtocol)> {
+    fn websocket_mut(&mut self) -> Option<(&mut ProtocolBase, &mut WebsocketProtocol)> {
         match &mut self.transport {
             Transport::WebSocket(ws) => Some((&mut self.base, ws)),
             Transport::Direct => None,

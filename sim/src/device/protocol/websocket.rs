@@ -6,8 +6,9 @@
 //! hello and waits 10 s for the server hello; `ParseServerHello` takes the session id and the
 //! server's audio parameters. The blocking open is split where it blocks
 //! ([`WebsocketProtocol::begin_open`], [`WebsocketProtocol::send_hello`],
-//! [`WebsocketProtocol::hello_arrived`]); the application decides what the state does around
-//! it. Knows nothing about real sockets.
+//! [`WebsocketProtocol::hello_arrived`]); `protocol/mod.rs` runs those steps for the
+//! application, which only decides what the device state does around them. Knows nothing about
+//! real sockets.
 
 use crate::board::TextFontSpec;
 use crate::cjson;
@@ -51,17 +52,6 @@ pub(crate) enum HelloCrash {
     /// `transport->valuestring` of a missing or non-string `transport` (a null pointer).
     #[error("server hello without a string `transport`: NULL dereference in ParseServerHello")]
     TransportNotAString,
-}
-
-/// `ContinueOpenAudioChannel` / `OpenAudioChannel`, split where it blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OpenStage {
-    /// Check the state, replace the socket and start the connect.
-    Begin,
-    /// Woken by the connect result (or after 10 s): send the device hello or give up.
-    AwaitConnect,
-    /// Woken by the server hello (or after 10 s): start listening or give up.
-    AwaitHello,
 }
 
 impl WebsocketProtocol {

@@ -11,7 +11,7 @@ fn expect(yaml: &str) -> Expect {
     serde_saphyr::from_str(yaml).expect("an expect block")
 }
 
-fn answer(reply: Option<&[u8]>, after: Option<Latency>) -> Answer<'_> {
+fn answer(reply: Option<&[u8]>, after: Option<ReplyLatency>) -> Answer<'_> {
     Answer {
         reply,
         after,
@@ -55,7 +55,7 @@ fn lines(v: &Verdicts) -> Vec<String> {
 #[test]
 fn a_reply_under_the_backends_own_id_passes_only_over_the_wire() {
     let e = expect(&format!("reply: '{TRUE_1}'"));
-    let after = Some(Latency::Millis(3.0));
+    let after = Some(ReplyLatency::Millis(3.0));
     let device = Observed {
         answer: Some(answer(Some(TRUE_7), after)),
         listing: None,
@@ -97,7 +97,7 @@ fn the_record_check_leads_and_the_rest_follow_in_field_order() {
     let seen = Observed {
         answer: Some(answer(
             Some(TRUE_7),
-            Some(Latency::Virtual(SimDuration::from_millis(3))),
+            Some(ReplyLatency::Virtual(SimDuration::from_millis(3))),
         )),
         listing: None,
         vantage: Vantage::Device(inside(Some(&record))),
@@ -119,7 +119,7 @@ fn the_record_check_leads_and_the_rest_follow_in_field_order() {
 fn what_a_backend_cannot_see_is_not_judged_and_says_why() {
     let e = expect("{ reply_id: 7, audible: true, record_complete: true, events: [nvs_written] }");
     let seen = Observed {
-        answer: Some(answer(Some(TRUE_7), Some(Latency::Millis(2.5)))),
+        answer: Some(answer(Some(TRUE_7), Some(ReplyLatency::Millis(2.5)))),
         listing: None,
         vantage: Vantage::Backend(outside()),
     };
