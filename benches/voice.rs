@@ -130,7 +130,7 @@ fn memory(shared: bool) {
         .collect();
     let idle = resident_kib().unwrap_or(base);
     let packets = if shared {
-        pool.speech(&Timbre::default(), SimDuration::from_secs(3), 24_000)
+        pool.speech(&Timbre::default(), "", SimDuration::from_secs(3), 24_000)
             .to_vec()
     } else {
         synthesize(&Timbre::default(), SimDuration::from_secs(3), 24_000)

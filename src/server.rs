@@ -143,9 +143,6 @@ impl Server {
         fault: BackendFault,
         connections: Option<Arc<AtomicU64>>,
     ) -> Arc<Server> {
-        if let Some(pool) = &codecs {
-            prepare_speech(&spec, &script, pool, &WavFiles);
-        }
         Arc::new(Server {
             codecs,
             fault,
@@ -163,6 +160,15 @@ impl Server {
             scripts_done: AtomicU64::new(0),
             last_script_done: watch::channel(0).0,
         })
+    }
+
+    /// Encodes the script's sentences into the shared codec pool before anyone connects, the
+    /// personal ones (`{device}`, `{turn}`) for each of `listeners` (device ids); without a pool
+    /// nothing (each connection encodes what it says).
+    pub fn prepare_speech(&self, listeners: &[String]) {
+        if let Some(pool) = &self.codecs {
+            prepare_speech(&self.spec, &self.script, pool, &WavFiles, listeners);
+        }
     }
 
     /// Reports of the connections closed so far.

@@ -33,8 +33,9 @@
 //!   * `hw`: virtual hardware: `hw::nvs` (flash with the firmware's limits), `hw::backlight`
 //!     (PWM fade), `hw::display` (classes and themes), `hw::camera`.
 //!   * `voice`: the voice channel's data: `voice::frame` (binary frames v1–v3), `voice::codec`
-//!     (Opus, resampling), `voice::memo` (codec work shared by many devices), `voice::log`
-//!     (what became of the speech), `voice::speak` (a backend's speaking side as data).
+//!     (Opus, resampling), `voice::memo` (codec work shared by many devices), `voice::stream`
+//!     (a device's codec stream, own or pooled), `voice::log` (what became of the speech),
+//!     `voice::speak` (a backend's speaking side as data).
 //! * **The device**: `device` (`Device`: `handle_*` in, `poll_*` out), and inside it:
 //!   * `device::platform` (what survives a reboot, the outputs, `Board`), `device::url`,
 //!     `device::state`, `device::listening`, `device::main_loop`, `device::task` (what the main

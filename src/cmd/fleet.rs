@@ -40,8 +40,9 @@ use crate::server::{BackendFault, load_personality};
 ///
 /// With --voice every device talks: it wakes, says --utterance (a shipped 2 s voice by
 /// default) into its microphone in real time, and hears the reply (TTS frames decoded through
-/// its codec, amplifier and speaker with --decode full, or timed from the Opus TOC bytes with
-/// --decode none), --turns times with --think between. The summary gives turns started /
+/// its codec, amplifier and speaker with --decode full, timed from the Opus TOC bytes with
+/// --decode none, or decoded on every Nth device with --decode sample:N), --turns times with
+/// --think between. Each device says and hears its own audio unless --same-audio. The summary gives turns started /
 /// completed / failed (and why), latencies per phase (end of speech → stt, → first audio, →
 /// tts stop; MCP request → reply), TTS pacing, throughput and what the twin itself used; exit
 /// status 0 when every planned turn completed, 1 otherwise, 2 for bad input. --find-capacity
@@ -94,10 +95,18 @@ pub struct Args {
     /// the shipped 2 s speech-like voice.
     #[arg(long, value_name = "FILE", requires = "voice")]
     pub utterance: Option<PathBuf>,
-    /// `full`: decode the replies and measure their loudness; `none`: packet lengths from the
-    /// Opus TOC bytes (for very large fleets).
-    #[arg(long, default_value = "full", value_parser = ["full", "none"], requires = "voice")]
-    pub decode: String,
+    /// Every device says the utterance exactly as recorded and hears the same words (the codec
+    /// memo's best case: one device's Opus work serves all). Default: each device and turn says
+    /// its own variation of the utterance (start, length, ±3 dB) and the built-in backend's
+    /// reply names the device and turn, so every device decodes its own audio.
+    #[arg(long, requires = "voice")]
+    pub same_audio: bool,
+    /// `full`: every device decodes the replies and measures their loudness; `none`: packet
+    /// lengths from the Opus TOC bytes (for very large fleets); `sample:N`: devices 0, N, 2N, …
+    /// decode and measure, the others time from TOC bytes (the loudness figures are those of
+    /// the sample, and the summary says `decode sample:N`).
+    #[arg(long, default_value = "full", value_name = "full|none|sample:N", requires = "voice")]
+    pub decode: crate::fleet::voice::Decode,
     /// Devices started per second by this process (default: one per --stagger; N shards
     /// started together dial N times as fast).
     #[arg(long, value_name = "DEVICES_PER_S", requires = "voice", value_parser = parse_ramp, allow_negative_numbers = true)]
@@ -194,7 +203,7 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
     let spec = opts.board.load()?;
     let (utterance, name) = load_utterance(opts.utterance.as_deref())?;
     let personality = load_personality(&opts.personality)?;
-    let (script, script_text) = turn_script(opts.script.as_deref(), opts.turns)?;
+    let (script, script_text) = turn_script(opts.script.as_deref(), opts.turns, opts.same_audio)?;
     let voice_dbfs = personality.voice.as_ref().map_or(-40.0, |v| v.voice_dbfs);
     let voiced_end = voiced_end(&utterance, voice_dbfs);
     if voiced_end == 0 {
@@ -222,9 +231,11 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
             think: opts.think,
             timeout: opts.turn_timeout,
             nominal_first_audio: nominal,
+            same_audio: opts.same_audio,
+            voice_dbfs,
         },
         utterance_name: name,
-        decode_full: opts.decode == "full",
+        decode: opts.decode,
         ramp: opts.ramp.unwrap_or_else(|| 1.0 / opts.stagger.as_secs_f64().max(1e-6)),
         duration: opts.duration,
         seed: opts.seed,

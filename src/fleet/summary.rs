@@ -15,7 +15,10 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use serde::{Deserialize, Serialize};
 
 /// What `fleet --voice --json` writes; `merge` refuses files of another format.
-pub const FORMAT: &str = "xiaozhi-twin fleet voice summary 1";
+/// `peaks` of a summary from one process.
+pub const MEASURED: &str = "measured";
+
+pub const FORMAT: &str = "xiaozhi-twin fleet voice summary 2";
 
 /// A latency histogram in microseconds.
 #[derive(Clone, Debug)]
@@ -90,6 +93,13 @@ pub struct Latency {
     pub hdr: String,
 }
 
+impl Default for Latency {
+    /// Nothing measured.
+    fn default() -> Self {
+        Latency::of(&Hist::new())
+    }
+}
+
 impl Latency {
     pub fn of(h: &Hist) -> Latency {
         Latency {
@@ -115,13 +125,17 @@ pub struct Shard {
 }
 
 /// What a run was (merge refuses summaries that differ here, shard aside).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunOf {
     pub twin_version: String,
     pub board: String,
     pub firmware: String,
     pub backend: String,
     pub decode: String,
+    /// `distinct` (each device and turn says its own variation of the utterance, and the
+    /// built-in backend's default reply names the device and turn) or `same` (`--same-audio`:
+    /// one recording and one reply for all, the codec memo's best case).
+    pub audio: String,
     pub utterance: String,
     pub utterance_s: f64,
     pub turns_per_device: u32,
@@ -200,21 +214,26 @@ pub struct TwinCost {
     pub cpu_s: f64,
     /// Cores this machine has.
     pub cores: u32,
-    /// Average cores busy over the run (cpu_s / wall_s).
+    /// Average cores busy over the whole run (cpu_s / wall_s: ramp, think times and the quiet
+    /// end included).
     pub cores_busy: f64,
+    /// The busiest second with turns in flight (cores; sampled every 100 ms over windows of
+    /// about 1 s). What the capacity search holds against the twin's CPU budget.
+    pub cores_busy_peak: f64,
     pub rss_before_kib: u64,
     /// Highest resident size sampled while turns were in flight.
     pub rss_peak_kib: u64,
     /// (peak − before) / devices, built-in backend included when there is one.
     pub rss_per_device_kib: f64,
     pub open_files_limit: u64,
-    /// Shared codec memo: steps answered / computed (decoder and encoder).
+    /// Opus steps (decoder and encoder, devices and built-in backend): looked up in the shared
+    /// codec memo / computed by a codec (new memo edges and the private codecs it handed out).
     pub codec_memo_hits: u64,
     pub codec_memo_computed: u64,
 }
 
 /// Latency histograms, by phase.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Phases {
     /// End of utterance → `stt`.
     pub stt: Latency,
@@ -233,7 +252,7 @@ pub struct Phases {
 
 /// The summary of a voice fleet (one run or one shard; merged shards look like one run).
 /// (The MCP fleet's is `crate::fleet::mcp::McpSummary`.)
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct VoiceSummary {
     pub format: String,
     pub run: RunOf,
@@ -241,7 +260,12 @@ pub struct VoiceSummary {
     pub shards: Vec<Shard>,
     pub devices: u64,
     pub devices_connected: u64,
+    /// Most channels open at once. After a merge: the sum of the shards' peaks, an upper bound
+    /// (shards peak at different moments), as `peaks` says.
     pub connected_peak: u64,
+    /// How `connected_peak`, `twin.cores_busy_peak` and `twin.rss_peak_kib` were found:
+    /// `measured` (one process), or `sum of N shards' peaks (upper bound)` after a merge.
+    pub peaks: String,
     pub connect_failures: u64,
     pub turns: Turns,
     pub latency: Phases,
@@ -369,6 +393,7 @@ impl VoiceSummary {
         }
         self.shards.extend(other.shards.iter().copied());
         self.shards.sort_by_key(|s| s.index);
+        self.peaks = format!("sum of {} shards' peaks (upper bound)", self.shards.len());
         self.devices += other.devices;
         self.devices_connected += other.devices_connected;
         self.connected_peak += other.connected_peak;
@@ -420,6 +445,7 @@ impl VoiceSummary {
         tw.cpu_s += o.cpu_s;
         tw.cores += o.cores;
         tw.cores_busy += o.cores_busy;
+        tw.cores_busy_peak += o.cores_busy_peak;
         tw.rss_before_kib += o.rss_before_kib;
         tw.rss_peak_kib += o.rss_peak_kib;
         tw.codec_memo_hits += o.codec_memo_hits;
@@ -457,11 +483,12 @@ impl VoiceSummary {
             self.devices, r.board, r.firmware, r.backend
         );
         println!(
-            "plan               {} turn(s) each · utterance {} ({:.2} s) · decode {}",
-            r.turns_per_device, r.utterance, r.utterance_s, r.decode
+            "plan               {} turn(s) each · utterance {} ({:.2} s) · {} audio · decode {}",
+            r.turns_per_device, r.utterance, r.utterance_s, r.audio, r.decode
         );
+        let bound = if self.peaks == MEASURED { "" } else { "≤ " };
         println!(
-            "devices            {} connected (peak {}), {} connect failures",
+            "devices            {} connected (peak {bound}{}), {} connect failures",
             self.devices_connected, self.connected_peak, self.connect_failures
         );
         let t = &self.turns;
@@ -521,15 +548,18 @@ impl VoiceSummary {
         );
         let tw = &self.twin;
         println!(
-            "the twin itself    {:.1} CPU s ({:.2} of {} cores busy), {:.1} KiB per device mid-turn ({} → {} KiB), codec memo {} hits / {} computed",
+            "the twin itself    {:.1} CPU s ({:.2} of {} cores busy on average, {bound}{:.2} in the busiest second), {:.1} KiB per device mid-turn ({} → {} KiB{}), Opus steps {} looked up / {} computed ({:.0} % shared)",
             tw.cpu_s,
             tw.cores_busy,
             tw.cores,
+            tw.cores_busy_peak,
             tw.rss_per_device_kib,
             tw.rss_before_kib,
             tw.rss_peak_kib,
+            if self.peaks == MEASURED { "" } else { ", peaks summed" },
             tw.codec_memo_hits,
-            tw.codec_memo_computed
+            tw.codec_memo_computed,
+            100.0 * tw.codec_memo_hits as f64 / (tw.codec_memo_hits + tw.codec_memo_computed).max(1) as f64
         );
     }
 }

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use xiaozhi_sim::device::{Device, DeviceState};
+use xiaozhi_sim::device::{Device, DeviceState, Utterance};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::voice::codec::MIC_RATE;
 
@@ -53,6 +53,12 @@ pub struct Plan {
     /// built-in backend's end-of-speech wait); first-audio latency less this is what the twin
     /// added. `None` for a backend that is not ours.
     pub nominal_first_audio: Option<Duration>,
+    /// Every device says the utterance exactly as recorded, every turn (the codec memo's best
+    /// case); otherwise each device and turn says its own variation of it ([`variation`]).
+    pub same_audio: bool,
+    /// The level from which a 60 ms frame is voice for the built-in backend (sine-referenced
+    /// RMS, dBFS).
+    pub voice_dbfs: f64,
 }
 
 impl Plan {
@@ -186,6 +192,11 @@ pub struct Driver {
     drops_seen: u64,
     /// A turn failed: what is left of its utterance goes (the next turn starts clean).
     clear_mic: bool,
+    /// Seeds this user's variations of the utterance.
+    voice_seed: u64,
+    /// Samples of this turn's utterance, and how many are captured when its last voiced frame
+    /// has been read.
+    said: (usize, usize),
 }
 
 fn us(d: Duration) -> u64 {
@@ -193,8 +204,10 @@ fn us(d: Duration) -> u64 {
 }
 
 impl Driver {
-    pub fn new(plan: Arc<Plan>, metrics: Arc<Metrics>) -> Driver {
+    /// The user of a device; `voice_seed` seeds how it says the utterance each turn.
+    pub fn new(plan: Arc<Plan>, metrics: Arc<Metrics>, voice_seed: u64) -> Driver {
         let now = Instant::now();
+        let said = (plan.utterance.len(), plan.voiced_end);
         Driver {
             plan,
             metrics,
@@ -208,6 +221,8 @@ impl Driver {
             last_click: None,
             drops_seen: 0,
             clear_mic: false,
+            voice_seed,
+            said,
         }
     }
 
@@ -276,7 +291,9 @@ impl Driver {
                     self.drops_seen = drops(device);
                     self.metrics.started.fetch_add(1, Ordering::Relaxed);
                     self.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
-                    device.say_shared(now, self.plan.utterance.clone());
+                    let (said, voiced_end) = variation(&self.plan, self.voice_seed, self.done);
+                    self.said = (said.len(), voiced_end);
+                    device.say_utterance(now, said);
                     self.phase = Phase::Saying { at: wall };
                     return;
                 }
@@ -305,7 +322,7 @@ impl Driver {
                 }
             }
             Phase::Saying { at } => {
-                let length = self.plan.utterance_length();
+                let length = Duration::from_micros(self.said.0 as u64 * 1_000_000 / u64::from(MIC_RATE));
                 if wall.duration_since(at) > length + t {
                     self.end_turn(Some(Failure::NotListening), wall);
                 }
@@ -327,8 +344,8 @@ impl Driver {
     fn mic_frame_sent(&mut self, device: &Device) {
         self.metrics.mic_frames.fetch_add(1, Ordering::Relaxed);
         if let Phase::Saying { .. } = self.phase {
-            let consumed = self.plan.utterance.len().saturating_sub(device.mic_pending());
-            if consumed >= self.plan.voiced_end {
+            let consumed = self.said.0.saturating_sub(device.mic_pending());
+            if consumed >= self.said.1 {
                 self.phase = Phase::Awaiting {
                     eou: Instant::now(),
                     stt: false,
@@ -499,6 +516,64 @@ pub fn drops(device: &Device) -> u64 {
     log.sessions.iter().map(|s| s.counts.dropped()).sum::<u64>() + log.outside.dropped()
 }
 
+/// What the user of a device says on turn `turn` (0-based), and the index after its last voiced
+/// 60 ms frame. With `same_audio`, the utterance as recorded. Otherwise a variation of it drawn
+/// from `(voice_seed, turn)`: it starts 0–100 ms into the clip, ends 0–100 ms before the clip's
+/// end (and up to 20 ms more, so that it ends at least 20 ms before a 60 ms frame does), and is
+/// 3 dB quieter to 3 dB louder (0.1 dB steps). No copy is made: the device reads
+/// the shared clip at its gain. A variation with no voiced frame left (a quiet clip made
+/// quieter) is said at the recorded level.
+pub fn variation(plan: &Plan, voice_seed: u64, turn: u32) -> (Utterance, usize) {
+    let clip = plan.utterance.clone();
+    if plan.same_audio {
+        return (Utterance::whole(clip), plan.voiced_end);
+    }
+    let mut draw = Draw(voice_seed ^ u64::from(turn).wrapping_mul(0xd1b5_4a32_d192_ed03));
+    let len = clip.len();
+    let most = (MIC_RATE as usize / 10).min(len / 4);
+    let start = draw.below(most as u64 + 1) as usize;
+    let mut end = len - draw.below(most as u64 + 1) as usize;
+    // End at least 20 ms before a 60 ms microphone frame does (the shipped clip ends 40 ms
+    // before): the Opus encoder's delay carries up to 10 ms of the last audio into the next
+    // frame, loud enough to be voice (-39 dBFS measured with 10 ms to spare, -17 dBFS with none),
+    // so the backend would hear one more voiced frame than the utterance has and answer 60 ms
+    // after the end of speech measured here — latency that is not the twin's.
+    let (frame, last) = (MIC_RATE as usize * 60 / 1000, MIC_RATE as usize * 40 / 1000);
+    match (end - start) % frame {
+        0 if end - start >= frame => end -= frame - last,
+        r if r > last => end -= r - last,
+        _ => {}
+    }
+    let db = (draw.below(61) as f64 - 30.0) / 10.0;
+    for gain in [db, 0.0] {
+        let u = Utterance::part(clip.clone(), start..end, gain);
+        let samples: Vec<i16> = u.samples().collect();
+        let end_of_voice = voiced_end(&samples, plan.voice_dbfs);
+        if end_of_voice > 0 {
+            return (u, end_of_voice);
+        }
+    }
+    (Utterance::whole(clip), plan.voiced_end)
+}
+
+/// splitmix64: a few numbers from one seed, the same on every machine.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n` ≥ 1).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
 /// Index into `utterance` after the last 60 ms frame whose level is voice for the built-in
 /// backend's rule (sine-referenced RMS ≥ `voice_dbfs`).
 pub fn voiced_end(utterance: &[i16], voice_dbfs: f64) -> usize {
@@ -509,4 +584,59 @@ pub fn voiced_end(utterance: &[i16], voice_dbfs: f64) -> usize {
         }
     }
     end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(same_audio: bool) -> Plan {
+        // 2 s of a voiced square-ish wave (every frame far above -40 dBFS).
+        let utterance: Arc<[i16]> = (0..32_000).map(|i| if i % 40 < 20 { 4000 } else { -4000 }).collect();
+        let voiced_end = voiced_end(&utterance, -40.0);
+        Plan {
+            utterance,
+            voiced_end,
+            turns: 1,
+            think: Duration::ZERO,
+            timeout: Duration::from_secs(15),
+            nominal_first_audio: None,
+            same_audio,
+            voice_dbfs: -40.0,
+        }
+    }
+
+    #[test]
+    fn each_user_and_turn_says_its_own_stretch_at_its_own_level() {
+        let p = plan(false);
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..200u64 {
+            for turn in 0..3 {
+                let (u, end) = variation(&p, seed, turn);
+                let again = variation(&p, seed, turn);
+                assert!(
+                    u.samples().eq(again.0.samples()),
+                    "the same seed and turn, the same audio"
+                );
+                // 0–100 ms off the start, 0–120 ms off the end; the last frame ends early.
+                assert!((32_000 - 3_520..=32_000).contains(&u.len()), "{}", u.len());
+                assert!(
+                    (1..=640).contains(&(u.len() % 960)),
+                    "ends 20 ms before a frame: {}",
+                    u.len()
+                );
+                assert_eq!(end, u.len(), "every frame is voiced");
+                let peak = u.samples().map(|x| i32::from(x).abs()).max().unwrap();
+                assert!((2830..=5650).contains(&peak), "±3 dB of 4000: {peak}");
+                seen.insert(u.samples().take(2000).collect::<Vec<i16>>());
+            }
+        }
+        assert!(seen.len() > 500, "600 turns, {} distinct openings", seen.len());
+        let (u, end) = variation(&plan(true), 7, 1);
+        assert!(
+            u.samples().eq(plan(true).utterance.iter().copied()),
+            "--same-audio: as recorded"
+        );
+        assert_eq!(end, 32_000);
+    }
 }

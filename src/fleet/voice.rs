@@ -40,13 +40,71 @@ use crate::server::{BackendFault, Server};
 pub const DEFAULT_UTTERANCE: &[u8] = include_bytes!("../../assets/utterance-2s.wav");
 
 /// What the built-in backend does on each turn, as the seed article's turn goes: hear the
-/// utterance, turn the volume down (`set_volume 40`), read it back, say so.
+/// utterance, turn the volume down (`set_volume 40`), read it back, say so, in words of its own
+/// for each device and turn (`{device}`, `{turn}`: a real server's replies differ from one
+/// listener to the next, so no two devices decode the same audio).
 pub const VOICE_SCRIPT: &str = "\
+await utterance
+call self.audio_speaker.set_volume {\"volume\": 40}
+call self.get_device_status
+speak \"好的，音量已经调小了。（{device}，第 {turn} 轮）\" for 3s
+";
+
+/// [`VOICE_SCRIPT`] saying the same words to everyone (`--same-audio`).
+pub const SAME_AUDIO_SCRIPT: &str = "\
 await utterance
 call self.audio_speaker.set_volume {\"volume\": 40}
 call self.get_device_status
 speak \"好的，音量已经调小了。\" for 3s
 ";
+
+/// How devices hear the replies (`--decode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decode {
+    /// Every device decodes and measures (`full`).
+    Full,
+    /// Every device times packets from their TOC bytes (`none`).
+    None,
+    /// Device ids 0, N, 2N, … decode and measure, the others time from TOC bytes (`sample:N`).
+    Sample(u32),
+}
+
+impl Decode {
+    /// Whether device `id` decodes its replies.
+    pub fn full_for(self, id: u32) -> bool {
+        match self {
+            Decode::Full => true,
+            Decode::None => false,
+            Decode::Sample(n) => id.is_multiple_of(n.max(1)),
+        }
+    }
+}
+
+impl std::fmt::Display for Decode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Decode::Full => f.write_str("full"),
+            Decode::None => f.write_str("none"),
+            Decode::Sample(n) => write!(f, "sample:{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Decode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Decode, String> {
+        match s {
+            "full" => Ok(Decode::Full),
+            "none" => Ok(Decode::None),
+            _ => match s.strip_prefix("sample:").map(str::parse::<u32>) {
+                Some(Ok(n)) if n >= 1 => Ok(Decode::Sample(n)),
+                _ => Err(format!(
+                    "`{s}`: use full, none or sample:N (N ≥ 1: every Nth device decodes)"
+                )),
+            },
+        }
+    }
+}
 
 /// A voice fleet to run.
 #[derive(Clone)]
@@ -62,7 +120,7 @@ pub struct VoiceRun {
     pub fault: BackendFault,
     pub plan: Plan,
     pub utterance_name: String,
-    pub decode_full: bool,
+    pub decode: Decode,
     pub ramp: f64,
     pub duration: Duration,
     pub seed: u64,
@@ -87,18 +145,25 @@ pub fn load_utterance(path: Option<&Path>) -> Result<(Vec<i16>, String)> {
     }
 }
 
-/// The built-in backend's script: one turn (`path`, or [`VOICE_SCRIPT`]) as given, and that
-/// turn repeated `turns` times (it runs once per turn). The text is checked alone first, so an
-/// error names the line of the file.
-pub fn turn_script(path: Option<&Path>, turns: u32) -> Result<(Script, String)> {
+/// The built-in backend's script: one turn (`path`, or [`VOICE_SCRIPT`] /
+/// [`SAME_AUDIO_SCRIPT`]) as given, and that turn repeated `turns` times (it runs once per
+/// turn). The text is checked alone first, so an error names the line of the file; with
+/// `same_audio` a sentence that names its listener is refused (the replies would differ).
+pub fn turn_script(path: Option<&Path>, turns: u32, same_audio: bool) -> Result<(Script, String)> {
     let (origin, text) = match path {
         Some(p) => (
             p.display().to_string(),
             std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
         ),
+        None if same_audio => ("default voice fleet script".to_string(), SAME_AUDIO_SCRIPT.to_string()),
         None => ("default voice fleet script".to_string(), VOICE_SCRIPT.to_string()),
     };
-    Script::parse(&origin, &text)?;
+    let one = Script::parse(&origin, &text)?;
+    if same_audio && let Some(line) = one.personal_line() {
+        bail!(
+            "{origin}:{line}: the sentence names its listener ({{device}} or {{turn}}), so the replies differ; drop --same-audio or the placeholder"
+        );
+    }
     let mut turn = text.clone();
     if !turn.ends_with('\n') {
         turn.push('\n');
@@ -159,6 +224,49 @@ struct Part {
 struct Watched {
     peak: u64,
     rss_peak: u64,
+    /// Highest CPU use (cores) over a 1 s window with turns in flight.
+    cpu_peak: f64,
+}
+
+/// CPU use over windows of about a second: the busiest window in which turns were in flight
+/// (the ramp's start, think times and the quiet wait at the end do not dilute it).
+struct CpuWindows {
+    since: Instant,
+    cpu_at: f64,
+    busy: bool,
+    peak: f64,
+}
+
+impl CpuWindows {
+    const WINDOW: Duration = Duration::from_secs(1);
+
+    fn new() -> CpuWindows {
+        CpuWindows {
+            since: Instant::now(),
+            cpu_at: cpu_s(),
+            busy: false,
+            peak: 0.0,
+        }
+    }
+
+    /// One sample: `in_flight` says whether a turn is under way now.
+    fn sample(&mut self, in_flight: bool) {
+        self.busy |= in_flight;
+        let wall = self.since.elapsed();
+        if wall < Self::WINDOW {
+            return;
+        }
+        let cpu = cpu_s();
+        if self.busy {
+            self.peak = self.peak.max((cpu - self.cpu_at) / wall.as_secs_f64());
+        }
+        *self = CpuWindows {
+            since: Instant::now(),
+            cpu_at: cpu,
+            busy: in_flight,
+            peak: self.peak,
+        };
+    }
 }
 
 /// Runs one voice fleet; the summary covers this shard.
@@ -203,12 +311,13 @@ pub fn run(run: &VoiceRun) -> Result<VoiceSummary> {
         cpu_s: cpu,
         cores: fleet.workers as u32,
         cores_busy: cpu / w,
+        cores_busy_peak: watched.cpu_peak,
         rss_before_kib: rss_before,
         rss_peak_kib: watched.rss_peak,
         rss_per_device_kib: watched.rss_peak.saturating_sub(rss_before) as f64 / n.max(1) as f64,
         open_files_limit: limit,
         codec_memo_hits: dec.hits + enc.hits,
-        codec_memo_computed: dec.computed + enc.computed,
+        codec_memo_computed: dec.computed + enc.computed + dec.private_steps + enc.private_steps,
     };
     Ok(fleet.summary(n, part, watched.peak, wall, twin))
 }
@@ -266,13 +375,18 @@ impl Fleet<'_> {
         let mut seen = Watched {
             peak: 0,
             rss_peak: rss_before,
+            cpu_peak: 0.0,
         };
+        let mut cpu = CpuWindows::new();
         loop {
             let open = self.counters.open.load(Ordering::Relaxed);
             seen.peak = seen.peak.max(open);
-            if m.in_flight.load(Ordering::Relaxed) > 0 {
+            let in_flight = m.in_flight.load(Ordering::Relaxed) > 0;
+            if in_flight {
                 seen.rss_peak = seen.rss_peak.max(rss_kib());
             }
+            cpu.sample(in_flight);
+            seen.cpu_peak = cpu.peak;
             let turns_ended = m.completed.load(Ordering::Relaxed) + m.failed.load(Ordering::Relaxed);
             bar.set_position(turns_ended.min(planned));
             bar.set_message(format!(
@@ -302,18 +416,34 @@ impl Fleet<'_> {
         runtime.block_on(async {
             let (backend_stop_tx, backend_stop_rx) = watch::channel(false);
             let (device_stop_tx, device_stop_rx) = watch::channel(false);
-            let (url, serving) = match &run.url {
-                Some(u) => (u.clone(), None),
+            let (url, serving, server) = match &run.url {
+                Some(u) => (u.clone(), None, None),
                 None => {
-                    let (url, serving) = loopback_backend(self.backend(), backend_stop_rx).await?;
-                    (url, Some(serving))
+                    let server = self.backend();
+                    let (url, serving) = loopback_backend(server.clone(), backend_stop_rx).await?;
+                    (url, Some(serving), Some(server))
                 }
             };
+            let made: Vec<(usize, u32, Device)> = mine
+                .into_iter()
+                .map(|(k, i)| {
+                    (
+                        k,
+                        i,
+                        fleet_device(&self.board, &url, run.seed.wrapping_add(u64::from(i))),
+                    )
+                })
+                .collect();
+            if let Some(server) = &server {
+                // This thread's backend says each of its devices its own words: encoded now,
+                // before the first device starts (no reply waits for its encoding).
+                let listeners: Vec<String> = made.iter().map(|(_, _, d)| d.mac().to_string()).collect();
+                server.prepare_speech(&listeners);
+            }
             let mut devices = Devices::new();
-            for (k, i) in mine {
-                let mut device = fleet_device(&self.board, &url, run.seed.wrapping_add(u64::from(i)));
+            for (k, id, mut device) in made {
                 device.share_codecs(self.pool.clone());
-                device.set_durations_only(!run.decode_full);
+                device.set_durations_only(!run.decode.full_for(id));
                 let member = Member {
                     delay: self.gap.mul_f64(k as f64),
                     duration: run_length(run, u64::from(run.devices)) + Duration::from_secs(30),
@@ -344,7 +474,7 @@ impl Fleet<'_> {
                 let Ok(Ok((device, stats))) = r else { continue };
                 part.connect_failures += stats.connect_failures;
                 part.connected += u64::from(stats.hellos > 0);
-                part.measure(&device, run.decode_full);
+                part.measure(&device, !device.durations_only());
             }
             Ok(part)
         })
@@ -380,6 +510,7 @@ impl Fleet<'_> {
             devices: n,
             devices_connected: part.connected,
             connected_peak: peak,
+            peaks: summary::MEASURED.into(),
             connect_failures: part.connect_failures,
             turns: summary::Turns {
                 planned,
@@ -398,7 +529,7 @@ impl Fleet<'_> {
                 turns_with_gaps: load(&m.stuttered_turns),
                 frames_dropped_by_devices: part.drops,
             },
-            loudness: self.run.decode_full.then_some(part.loud),
+            loudness: (self.run.decode != Decode::None).then_some(part.loud),
             turns_per_s: completed as f64 / w,
             tts_frames_per_s: tts as f64 / w,
             mic_frames_per_s: mic as f64 / w,
@@ -425,7 +556,8 @@ impl Fleet<'_> {
                     }
                 ),
             },
-            decode: if run.decode_full { "full" } else { "none" }.into(),
+            decode: run.decode.to_string(),
+            audio: if plan.same_audio { "same" } else { "distinct" }.into(),
             utterance: run.utterance_name.clone(),
             utterance_s: plan.utterance.len() as f64 / f64::from(MIC_RATE),
             turns_per_device: plan.turns,

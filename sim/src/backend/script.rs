@@ -19,6 +19,10 @@
 //!                                  speech-like voice); speak, call and send lines in a row form
 //!                                  one turn, and any other line (or the end) sends `tts stop`
 //! ```
+//!
+//! A sentence may name its listener: `{device}` becomes the device's id (its `Device-Id`
+//! header) and `{turn}` the number of utterances heard on this connection so far (at least 1),
+//! so every device of a fleet hears its own words ([`fill`]).
 
 use serde_json::Value;
 
@@ -91,6 +95,18 @@ pub struct Line {
     pub step: Command,
 }
 
+/// The placeholders a sentence may hold, and what [`fill`] puts in their place.
+pub const PLACEHOLDERS: [&str; 2] = ["{device}", "{turn}"];
+
+/// `text` as said to `device` on its `turn`: each placeholder replaced (a text without one is
+/// borrowed as it is).
+pub fn fill<'a>(text: &'a str, device: &str, turn: u64) -> std::borrow::Cow<'a, str> {
+    if !PLACEHOLDERS.iter().any(|p| text.contains(p)) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(text.replace("{device}", device).replace("{turn}", &turn.to_string()))
+}
+
 /// A parsed script.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Script {
@@ -135,6 +151,14 @@ impl Script {
     /// Steps for the `n`th connection (1-based) of a device.
     pub fn steps_for(&self, n: u32) -> impl Iterator<Item = &Line> {
         self.lines.iter().filter(move |l| l.only_on.is_none_or(|k| k == n))
+    }
+
+    /// The first line whose sentence names its listener (`{device}` or `{turn}`), if any.
+    pub fn personal_line(&self) -> Option<usize> {
+        self.lines.iter().find_map(|l| match &l.step {
+            Command::Speak { text, .. } if PLACEHOLDERS.iter().any(|p| text.contains(p)) => Some(l.line),
+            _ => None,
+        })
     }
 
     /// Parses a whole script; `origin` names it in errors. Fails at the first bad line.
@@ -413,5 +437,19 @@ mod tests {
         assert!(
             matches!(&s.lines[3].step, Command::Speak { text, voice: SpeakVoice::Wav(f), .. } if text == "x y" && f == "a.wav")
         );
+    }
+
+    #[test]
+    fn a_sentence_names_its_listener_only_where_it_says_so() {
+        assert_eq!(fill("好的，{device}，第 {turn} 次", "aa:bb", 3), "好的，aa:bb，第 3 次");
+        assert!(matches!(fill("好的", "aa:bb", 3), std::borrow::Cow::Borrowed("好的")));
+        assert_eq!(fill("{turn}{turn}", "", 12), "1212");
+        let s = Script::parse(
+            "s.txt",
+            "await utterance\nspeak \"好\"\n# {device}\nspeak \"对 {turn}\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.personal_line(), Some(4));
+        assert_eq!(Script::parse("s.txt", "speak \"好\"\n").unwrap().personal_line(), None);
     }
 }

@@ -48,10 +48,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::backend::script::{Command, Script, SpeakVoice};
+use crate::backend::script::{Command, PLACEHOLDERS, Script, SpeakVoice, fill};
 use crate::backend::{Action, BackendSpec, Session, SessionReport};
 use crate::spec::{NoFiles, Resources};
-use crate::time::{SimDuration, SimTime, earliest};
+use crate::time::{MAX_SOUND, SimDuration, SimTime, earliest};
 use crate::voice::memo::CodecPool;
 use crate::voice::speak::{Timbre, natural_duration};
 
@@ -102,7 +102,8 @@ impl std::str::FromStr for BackendFault {
     }
 }
 
-/// What a `speak` line sounds like, and for how long (default: from the text's length).
+/// What a `speak` line sounds like, and for how long (default: from the text's length, at most
+/// [`MAX_SOUND`]: a filled-in placeholder may lengthen a sentence the script checked).
 pub fn sound_of(
     text: &str,
     duration: Option<SimDuration>,
@@ -124,19 +125,42 @@ pub fn sound_of(
             Err(_) => Timbre::default(),
         },
     };
-    (timbre, duration.unwrap_or_else(|| natural_duration(text)))
+    (
+        timbre,
+        duration.unwrap_or_else(|| natural_duration(text).min(MAX_SOUND)),
+    )
 }
 
 /// Encodes every sentence of `script` into `pool` before the first device connects, so no
-/// connection waits (and no runtime worker blocks) while a reply is encoded.
-pub fn prepare_speech(spec: &BackendSpec, script: &Script, pool: &Arc<dyn CodecPool>, wavs: &dyn Resources) {
+/// connection waits (and no runtime worker blocks) while a reply is encoded. A sentence that
+/// names its listener ([`fill`]) is encoded for each of `listeners` (device ids) on the turn it
+/// comes in (the `await utterance` lines before it); for anyone else it is encoded when said.
+pub fn prepare_speech(
+    spec: &BackendSpec,
+    script: &Script,
+    pool: &Arc<dyn CodecPool>,
+    wavs: &dyn Resources,
+    listeners: &[String],
+) {
     let Some(rate) = spec.voice.as_ref().map(|v| v.tts_rate) else {
         return;
     };
-    for line in (1..=3).flat_map(|n| script.steps_for(n)) {
-        if let Command::Speak { text, duration, voice } = &line.step {
-            let (timbre, d) = sound_of(text, *duration, voice, wavs);
-            let _ = pool.speech(&timbre, d, rate);
+    for n in 1..=3 {
+        let mut heard = 0u64;
+        for line in script.steps_for(n) {
+            match &line.step {
+                Command::AwaitUtterance => heard += 1,
+                Command::Speak { text, duration, voice } => {
+                    let personal = PLACEHOLDERS.iter().any(|p| text.contains(p));
+                    let who: &[String] = if personal { listeners } else { &[String::new()] };
+                    for device in who {
+                        let said = fill(text, device, heard.max(1));
+                        let (timbre, d) = sound_of(&said, *duration, voice, wavs);
+                        let _ = pool.speech(&timbre, &said, d, rate);
+                    }
+                }
+                _ => {}
+            }
         }
     }
 }
@@ -504,6 +528,7 @@ impl ScriptedBackend {
             Command::Vanish => self.end_with(ScriptedAction::Vanish),
             Command::Close => self.session.close(),
             Command::Speak { text, duration, voice } => {
+                let text = fill(&text, self.session.device_id(), self.session.utterances().max(1) as u64);
                 let (timbre, d) = sound_of(&text, duration, &voice, self.wavs.as_ref());
                 self.session.speak(now, &text, &timbre, d);
             }

@@ -13,8 +13,9 @@ use crate::backend::spec::{BinaryFraming, VoiceSpec};
 use crate::backend::{Action, Session, ms};
 use crate::time::{SimDuration, SimTime};
 use crate::voice::codec::{FRAME_MS, MIC_RATE};
-use crate::voice::memo::{CodecPool, DecodeStream};
-use crate::voice::speak::{Agenda, Said, Timbre, llm_message, stt_message, synthesize};
+use crate::voice::memo::CodecPool;
+use crate::voice::speak::{Agenda, Said, Timbre, llm_message, stt_message, synthesize_text};
+use crate::voice::stream::DecodeStream;
 
 /// How an utterance ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -274,8 +275,8 @@ impl Session {
             self.voice.agenda.message(now, llm_message(e, &sid));
         }
         let packets = match &self.voice.codecs {
-            Some(pool) => pool.speech(timbre, duration, spec.tts_rate).to_vec(),
-            None => synthesize(timbre, duration, spec.tts_rate),
+            Some(pool) => pool.speech(timbre, text, duration, spec.tts_rate).to_vec(),
+            None => synthesize_text(timbre, text, duration, spec.tts_rate),
         };
         self.voice.report.spoken.push(Spoken {
             text: text.to_string(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::device::platform::Platform;
 use crate::time::{SimDuration, SimTime};
 use crate::voice::codec::{FRAME_MS, MIC_RATE};
-use crate::voice::memo::EncodeStream;
+use crate::voice::stream::EncodeStream;
 
 /// `MAX_SEND_PACKETS_IN_QUEUE` (2400 ms / 60 ms).
 pub(crate) const SEND_QUEUE: usize = 40;
@@ -105,8 +105,8 @@ impl Microphone {
     }
 
     /// The user speaks: `clip` (16 kHz) is captured after what is already waiting.
-    pub(crate) fn say(&mut self, clip: Arc<[i16]>) {
-        self.said.push(clip);
+    pub(crate) fn say(&mut self, said: Utterance) {
+        self.said.push(said);
     }
 
     /// Forgets what the user said that has not been captured yet.
@@ -174,11 +174,85 @@ impl Microphone {
     }
 }
 
-/// What the user says, not yet captured: clips (shared, not copied) and how far into the first
-/// one the microphone has read. At most 10 minutes are kept (older audio is forgotten).
+/// What a user says into the microphone (16 kHz): a stretch of a clip at a gain. The clip is
+/// shared, not copied, so a fleet's thousand devices can each say their own variation of one
+/// recording (another start, length and level) for the memory of one.
+#[derive(Clone, Debug)]
+pub struct Utterance {
+    samples: Arc<[i16]>,
+    start: usize,
+    end: usize,
+    /// Linear gain, Q14 (16384: as recorded).
+    gain: i32,
+}
+
+impl Utterance {
+    /// Unity gain in Q14.
+    const UNITY: i32 = 1 << 14;
+
+    /// The whole clip, as recorded.
+    pub fn whole(samples: Arc<[i16]>) -> Utterance {
+        let end = samples.len();
+        Utterance {
+            samples,
+            start: 0,
+            end,
+            gain: Self::UNITY,
+        }
+    }
+
+    /// `samples[range]` (clamped to the clip) at `gain_db` (clamped to ±24 dB; each sample
+    /// rounded and saturated to int16).
+    pub fn part(samples: Arc<[i16]>, range: std::ops::Range<usize>, gain_db: f64) -> Utterance {
+        let end = range.end.min(samples.len());
+        let start = range.start.min(end);
+        let db = if gain_db.is_finite() {
+            gain_db.clamp(-24.0, 24.0)
+        } else {
+            0.0
+        };
+        let gain = (f64::from(Self::UNITY) * 10f64.powf(db / 20.0)).round() as i32;
+        Utterance {
+            samples,
+            start,
+            end,
+            gain,
+        }
+    }
+
+    /// Samples said.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether nothing is said.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Sample `i` of what is said (`i < len()`), at its gain.
+    #[inline]
+    fn at(&self, i: usize) -> i16 {
+        let x = self.samples[self.start + i];
+        if self.gain == Self::UNITY {
+            return x;
+        }
+        // At +24 dB the gain is ~2.6e5: the product needs 64 bits.
+        ((i64::from(x) * i64::from(self.gain) + (1 << 13)) >> 14).clamp(-32768, 32767) as i16
+    }
+
+    /// Every sample of what is said, at its gain.
+    pub fn samples(&self) -> impl Iterator<Item = i16> + '_ {
+        (0..self.len()).map(|i| self.at(i))
+    }
+}
+
+/// What the user says, not yet captured: utterances (their clips shared, not copied) and how
+/// far into the first one the microphone has read. At most 10 minutes are kept (older audio
+/// is forgotten).
 #[derive(Debug, Default)]
 pub(crate) struct MicQueue {
-    clips: VecDeque<Arc<[i16]>>,
+    said: VecDeque<Utterance>,
     read: usize,
     len: usize,
 }
@@ -186,22 +260,18 @@ pub(crate) struct MicQueue {
 impl MicQueue {
     const MAX: usize = MIC_RATE as usize * 600;
 
-    pub(crate) fn push(&mut self, clip: Arc<[i16]>) {
-        if clip.is_empty() {
+    pub(crate) fn push(&mut self, mut u: Utterance) {
+        if u.is_empty() {
             return;
         }
-        let clip = if clip.len() > Self::MAX {
-            clip[..Self::MAX].into()
-        } else {
-            clip
-        };
-        self.len += clip.len();
-        self.clips.push_back(clip);
+        u.end = u.end.min(u.start + Self::MAX);
+        self.len += u.len();
+        self.said.push_back(u);
         while self.len > Self::MAX {
             let over = self.len - Self::MAX;
-            let first = self.clips.front().map_or(0, |c| c.len() - self.read);
+            let first = self.said.front().map_or(0, |u| u.len() - self.read);
             if over >= first {
-                self.clips.pop_front();
+                self.said.pop_front();
                 self.read = 0;
                 self.len -= first;
             } else {
@@ -219,16 +289,70 @@ impl MicQueue {
     pub(crate) fn take(&mut self, n: usize) -> Vec<i16> {
         let mut out = Vec::with_capacity(n.min(self.len));
         while out.len() < n {
-            let Some(c) = self.clips.front() else { break };
-            let k = (n - out.len()).min(c.len() - self.read);
-            out.extend_from_slice(&c[self.read..self.read + k]);
+            let Some(u) = self.said.front() else { break };
+            let k = (n - out.len()).min(u.len() - self.read);
+            if u.gain == Utterance::UNITY {
+                out.extend_from_slice(&u.samples[u.start + self.read..u.start + self.read + k]);
+            } else {
+                out.extend((self.read..self.read + k).map(|i| u.at(i)));
+            }
             self.read += k;
             self.len -= k;
-            if self.read == c.len() {
-                self.clips.pop_front();
+            if self.read == u.len() {
+                self.said.pop_front();
                 self.read = 0;
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_utterance_is_its_stretch_of_the_clip_at_its_gain() {
+        let clip: Arc<[i16]> = (0..100).map(|i| i * 300 - 15_000).collect::<Vec<i16>>().into();
+        let whole = Utterance::whole(clip.clone());
+        assert!(
+            whole.samples().eq(clip.iter().copied()),
+            "unity gain leaves every sample as is"
+        );
+        let part = Utterance::part(clip.clone(), 10..20, 6.0);
+        assert_eq!(part.len(), 10);
+        let want: Vec<i16> = clip[10..20]
+            .iter()
+            .map(|&x| (f64::from(x) * 10f64.powf(6.0 / 20.0)).round().clamp(-32768.0, 32767.0) as i16)
+            .collect();
+        let got: Vec<i16> = part.samples().collect();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((i32::from(*g) - i32::from(*w)).abs() <= 1, "{g} vs {w}");
+        }
+        let loud = Utterance::part(clip.clone(), 0..1, 24.0);
+        assert_eq!(loud.samples().next(), Some(-32768), "saturates");
+        assert!(
+            Utterance::part(clip.clone(), 150..200, 0.0).is_empty(),
+            "a range past the end is empty"
+        );
+        assert_eq!(
+            Utterance::part(clip, 90..200, f64::NAN).len(),
+            10,
+            "NaN is no gain, the range clamped"
+        );
+    }
+
+    #[test]
+    fn the_queue_reads_utterances_in_order_across_their_ends() {
+        let clip: Arc<[i16]> = (1..=10).collect::<Vec<i16>>().into();
+        let mut q = MicQueue::default();
+        q.push(Utterance::part(clip.clone(), 2..5, 0.0));
+        q.push(Utterance::whole(clip.clone()));
+        q.push(Utterance::part(clip, 3..3, 0.0));
+        assert_eq!(q.len(), 13);
+        assert_eq!(q.take(5), [3, 4, 5, 1, 2]);
+        assert_eq!(q.take(100), [3, 4, 5, 6, 7, 8, 9, 10]);
+        assert_eq!(q.len(), 0);
+        assert!(q.take(4).is_empty());
     }
 }

@@ -56,6 +56,7 @@ use platform::{Platform, Power};
 use task::TaskEnd;
 
 pub use listening::{AbortReason, ListeningMode};
+pub use mic::Utterance;
 pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Output, Receipt};
 pub use state::DeviceState;
 
@@ -89,6 +90,11 @@ impl Device {
     /// kept but levels are not measured.
     pub fn set_durations_only(&mut self, on: bool) {
         self.platform.durations_only = on;
+    }
+
+    /// Whether received speech is timed from TOC bytes only ([`Device::set_durations_only`]).
+    pub fn durations_only(&self) -> bool {
+        self.platform.durations_only
     }
 
     /// Does this device's Opus work in `pool` (shared by many devices; every output is the one
@@ -622,9 +628,15 @@ impl Device {
 
     /// [`Device::say`] with samples many devices share (a fleet's utterance is held once).
     pub fn say_shared(&mut self, now: SimTime, samples_16k: Arc<[i16]>) {
+        self.say_utterance(now, Utterance::whole(samples_16k));
+    }
+
+    /// [`Device::say`] with a stretch of a shared clip at a gain (a fleet device's own
+    /// variation of the fleet's utterance).
+    pub fn say_utterance(&mut self, now: SimTime, said: Utterance) {
         self.run_until(now);
         if let Some(app) = self.app.as_deref_mut() {
-            app.mic.say(samples_16k);
+            app.mic.say(said);
         }
     }
 

@@ -19,7 +19,7 @@ use crate::time::{SimDuration, SimTime};
 use crate::trace::LogLevel;
 use crate::voice::codec::{OPUS_RATES, toc_duration_48k};
 use crate::voice::log::Drop;
-use crate::voice::memo::DecodeStream;
+use crate::voice::stream::DecodeStream;
 
 /// `MAX_DECODE_PACKETS_IN_QUEUE` (2400 ms / 60 ms).
 pub(crate) const DECODE_QUEUE: usize = 40;

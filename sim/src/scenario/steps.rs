@@ -25,7 +25,7 @@ use crate::scenario::{
 };
 use crate::time::{Duration, SimDuration};
 use crate::voice::codec::{MIC_RATE, resample_clip};
-use crate::voice::speak::{Timbre, llm_message, natural_duration, synthesize};
+use crate::voice::speak::{Timbre, llm_message, natural_duration, synthesize_text};
 
 impl Runner<'_> {
     /// Performs step `n` (at `line`), judges its expectations and reports it.
@@ -482,7 +482,7 @@ impl Runner<'_> {
             .map(|d| d.0)
             .or(natural)
             .unwrap_or_else(|| natural_duration(&s.text));
-        let packets = synthesize(&timbre, d, TTS_RATE);
+        let packets = synthesize_text(&timbre, &s.text, d, TTS_RATE);
         let count = packets.len();
         let now = self.now();
         let sessions_before = self.h.device.speech_log().sessions.len();

@@ -17,16 +17,18 @@
 //! fleet whose streams all differ), a step that would add a node hands the device a private
 //! codec at its position instead, and the device goes on with that until its stream is reset.
 //!
-//! [`CodecPool`] is the interface the device and the backend see; [`SharedCodecs`] implements
+//! [`CodecPool`] is the interface the device and the backend see (through the streams of
+//! [`crate::voice::stream`]); [`SharedCodecs`] implements
 //! it behind a mutex so a multi-threaded driver can share one pool (offline runs have one
 //! caller at a time; the outputs never depend on who stepped first).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::time::SimDuration;
 use crate::voice::codec::{DecodeError, Decoder, Encoder};
-use crate::voice::speak::{Timbre, synthesize};
+use crate::voice::speak::{Timbre, synthesize_text};
 
 /// A codec the memo can drive.
 pub trait Stepper: Sized {
@@ -77,6 +79,10 @@ pub struct MemoStats {
     pub replayed: u64,
     /// Steps that handed the device a private codec (memo full, or a cold branch).
     pub private: u64,
+    /// Steps computed without adding an edge: by the private codecs handed out (reported by the
+    /// streams that hold them: [`CodecPool::private_steps`]), and a handover step that did not
+    /// fit. `computed + private_steps` is every step a codec computed.
+    pub private_steps: u64,
     /// Nodes held.
     pub nodes: u64,
     /// Approximate bytes held by the nodes.
@@ -189,6 +195,8 @@ impl<S: Stepper> Memo<S> {
             self.stats.private += 1;
         }
         if full {
+            // Computed, but no edge kept: the step is the private codec's first.
+            self.stats.private_steps += 1;
             return Some(Stepped::Private(Box::new(state), out));
         }
         self.stats.computed += 1;
@@ -263,33 +271,39 @@ pub trait CodecPool: Send + Sync {
     fn encode_root(&self) -> Option<u32>;
     /// One microphone frame through the encoder at `at`.
     fn encode(&self, at: u32, frame: &[i16]) -> Option<Stepped<Encoder>>;
-    /// A backend's speech, encoded once per distinct sound ([`synthesize`]).
-    fn speech(&self, timbre: &Timbre, duration: SimDuration, rate: u32) -> Arc<[Vec<u8>]>;
+    /// A backend's speech of `text`, encoded once per distinct sound ([`synthesize_text`]).
+    fn speech(&self, timbre: &Timbre, text: &str, duration: SimDuration, rate: u32) -> Arc<[Vec<u8>]>;
+    /// A stream computed `n` steps on a private codec this pool handed it (decoder or
+    /// encoder), for the counters: every step is then counted, shared or not.
+    fn private_steps(&self, decoder: bool, n: u64);
     /// Counters: decoder memo, encoder memo, speech clips encoded.
     fn stats(&self) -> (MemoStats, MemoStats, u64);
 }
 
-/// What identifies a sound to encode; PCM timbres compare their samples.
-#[derive(Clone, PartialEq)]
+/// What identifies a sound to encode: PCM timbres compare their samples, the speech-like voice
+/// its text too (what it says shapes its samples; a tone or a recording says nothing).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct SpeechKey {
     kind: u8,
     params: [u64; 2],
     pcm: Option<Arc<[i16]>>,
+    text: Option<Arc<str>>,
     duration: SimDuration,
     rate: u32,
 }
 
 impl SpeechKey {
-    fn of(timbre: &Timbre, duration: SimDuration, rate: u32) -> SpeechKey {
-        let (kind, params, pcm) = match timbre {
-            Timbre::Speechlike { dbfs } => (0, [dbfs.to_bits(), 0], None),
-            Timbre::Tone { freq_hz, dbfs } => (1, [freq_hz.to_bits(), dbfs.to_bits()], None),
-            Timbre::Pcm { rate, samples } => (2, [u64::from(*rate), samples.len() as u64], Some(samples.clone())),
+    fn of(timbre: &Timbre, text: &str, duration: SimDuration, rate: u32) -> SpeechKey {
+        let (kind, params, pcm, text) = match timbre {
+            Timbre::Speechlike { dbfs } => (0, [dbfs.to_bits(), 0], None, Some(text.into())),
+            Timbre::Tone { freq_hz, dbfs } => (1, [freq_hz.to_bits(), dbfs.to_bits()], None, None),
+            Timbre::Pcm { rate, samples } => (2, [u64::from(*rate), samples.len() as u64], Some(samples.clone()), None),
         };
         SpeechKey {
             kind,
             params,
             pcm,
+            text,
             duration,
             rate,
         }
@@ -301,12 +315,22 @@ pub struct Memos {
     decode: Memo<Decoder>,
     decode_rates: BTreeMap<DecodeKey, (u32, u32)>,
     encode: Memo<Encoder>,
-    speech: Vec<(SpeechKey, Arc<[Vec<u8>]>)>,
+    speech: BTreeMap<SpeechKey, Arc<[Vec<u8>]>>,
+    /// The clips in the order they were encoded (the oldest is forgotten first).
+    speech_order: std::collections::VecDeque<SpeechKey>,
+    /// Packet bytes the clips hold.
+    speech_bytes: usize,
     speech_encoded: u64,
 }
 
-/// Most distinct speech clips a pool keeps.
-const SPEECH_CLIPS: usize = 64;
+/// Packet bytes of speech a pool keeps at most (about 8,000 three-second replies: a fleet's
+/// every device its own words); beyond, the oldest clips are encoded again when said again.
+const SPEECH_BYTES: usize = 64 << 20;
+
+/// What a clip holds in memory: its packets and their vectors.
+fn clip_bytes(packets: &[Vec<u8>]) -> usize {
+    packets.iter().map(|p| p.len() + std::mem::size_of::<Vec<u8>>()).sum()
+}
 
 impl Memos {
     /// Memos that hold about `budget` bytes each at most.
@@ -315,23 +339,32 @@ impl Memos {
             decode: Memo::new(budget),
             decode_rates: BTreeMap::new(),
             encode: Memo::new(budget),
-            speech: Vec::new(),
+            speech: BTreeMap::new(),
+            speech_order: std::collections::VecDeque::new(),
+            speech_bytes: 0,
             speech_encoded: 0,
         }
     }
 }
 
 /// A pool shared by many devices and backend sessions.
-pub struct SharedCodecs(Mutex<Memos>);
+pub struct SharedCodecs {
+    memos: Mutex<Memos>,
+    /// Steps computed on private decoders and encoders (counted without the lock).
+    private_steps: [AtomicU64; 2],
+}
 
 impl SharedCodecs {
     /// A pool whose memos hold about `budget` bytes each at most.
     pub fn new(budget: usize) -> Arc<SharedCodecs> {
-        Arc::new(SharedCodecs(Mutex::new(Memos::new(budget))))
+        Arc::new(SharedCodecs {
+            memos: Mutex::new(Memos::new(budget)),
+            private_steps: [AtomicU64::new(0), AtomicU64::new(0)],
+        })
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Memos) -> T) -> T {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.memos.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut m)
     }
 }
@@ -360,174 +393,40 @@ impl CodecPool for SharedCodecs {
     fn encode(&self, at: u32, frame: &[i16]) -> Option<Stepped<Encoder>> {
         self.with(|m| m.encode.step(at, frame))
     }
-    fn speech(&self, timbre: &Timbre, duration: SimDuration, rate: u32) -> Arc<[Vec<u8>]> {
-        let key = SpeechKey::of(timbre, duration, rate);
-        if let Some(hit) = self.with(|m| m.speech.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone())) {
+    fn speech(&self, timbre: &Timbre, text: &str, duration: SimDuration, rate: u32) -> Arc<[Vec<u8>]> {
+        let key = SpeechKey::of(timbre, text, duration, rate);
+        if let Some(hit) = self.with(|m| m.speech.get(&key).cloned()) {
             return hit;
         }
         // Encoded outside the lock (a 3 s clip at complexity 10 takes a while); two sessions
         // may both encode the same clip once, with the same bytes.
-        let packets: Arc<[Vec<u8>]> = synthesize(timbre, duration, rate).into();
+        let packets: Arc<[Vec<u8>]> = synthesize_text(timbre, text, duration, rate).into();
         self.with(|m| {
             // Another caller may have encoded the same clip meanwhile: keep the first.
-            if let Some((_, v)) = m.speech.iter().find(|(k, _)| *k == key) {
+            if let Some(v) = m.speech.get(&key) {
                 return v.clone();
             }
             m.speech_encoded += 1;
-            if m.speech.len() >= SPEECH_CLIPS {
-                m.speech.remove(0);
+            m.speech_bytes += clip_bytes(&packets);
+            m.speech_order.push_back(key.clone());
+            m.speech.insert(key, packets.clone());
+            while m.speech_bytes > SPEECH_BYTES && m.speech_order.len() > 1 {
+                let Some(old) = m.speech_order.pop_front() else { break };
+                if let Some(v) = m.speech.remove(&old) {
+                    m.speech_bytes -= clip_bytes(&v);
+                }
             }
-            m.speech.push((key, packets.clone()));
             packets
         })
     }
+    fn private_steps(&self, decoder: bool, n: u64) {
+        self.private_steps[usize::from(!decoder)].fetch_add(n, Ordering::Relaxed);
+    }
     fn stats(&self) -> (MemoStats, MemoStats, u64) {
-        self.with(|m| (m.decode.stats(), m.encode.stats(), m.speech_encoded))
-    }
-}
-
-/// A decoder stream as a device or a backend session holds it: its own codec, or a position
-/// in a shared pool.
-pub enum DecodeStream {
-    /// A codec of its own (the default; also a pool's fallback when its memo is full).
-    Own(Box<Decoder>),
-    /// A position in a pool's decoder memo.
-    Shared {
-        /// The pool.
-        pool: Arc<dyn CodecPool>,
-        /// The fresh stream's position (a reset goes back here).
-        root: u32,
-        /// The current position.
-        at: u32,
-        /// Decode and output rates.
-        rates: (u32, u32),
-        /// A private decoder the pool handed over when it was full (until the next reset).
-        private: Option<Box<Decoder>>,
-    },
-}
-
-impl std::fmt::Debug for DecodeStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DecodeStream::Own(d) => f.debug_tuple("Own").field(d).finish(),
-            DecodeStream::Shared { at, rates, .. } => {
-                f.debug_struct("Shared").field("at", at).field("rates", rates).finish()
-            }
-        }
-    }
-}
-
-impl DecodeStream {
-    /// `SetDecodeSampleRate(rate, frame_ms)` for a codec that outputs `out_rate`, in `pool` if
-    /// given.
-    pub fn open(
-        pool: Option<&Arc<dyn CodecPool>>,
-        rate: i32,
-        frame_ms: i32,
-        out_rate: u32,
-    ) -> Result<DecodeStream, DecodeError> {
-        match pool {
-            None => Decoder::new(rate, frame_ms, out_rate).map(|d| DecodeStream::Own(Box::new(d))),
-            Some(p) => match p.decode_root((rate, frame_ms, out_rate)) {
-                Some((root, r, o)) => Ok(DecodeStream::Shared {
-                    pool: p.clone(),
-                    root,
-                    at: root,
-                    rates: (r, o),
-                    private: None,
-                }),
-                None => Err(DecodeError::NoDecoder(rate)),
-            },
-        }
-    }
-
-    /// Decode rate and output rate, Hz.
-    pub fn rates(&self) -> (u32, u32) {
-        match self {
-            DecodeStream::Own(d) => (d.rate(), d.out_rate()),
-            DecodeStream::Shared { rates, .. } => *rates,
-        }
-    }
-
-    /// `ResetDecoder`: back to a fresh stream.
-    pub fn reset(&mut self) {
-        match self {
-            DecodeStream::Own(d) => d.reset(),
-            DecodeStream::Shared { root, at, private, .. } => {
-                *at = *root;
-                *private = None;
-            }
-        }
-    }
-
-    /// One packet. A pool that is full hands over a private decoder, kept until the next reset
-    /// (which returns to the pool).
-    pub fn decode(&mut self, packet: &[u8]) -> Decoded {
-        match self {
-            DecodeStream::Own(d) => d.decode(packet).map(Arc::from),
-            DecodeStream::Shared { private: Some(d), .. } => d.decode(packet).map(Arc::from),
-            DecodeStream::Shared { pool, at, private, .. } => match pool.decode(*at, packet) {
-                Some(Stepped::Shared(n, out)) => {
-                    *at = n;
-                    out
-                }
-                Some(Stepped::Private(state, out)) => {
-                    *private = Some(state);
-                    out
-                }
-                None => Err(DecodeError::Undecodable("lost position in the codec pool")),
-            },
-        }
-    }
-}
-
-/// The microphone encoder as a device holds it (see [`DecodeStream`]).
-pub enum EncodeStream {
-    /// An encoder of its own.
-    Own(Box<Encoder>),
-    /// A position in a pool's encoder memo.
-    Shared {
-        /// The pool.
-        pool: Arc<dyn CodecPool>,
-        /// The current position.
-        at: u32,
-    },
-}
-
-impl std::fmt::Debug for EncodeStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EncodeStream::Own(e) => f.debug_tuple("Own").field(e).finish(),
-            EncodeStream::Shared { at, .. } => f.debug_struct("Shared").field("at", at).finish(),
-        }
-    }
-}
-
-impl EncodeStream {
-    /// A fresh microphone encoder (`Encoder::mic`), in `pool` if given.
-    pub fn open(pool: Option<&Arc<dyn CodecPool>>) -> EncodeStream {
-        match pool.and_then(|p| Some((p, p.encode_root()?))) {
-            Some((p, at)) => EncodeStream::Shared { pool: p.clone(), at },
-            None => EncodeStream::Own(Box::new(Encoder::mic())),
-        }
-    }
-
-    /// One frame to one packet.
-    pub fn encode(&mut self, frame: &[i16]) -> Arc<[u8]> {
-        match self {
-            EncodeStream::Own(e) => e.encode(frame).into(),
-            EncodeStream::Shared { pool, at } => match pool.encode(*at, frame) {
-                Some(Stepped::Shared(n, out)) => {
-                    *at = n;
-                    out
-                }
-                Some(Stepped::Private(state, out)) => {
-                    *self = EncodeStream::Own(state);
-                    out
-                }
-                None => Arc::from(&[][..]),
-            },
-        }
+        let (mut dec, mut enc, speech) = self.with(|m| (m.decode.stats(), m.encode.stats(), m.speech_encoded));
+        dec.private_steps += self.private_steps[0].load(Ordering::Relaxed);
+        enc.private_steps += self.private_steps[1].load(Ordering::Relaxed);
+        (dec, enc, speech)
     }
 }
 
@@ -535,6 +434,7 @@ impl EncodeStream {
 mod tests {
     use super::*;
     use crate::voice::speak::synthesize;
+    use crate::voice::stream::{DecodeStream, EncodeStream};
 
     fn packets(secs: u64, dbfs: f64) -> Vec<Vec<u8>> {
         synthesize(&Timbre::Speechlike { dbfs }, SimDuration::from_secs(secs), 24_000)
@@ -596,8 +496,16 @@ mod tests {
         assert_eq!(shared(&pool, std::slice::from_ref(&a)), expected);
         let (dec, _, _) = pool.stats();
         assert!(dec.private >= 1 && dec.computed < a.len() as u64, "{dec:?}");
+        // Every step is counted once: a new edge, or a private decoder's.
+        assert_eq!(dec.computed + dec.private_steps, a.len() as u64, "{dec:?}");
         // A second device still gets the same bytes (lookups, then its own private decoder).
         assert_eq!(shared(&pool, std::slice::from_ref(&a)), expected);
+        let (again, _, _) = pool.stats();
+        assert_eq!(
+            again.hits + again.computed + again.private_steps,
+            2 * a.len() as u64,
+            "{again:?}"
+        );
     }
 
     #[test]
@@ -656,8 +564,8 @@ mod tests {
             assert_eq!(got, want);
         }
         let t = Timbre::default();
-        let one = pool.speech(&t, SimDuration::from_millis(600), 24_000);
-        let two = pool.speech(&t, SimDuration::from_millis(600), 24_000);
+        let one = pool.speech(&t, "", SimDuration::from_millis(600), 24_000);
+        let two = pool.speech(&t, "", SimDuration::from_millis(600), 24_000);
         assert!(Arc::ptr_eq(&one, &two));
         assert_eq!(&*one, &synthesize(&t, SimDuration::from_millis(600), 24_000)[..]);
         let (_, enc, clips) = pool.stats();

@@ -7,3 +7,4 @@ pub mod frame;
 pub mod log;
 pub mod memo;
 pub mod speak;
+pub mod stream;

@@ -25,7 +25,9 @@ pub const MIN_SPEECH: SimDuration = SimDuration::from_millis(600);
 pub enum Timbre {
     /// A speech-like signal: harmonics of a voice gliding between 120 and 220 Hz with a
     /// syllable envelope at 4 Hz, never above `dbfs` peak (its peaks reach about half of it;
-    /// the default voice).
+    /// the default voice). What it says shapes its samples: each text sets the phases of the
+    /// harmonics ([`Timbre::render_text`]), so two texts never sound sample-for-sample alike
+    /// while their spectrum and level are the same.
     Speechlike {
         /// Peak level, dBFS.
         dbfs: f64,
@@ -62,9 +64,16 @@ impl Timbre {
         }
     }
 
-    /// `duration` of this sound at `rate`, int16; at most [`MAX_SOUND`] of it (the data files and
-    /// scripts refuse longer sounds before they get here).
+    /// `duration` of this sound at `rate`, int16, saying nothing in particular (the speech-like
+    /// voice as it sounds for the empty text).
     pub fn render(&self, duration: SimDuration, rate: u32) -> Vec<i16> {
+        self.render_text("", duration, rate)
+    }
+
+    /// `duration` of this sound saying `text` at `rate`, int16; at most [`MAX_SOUND`] of it (the
+    /// data files and scripts refuse longer sounds before they get here). Only the speech-like
+    /// voice depends on the text.
+    pub fn render_text(&self, text: &str, duration: SimDuration, rate: u32) -> Vec<i16> {
         let n = samples_in(duration.min(MAX_SOUND), rate);
         let fs = f64::from(rate.max(1));
         let amp = |dbfs: f64| (32768.0 * 10f64.powf(dbfs / 20.0)).min(32767.0);
@@ -79,18 +88,34 @@ impl Timbre {
                 let a = amp(*dbfs);
                 let mut phase = 0.0f64;
                 let mut out = Vec::with_capacity(n);
-                // Normalised so the harmonic sum peaks near 1.
+                // Normalised so the harmonic sum never exceeds 1 (whatever the phases).
                 let harmonics: Vec<usize> = (1..16).filter(|k| (*k as f64) * 220.0 < fs / 2.0).collect();
                 let norm: f64 = harmonics.iter().map(|k| 0.6 / *k as f64).sum();
+                let theta = text_phases(text);
+                // Harmonic k's phase offset as a rotation (cos θ, sin θ), and its weight.
+                let turn: Vec<(f64, f64, f64)> = harmonics
+                    .iter()
+                    .map(|&k| (theta[k].cos(), theta[k].sin(), 0.6 / k as f64))
+                    .collect();
                 for i in 0..n {
                     let t = i as f64 / fs;
                     let f0 = 120.0 + 100.0 * (0.5 + 0.5 * (2.0 * std::f64::consts::PI * 0.7 * t).sin());
                     phase += 2.0 * std::f64::consts::PI * f0 / fs;
-                    let x: f64 = harmonics
-                        .iter()
-                        .map(|&k| (0.6 / k as f64) * (k as f64 * phase).sin())
-                        .sum();
                     let env = (2.0 * std::f64::consts::PI * 4.0 * t).sin().max(0.0).sqrt();
+                    if env == 0.0 {
+                        // Between syllables: silence (the harmonics need not be summed).
+                        out.push(0);
+                        continue;
+                    }
+                    // sin(kφ + θ) = Im(e^{ikφ}) cos θ + Re(e^{ikφ}) sin θ, with e^{ikφ} by
+                    // repeated rotation (one sine and cosine a sample instead of one per harmonic).
+                    let (s1, c1) = phase.sin_cos();
+                    let (mut re, mut im) = (c1, s1);
+                    let mut x = 0.0;
+                    for &(ct, st, w) in &turn {
+                        x += w * (im * ct + re * st);
+                        (re, im) = (re * c1 - im * s1, re * s1 + im * c1);
+                    }
                     out.push((a * env * x / norm).round().clamp(-32768.0, 32767.0) as i16);
                 }
                 out
@@ -104,6 +129,29 @@ impl Timbre {
             }
         }
     }
+}
+
+/// The phases (radians) the speech-like voice gives its 16 harmonics for `text`: all zero for
+/// the empty text, otherwise drawn from a 64-bit FNV-1a hash of its bytes (splitmix64 steps).
+/// A phase moves no energy between frequencies, so every text has the same spectrum and level.
+fn text_phases(text: &str) -> [f64; 16] {
+    let mut theta = [0.0; 16];
+    if text.is_empty() {
+        return theta;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    for t in theta.iter_mut().skip(1) {
+        h = h.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = h;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        *t = std::f64::consts::TAU * (z >> 11) as f64 / (1u64 << 53) as f64;
+    }
+    theta
 }
 
 /// Samples in `duration` at `rate` (computed in 128 bits: no overflow for any duration).
@@ -159,10 +207,16 @@ pub fn check_sound(text: &str, duration: Option<SimDuration>) -> Result<SimDurat
     }
 }
 
-/// Encodes `duration` of `timbre` as the server's TTS encoder does at `rate`: 60 ms packets.
+/// Encodes `duration` of `timbre` as the server's TTS encoder does at `rate`: 60 ms packets
+/// (the voice saying nothing in particular: [`synthesize_text`] with the empty text).
 pub fn synthesize(timbre: &Timbre, duration: SimDuration, rate: u32) -> Vec<Vec<u8>> {
+    synthesize_text(timbre, "", duration, rate)
+}
+
+/// Encodes `duration` of `timbre` saying `text` as the server's TTS encoder does at `rate`.
+pub fn synthesize_text(timbre: &Timbre, text: &str, duration: SimDuration, rate: u32) -> Vec<Vec<u8>> {
     let mut enc = Encoder::tts(rate);
-    let pcm = timbre.render(duration, enc.rate());
+    let pcm = timbre.render_text(text, duration, enc.rate());
     pcm.chunks(enc.frame_len()).map(|c| enc.encode(c)).collect()
 }
 
@@ -205,6 +259,58 @@ mod tests {
         );
         assert_eq!(natural_duration("音量已调小"), SimDuration::from_millis(1250));
         assert_eq!(natural_duration("好"), MIN_SPEECH);
+    }
+
+    #[test]
+    fn each_text_sounds_different_at_the_same_level() {
+        let voice = Timbre::default();
+        let d = SimDuration::from_secs(2);
+        let rms = |x: &[i16]| (x.iter().map(|&s| f64::from(s).powi(2)).sum::<f64>() / x.len() as f64).sqrt();
+        let a = voice.render_text("音量已经调小了", d, 24_000);
+        let b = voice.render_text("好的，我来看看", d, 24_000);
+        assert_eq!(voice.render_text("", d, 24_000), voice.render(d, 24_000));
+        assert_eq!(
+            a,
+            voice.render_text("音量已经调小了", d, 24_000),
+            "the same text, the same samples"
+        );
+        assert_ne!(a, b);
+        // The syllable envelope is silent half the time; where either voice sounds, they differ.
+        let sounding = a.iter().zip(&b).filter(|(x, y)| **x != 0 || **y != 0).count();
+        let differ = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+        assert!(
+            differ * 10 > sounding * 9,
+            "different wherever they sound: {differ} of {sounding}"
+        );
+        let db = 20.0 * (rms(&a) / rms(&b)).log10();
+        assert!(db.abs() < 0.05, "the same level: {db:.3} dB apart");
+        let tone = Timbre::Tone {
+            freq_hz: 440.0,
+            dbfs: -12.0,
+        };
+        assert_eq!(
+            tone.render_text("a", d, 8000),
+            tone.render_text("b", d, 8000),
+            "a tone says nothing"
+        );
+        // The harmonics summed by rotation are the sines of the definition (within 1 LSB).
+        let theta = text_phases("音量已经调小了");
+        let (fs, top) = (24_000.0, 32768.0 * 10f64.powf(-3.0 / 20.0));
+        let ks: Vec<usize> = (1..16).filter(|k| (*k as f64) * 220.0 < fs / 2.0).collect();
+        let norm: f64 = ks.iter().map(|k| 0.6 / *k as f64).sum();
+        let mut phase = 0.0f64;
+        for (i, &got) in a.iter().enumerate() {
+            let t = i as f64 / fs;
+            phase +=
+                std::f64::consts::TAU * (120.0 + 100.0 * (0.5 + 0.5 * (std::f64::consts::TAU * 0.7 * t).sin())) / fs;
+            let x: f64 = ks
+                .iter()
+                .map(|&k| (0.6 / k as f64) * (k as f64 * phase + theta[k]).sin())
+                .sum();
+            let env = (std::f64::consts::TAU * 4.0 * t).sin().max(0.0).sqrt();
+            let want = (top * env * x / norm).round().clamp(-32768.0, 32767.0);
+            assert!((f64::from(got) - want).abs() <= 1.0, "sample {i}: {got} vs {want}");
+        }
     }
 
     #[test]
