@@ -20,8 +20,9 @@
 //!   * `spec`: loading data files with `file:line:column` errors, every mistake in one run.
 //!   * `cjson`: the cJSON 1.7.19 dialect: lenient parse, case-insensitive lookup, printing.
 //! * **Data, protocol and virtual hardware** (nothing here imports the device or a driver)
-//!   * `board`: `BoardSpec`, what a board is, validated; `board::builtin`: the built-in
-//!     behaviours a board file can name; `board::by_firmware`: board facts by firmware tag.
+//!   * `board`: `BoardSpec`, what a board is, validated; `board::audio`: its audio facts;
+//!     `board::builtin`: the built-in behaviours a board file can name; `board::by_firmware`:
+//!     board facts by firmware tag.
 //!   * `firmware`: the upstream tags and their behaviour switches; `world`: Wi-Fi, HTTP hosts,
 //!     OTA, room, WebSocket config; `fault`: faults as data.
 //!   * `mcp`: the MCP tool layer: `mcp::server` (`McpServer`, `ParseMessage`'s receive half,

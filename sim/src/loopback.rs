@@ -43,6 +43,8 @@ pub struct Loopback {
     device_told: bool,
     finished: Vec<SessionReport>,
     connections: u64,
+    /// Every frame the device sent, when asked for ([`Loopback::tap`]): binary or text, when.
+    tapped: Option<Vec<(SimTime, bool, Vec<u8>)>>,
 }
 
 /// The handshake headers of a request as the server reads them.
@@ -65,7 +67,19 @@ impl Loopback {
             device_told: false,
             finished: Vec::new(),
             connections: 0,
+            tapped: None,
         }
+    }
+
+    /// From now on, keeps a copy of every WebSocket frame the device sends (for tests of the
+    /// wire's shape; off by default, so long runs keep nothing).
+    pub fn tap(&mut self) {
+        self.tapped.get_or_insert_with(Vec::new);
+    }
+
+    /// The frames kept since [`Loopback::tap`]: (time, binary?, bytes), taken.
+    pub fn tapped(&mut self) -> Vec<(SimTime, bool, Vec<u8>)> {
+        self.tapped.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Pairs `device` with a backend of `spec` that runs `script` on every connection and
@@ -170,6 +184,9 @@ impl Loopback {
                     self.apply();
                 }
                 Output::WsText { text, .. } => {
+                    if let Some(t) = self.tapped.as_mut() {
+                        t.push((now, false, text.clone()));
+                    }
                     if let Some(b) = self.backend.as_mut() {
                         b.handle_text(now, &String::from_utf8_lossy(&text));
                     }
@@ -179,6 +196,9 @@ impl Loopback {
                 Output::WsClose { .. } if self.backend.as_ref().is_some_and(|b| !b.takes_input()) => {}
                 Output::WsClose { .. } => self.finish(now),
                 Output::WsBinary { frame, .. } => {
+                    if let Some(t) = self.tapped.as_mut() {
+                        t.push((now, true, frame.clone()));
+                    }
                     if let Some(b) = self.backend.as_mut() {
                         b.handle_binary(now, &frame);
                     }

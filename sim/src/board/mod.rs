@@ -19,6 +19,7 @@ use crate::mcp::property::{Property, PropertyError, PropertyType, PropertyValue}
 use crate::spec::{self, SpecError};
 use crate::time::TickRate;
 
+pub mod audio;
 pub mod builtin;
 pub mod by_firmware;
 pub use builtin::{Builtin, MOTIONS};
@@ -325,61 +326,8 @@ fn yes() -> bool {
     true
 }
 
-/// The audio chain of the board (codec here; amplifier/speaker facts live in `acoustics`).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AudioSpec {
-    /// Which `AudioCodec` class the board constructs.
-    pub codec: CodecKind,
-    /// Microphone sample rate in Hz (`AUDIO_INPUT_SAMPLE_RATE`).
-    pub input_sample_rate: u32,
-    /// Speaker sample rate in Hz (`AUDIO_OUTPUT_SAMPLE_RATE`).
-    pub output_sample_rate: u32,
-    /// Default output volume of `AudioCodec` (70).
-    pub default_volume: i32,
-    /// The amplifier after the codec.
-    pub amplifier: crate::audio::chain::AmplifierSpec,
-    /// The loudspeaker driven by the amplifier.
-    pub speaker: crate::audio::chain::SpeakerSpec,
-    /// Hardware codecs: DAC full scale and the voltages handed to `esp_codec_dev`.
-    pub dac: crate::audio::chain::DacSpec,
-    /// A PA enable GPIO the codec driver drives from output enable (`Es8311AudioCodec`).
-    pub pa_gpio: Option<PaPinSpec>,
-    /// The PA is switched on once at boot and never again (e.g. through an I/O expander).
-    pub pa_always_on: bool,
-    /// The microphone runs while idle (wake-word detection), keeping duplex codecs open.
-    pub wake_word: bool,
-}
-
-/// A PA enable pin.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PaPinSpec {
-    /// GPIO number of the PA enable line.
-    pub gpio: u32,
-    /// The PA is enabled by driving the pin low.
-    #[serde(default)]
-    pub inverted: bool,
-}
-
-impl Default for AudioSpec {
-    fn default() -> Self {
-        AudioSpec {
-            codec: CodecKind::NoAudioCodecSimplex,
-            input_sample_rate: 16_000,
-            output_sample_rate: 24_000,
-            default_volume: 70,
-            amplifier: Default::default(),
-            speaker: Default::default(),
-            dac: Default::default(),
-            pa_gpio: None,
-            pa_always_on: false,
-            wake_word: true,
-        }
-    }
-}
-
 pub use crate::audio::codec::CodecKind;
+pub use audio::{AudioSpec, PaPinSpec};
 
 /// A tool group registered by the board constructor.
 #[derive(Clone, Debug, Deserialize)]

@@ -45,6 +45,10 @@ pub(crate) struct Listening {
     pub(crate) pending_start: bool,
     /// `play_popup_on_listening_`: the popup sound is owed at the next listen start.
     pub(crate) play_popup: bool,
+    /// `AS_EVENT_WAKE_WORD_RUNNING`: the audio service listens for the wake word (on in Idle,
+    /// off in Listening unless the build says otherwise, on in Speaking only with the AFE wake
+    /// word; a detection turns it off).
+    pub(crate) wake_detection: bool,
 }
 
 impl Default for Listening {
@@ -54,6 +58,7 @@ impl Default for Listening {
             aborted: false,
             pending_start: false,
             play_popup: false,
+            wake_detection: false,
         }
     }
 }

@@ -16,6 +16,10 @@ use crate::voice::stream::EncodeStream;
 /// `MAX_SEND_PACKETS_IN_QUEUE` (2400 ms / 60 ms).
 pub(crate) const SEND_QUEUE: usize = 40;
 
+/// `EnableVoiceProcessing(true)` sets `audio_input_need_warmup_`; `AudioInputTask` then sleeps
+/// 120 ms before it reads the microphone (`audio_service.cc:661-662`, `269-271`).
+pub(crate) const WARM_UP_MS: u32 = 120;
+
 /// The microphone, its encoder and the send queue of one boot.
 #[derive(Debug)]
 pub(crate) struct Microphone {
@@ -33,8 +37,6 @@ pub(crate) struct Microphone {
     dropped: u64,
     /// Packets sent.
     sent: u64,
-    /// Milliseconds of audio captured this boot (the v2 header's timestamp).
-    clock_ms: u32,
     /// Consecutive all-zero frames.
     silent_frames: u32,
     /// The TOC byte of the last encoded packet (code 0), sent alone in DTX.
@@ -51,7 +53,6 @@ impl Default for Microphone {
             send_queue: VecDeque::new(),
             dropped: 0,
             sent: 0,
-            clock_ms: 0,
             // SILK wideband, 60 ms, mono: what the firmware's settings produce.
             silent_frames: 1,
             toc: 0x58,
@@ -87,12 +88,14 @@ impl Microphone {
     }
 
     /// Voice processing on or off (`EnableVoiceProcessing`): the microphone frames start or stop.
+    /// Switching on arms the input task's warm-up: it sleeps [`WARM_UP_MS`] before it reads the
+    /// microphone again, so the first frame is captured a warm-up and a frame later
+    /// (docs/reference/voice.md §3).
     pub(crate) fn set_processing(&mut self, on: bool, now: SimTime) {
         self.processing = on;
         if on {
-            if self.tick.is_none() {
-                self.tick = Some(now + SimDuration::from_millis(u64::from(FRAME_MS)));
-            }
+            // Also when it was on already: every call arms the warm-up.
+            self.tick = Some(now + SimDuration::from_millis(u64::from(WARM_UP_MS + FRAME_MS)));
         } else {
             self.tick = None;
             // The firmware keeps its encoder; the twin frees opus-rs's (~227 KiB) while the
@@ -153,7 +156,6 @@ impl Microphone {
         } else {
             0
         };
-        self.clock_ms = self.clock_ms.wrapping_add(FRAME_MS);
         if self.send_queue.len() >= SEND_QUEUE {
             self.send_queue.pop_front();
             self.dropped += 1;
@@ -167,10 +169,10 @@ impl Microphone {
         self.send_queue.clear();
     }
 
-    /// Takes every queued packet for sending, with the timestamp the v2 header carries.
-    pub(crate) fn drain_send_queue(&mut self) -> (u32, std::collections::vec_deque::Drain<'_, Arc<[u8]>>) {
+    /// Takes every queued packet for sending.
+    pub(crate) fn drain_send_queue(&mut self) -> std::collections::vec_deque::Drain<'_, Arc<[u8]>> {
         self.sent += self.send_queue.len() as u64;
-        (self.clock_ms, self.send_queue.drain(..))
+        self.send_queue.drain(..)
     }
 }
 

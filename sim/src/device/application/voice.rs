@@ -252,6 +252,7 @@ impl Application {
             DeviceState::Unknown | DeviceState::Idle => {
                 // EnableVoiceProcessing(false), EnableWakeWordDetection(true).
                 self.mic.set_processing(false, now);
+                self.enable_wake_word_detection(platform, true);
             }
             DeviceState::Listening if self.listening.play_popup || !self.mic.is_processing() => {
                 if self.listening.mode == ListeningMode::Auto && !Playback::is_idle(&self.audio, now) {
@@ -264,13 +265,20 @@ impl Application {
                     self.start_listening_audio(platform);
                 }
             }
+            DeviceState::Listening => self.configure_wake_word_for_listening(platform),
             DeviceState::Speaking => {
                 if self.listening.mode != ListeningMode::Realtime {
                     self.mic.set_processing(false, now);
+                    // Only the AFE wake word is detected while speaking.
+                    let afe = is_afe_wake_word(platform);
+                    self.enable_wake_word_detection(platform, afe);
                 }
                 self.reset_decoder(platform);
             }
-            DeviceState::WifiConfiguring => self.mic.set_processing(false, now),
+            DeviceState::WifiConfiguring => {
+                self.mic.set_processing(false, now);
+                self.enable_wake_word_detection(platform, false);
+            }
             _ => {}
         }
     }
@@ -287,10 +295,25 @@ impl Application {
         self.mic.set_processing(true, now);
         self.audio.enable_input(&mut platform.audio, now, true, self.volume);
         self.reset_decoder(platform);
+        self.configure_wake_word_for_listening(platform);
         if self.listening.play_popup {
             self.listening.play_popup = false;
             self.play_prompt(platform, Prompt::Popup);
         }
+    }
+
+    /// `EnableWakeWordDetection(enable)`: only a board with a wake word detects one
+    /// (`audio_service.cc:631-651`, `HasWakeWord`).
+    fn enable_wake_word_detection(&mut self, platform: &Platform, enable: bool) {
+        self.listening.wake_detection = enable && platform.spec.audio.wake_word;
+    }
+
+    /// `ConfigureWakeWordForListening` (`application.cc:991-998`): off, unless the build
+    /// detects the wake word while listening (`CONFIG_WAKE_WORD_DETECTION_IN_LISTENING`), and
+    /// then only with the AFE wake word.
+    fn configure_wake_word_for_listening(&mut self, platform: &Platform) {
+        let on = platform.spec.audio.wake_word_in_listening && is_afe_wake_word(platform);
+        self.enable_wake_word_detection(platform, on);
     }
 
     /// `SetListeningMode(mode)`.
@@ -335,9 +358,26 @@ impl Application {
         }
     }
 
-    /// `HandleWakeWordDetectedEvent` for `word` (the wake word's audio is not modelled: no
-    /// packets precede `listen detect`).
+    /// The wake word is said: detected only while detection runs (the detection then stops
+    /// itself, `audio_service.cc:101-104`), then `HandleWakeWordDetectedEvent` for `word`
+    /// (`application.cc:811-843`; the wake word's audio is not modelled: no packets precede
+    /// `listen detect`).
     fn wake_word(&mut self, platform: &mut Platform, word: &str) {
+        if !std::mem::take(&mut self.listening.wake_detection) {
+            let state = self.state;
+            platform.emit(|| Event::Note {
+                text: format!(
+                    "wake word \"{word}\" not detected: detection is off in state {}{}",
+                    state.name(),
+                    match state {
+                        DeviceState::Listening => " (WAKE_WORD_DETECTION_IN_LISTENING is n)",
+                        DeviceState::Speaking => " (only the AFE wake word is detected while speaking)",
+                        _ => "",
+                    }
+                ),
+            });
+            return;
+        }
         if self.protocol.is_none() {
             return;
         }
@@ -348,6 +388,8 @@ impl Application {
         match state {
             DeviceState::Idle => {
                 if !self.set_state(platform, DeviceState::Connecting) {
+                    // Restored, or the device would never hear a wake word again (`:855`).
+                    self.enable_wake_word_detection(platform, true);
                     return;
                 }
                 if self.needs_open(platform.now) {
@@ -368,6 +410,8 @@ impl Application {
                     self.send_message(platform, |b| b.start_listening(ListeningMode::Auto));
                     self.reset_decoder(platform);
                     self.play_prompt(platform, Prompt::Popup);
+                    // Stopped by the detection itself: on again (`application.cc:833`).
+                    self.enable_wake_word_detection(platform, true);
                 } else {
                     self.listening.play_popup = true;
                     self.set_listening_mode(platform, ListeningMode::Auto);
@@ -547,10 +591,17 @@ impl Application {
             return;
         };
         let at = platform.now;
-        let (ts, packets) = self.mic.drain_send_queue();
-        for p in packets {
-            let frame = crate::voice::frame::pack(version, &p, ts);
+        // The v2 header's timestamp is 0: it is copied from the playback's timestamp queue,
+        // which only server-side AEC fills (`CONFIG_USE_SERVER_AEC`, default n; not modelled).
+        for p in self.mic.drain_send_queue() {
+            let frame = crate::voice::frame::pack(version, &p, 0);
             platform.push_output(Output::WsBinary { frame, at });
         }
     }
+}
+
+/// `AudioService::IsAfeWakeWord`: the AFE audio engine (ESP32-S3, P4: `audio_service.cc:88-92`)
+/// with a wake word (`afe_audio_engine.h:38`); the lite engine never (`lite_audio_engine.h:30`).
+fn is_afe_wake_word(platform: &Platform) -> bool {
+    platform.spec.audio.wake_word && platform.spec.target.chip == crate::board::Chip::Esp32s3
 }
