@@ -182,3 +182,80 @@ fn a_wake_word_from_idle_is_detected_and_then_detection_waits_for_idle_again() {
     run(&mut lb, 1000);
     assert!(texts(&lb.tapped()).iter().all(|(_, v)| !is(v, "abort", "")));
 }
+
+/// A device dialling a server that accepts the connection and never says hello: the open fails
+/// at 10 s; the firmware's `MAIN_EVENT_ERROR` goes Idle and alerts, with its sound.
+#[test]
+fn a_missing_server_hello_alerts_at_10_s_and_the_exclamation_is_heard() {
+    let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
+    let mut world = WorldSpec::conformance();
+    world.websocket = Some(xiaozhi_sim::world::WsConfig {
+        url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+        token: String::new(),
+        version: 1,
+    });
+    let mut d = Device::new(Arc::new(spec), world, 5);
+    d.power_on(SimTime::ZERO);
+    let t0 = SimTime::from_millis(1000);
+    d.run_until(t0);
+    d.drain_events();
+    d.toggle_chat(t0);
+    let mut opened = false;
+    let mut t = t0;
+    while t < t0 + SimDuration::from_secs(13) {
+        t += SimDuration::from_millis(10);
+        d.run_until(t);
+        while let Some(o) = d.poll_output() {
+            if matches!(o, xiaozhi_sim::device::Output::WsOpen { .. }) {
+                d.handle_ws_open_result(t, true);
+                opened = true;
+            }
+        }
+    }
+    assert!(opened, "the device dialled");
+    assert_eq!(d.snapshot().state, Some(DeviceState::Idle));
+    let events = d.drain_events();
+    let alert = events
+        .iter()
+        .find(|e| e.to_string().contains("Alert [cancel] 错误: 等待响应超时"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no alert line in {:#?}",
+                events.iter().map(|e| e.to_string()).collect::<Vec<_>>()
+            )
+        });
+    let waited = alert.at.saturating_since(t0).as_millis();
+    assert!(
+        (10_000..10_200).contains(&waited),
+        "alerted {waited} ms after the click"
+    );
+    let (m, _) = d.render(alert.at, alert.at + SimDuration::from_millis(500), false);
+    assert!(m.audible, "the exclamation through the speaker: {m:?}");
+}
+
+/// A server's `alert` message: the warning line and the vibration sound; an incomplete one is
+/// refused with the firmware's warning.
+#[test]
+fn a_server_alert_is_logged_and_sounded_and_an_incomplete_one_is_refused() {
+    let mut lb = pair(BREAD, 1);
+    listening(&mut lb);
+    lb.device.drain_events();
+    let now = lb.now();
+    lb.device.handle_ws_text(
+        now,
+        r#"{"type":"alert","status":"提示","message":"电量低","emotion":"sad"}"#.as_bytes(),
+    );
+    lb.device
+        .handle_ws_text(now, br#"{"type":"alert","status":"x","message":"y"}"#);
+    run(&mut lb, 600);
+    let lines: Vec<String> = lb.device.drain_events().iter().map(|e| e.to_string()).collect();
+    let alert = lines.iter().any(|l| l.contains("Alert [sad] 提示: 电量低"));
+    let refused = lines
+        .iter()
+        .any(|l| l.contains("Alert command requires status, message and emotion"));
+    assert!(alert && refused, "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("vibration")),
+        "the sound plays: {lines:#?}"
+    );
+}

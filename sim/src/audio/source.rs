@@ -40,6 +40,8 @@ pub enum Prompt {
     Exclamation,
     /// `OGG_POPUP` when listening starts after a wake word.
     Popup,
+    /// `OGG_VIBRATION` with a server's `alert` message.
+    Vibration,
 }
 
 impl Prompt {
@@ -50,6 +52,7 @@ impl Prompt {
             Prompt::Upgrade => "upgrade",
             Prompt::Exclamation => "exclamation",
             Prompt::Popup => "popup",
+            Prompt::Vibration => "vibration",
         }
     }
     /// (frequency, level, duration) of the burst.
@@ -59,6 +62,7 @@ impl Prompt {
             Prompt::Upgrade => (800.0, -12.0, SimDuration::from_millis(1200)),
             Prompt::Exclamation => (1500.0, -12.0, SimDuration::from_millis(500)),
             Prompt::Popup => (1200.0, -12.0, SimDuration::from_millis(300)),
+            Prompt::Vibration => (200.0, -12.0, SimDuration::from_millis(400)),
         }
     }
 }

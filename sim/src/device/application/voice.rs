@@ -16,7 +16,7 @@ use crate::device::application::Application;
 use crate::device::listening::{AbortReason, ListeningMode};
 use crate::device::platform::{Output, Platform};
 use crate::device::playback::Playback;
-use crate::device::protocol::base::{DEFAULT_SERVER_FRAME_DURATION, DEFAULT_SERVER_SAMPLE_RATE};
+use crate::device::protocol::base::{DEFAULT_SERVER_FRAME_DURATION, DEFAULT_SERVER_SAMPLE_RATE, LANG_ERROR};
 use crate::device::protocol::websocket::HelloCrash;
 use crate::device::protocol::{OpenNext, OpenStage};
 use crate::device::protocol::{Protocol, ProtocolBase};
@@ -171,6 +171,10 @@ impl Application {
             }
             OpenNext::Failed => {
                 self.set_state(platform, DeviceState::Idle);
+                // MAIN_EVENT_ERROR, when the failure was a SetError (`application.cc:182-186`).
+                if let Some(message) = self.protocol.as_mut().and_then(|p| p.base.error_message.take()) {
+                    self.alert(platform, LANG_ERROR, message, "cancel", Prompt::Exclamation);
+                }
                 TaskEnd::Done
             }
             OpenNext::Nothing => TaskEnd::Done,
@@ -240,6 +244,25 @@ impl Application {
                 self.incoming_voice_json(platform, kind, root);
                 None
             }
+            b"alert" => {
+                // `application.cc:624-633`: all three strings, or a warning.
+                let field = |k: &[u8]| {
+                    root.get(k)
+                        .and_then(|v| v.c_string())
+                        .map(|b| String::from_utf8_lossy(b).into_owned())
+                };
+                match (field(b"status"), field(b"message"), field(b"emotion")) {
+                    (Some(status), Some(message), Some(emotion)) => {
+                        self.alert(platform, &status, &message, &emotion, Prompt::Vibration)
+                    }
+                    _ => platform.log(
+                        LogLevel::Warn,
+                        "Application",
+                        || "Alert command requires status, message and emotion",
+                    ),
+                }
+                None
+            }
             _ => None,
         }
     }
@@ -300,6 +323,16 @@ impl Application {
             self.listening.play_popup = false;
             self.play_prompt(platform, Prompt::Popup);
         }
+    }
+
+    /// `Alert(status, message, emotion, sound)` (`application.cc:679-689`): the warning line and
+    /// the sound through the audio chain (the display's status, emotion and chat message are
+    /// not modelled).
+    fn alert(&mut self, platform: &mut Platform, status: &str, message: &str, emotion: &str, sound: Prompt) {
+        platform.log(LogLevel::Warn, "Application", || {
+            format!("Alert [{emotion}] {status}: {message}")
+        });
+        self.play_prompt(platform, sound);
     }
 
     /// `EnableWakeWordDetection(enable)`: only a board with a wake word detects one

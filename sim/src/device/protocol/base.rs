@@ -27,6 +27,8 @@ pub(crate) struct ProtocolBase {
     pub(crate) server_frame_duration: i32,
     /// `error_occurred_`: a failed connect or missing hello; cleared by the next open.
     pub(crate) error_occurred: bool,
+    /// The message of the last `SetError`, not yet alerted (`MAIN_EVENT_ERROR`).
+    pub(crate) error_message: Option<&'static str>,
     /// `last_incoming_time_`: the last inbound frame, for the 120 s channel timeout.
     pub(crate) last_incoming: SimTime,
 }
@@ -38,12 +40,28 @@ impl Default for ProtocolBase {
             server_sample_rate: DEFAULT_SERVER_SAMPLE_RATE,
             server_frame_duration: DEFAULT_SERVER_FRAME_DURATION,
             error_occurred: false,
+            error_message: None,
             last_incoming: SimTime::ZERO,
         }
     }
 }
 
+/// `Lang::Strings::ERROR` and the protocol's error messages, zh-CN
+/// (`main/assets/locales/zh-CN/language.json:8, 28-30`; docs/reference/voice.md §4).
+pub(crate) const LANG_ERROR: &str = "错误";
+/// `SERVER_NOT_CONNECTED`: the connect failed (`websocket_protocol.cc:171`).
+pub(crate) const SERVER_NOT_CONNECTED: &str = "无法连接服务，请稍后再试";
+/// `SERVER_TIMEOUT`: no server hello within 10 s (`websocket_protocol.cc:187`).
+pub(crate) const SERVER_TIMEOUT: &str = "等待响应超时";
+
 impl ProtocolBase {
+    /// `SetError(message)` (`protocol.cc:51-56`): `error_occurred_`, and the application is
+    /// told (`on_network_error_` → `MAIN_EVENT_ERROR`, `application.cc:513-516`).
+    pub(crate) fn set_error(&mut self, message: &'static str) {
+        self.error_occurred = true;
+        self.error_message = Some(message);
+    }
+
     /// `IsTimeout`: no inbound frame for more than 120 s.
     pub(crate) fn is_timeout(&self, now: SimTime) -> bool {
         now.saturating_since(self.last_incoming) > CHANNEL_TIMEOUT

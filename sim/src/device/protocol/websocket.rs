@@ -13,7 +13,7 @@
 use crate::board::TextFontSpec;
 use crate::cjson;
 use crate::device::platform::{Output, Platform};
-use crate::device::protocol::base::ProtocolBase;
+use crate::device::protocol::base::{ProtocolBase, SERVER_NOT_CONNECTED, SERVER_TIMEOUT};
 use crate::device::url::{Endpoint, parse_url};
 use crate::trace::{Event, LogLevel};
 use crate::world::WsConfig;
@@ -106,7 +106,7 @@ impl WebsocketProtocol {
             platform.log(LogLevel::Error, "WS", || {
                 format!("Failed to connect to websocket server: {url} (the twin dials ws:// only)")
             });
-            base.error_occurred = true;
+            base.set_error(SERVER_NOT_CONNECTED);
             return false;
         };
         let mut headers = Vec::new();
@@ -143,7 +143,7 @@ impl WebsocketProtocol {
         glyph_push: bool,
     ) -> bool {
         if self.socket != Socket::Connected {
-            base.error_occurred = true;
+            base.set_error(SERVER_NOT_CONNECTED);
             platform.log(LogLevel::Error, "WS", || "Failed to connect to websocket server");
             platform.emit(|| Event::Note {
                 text: "audio channel failed: server not connected".into(),
@@ -159,7 +159,7 @@ impl WebsocketProtocol {
     /// After the wait for the server hello: the channel is open, or (no hello) the open fails.
     pub(crate) fn hello_arrived(&mut self, base: &mut ProtocolBase, platform: &mut Platform) -> bool {
         if !self.hello_received {
-            base.error_occurred = true;
+            base.set_error(SERVER_TIMEOUT);
             platform.log(LogLevel::Error, "WS", || "Failed to receive server hello");
             platform.emit(|| Event::Note {
                 text: "audio channel failed: no server hello within 10 s".into(),
