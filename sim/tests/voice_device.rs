@@ -159,16 +159,38 @@ fn a_wake_word_interrupts_speech_with_the_afe_wake_word_only() {
 #[test]
 fn a_wake_word_from_idle_is_detected_and_then_detection_waits_for_idle_again() {
     let mut lb = pair(BREAD, 1);
+    run(&mut lb, 3000);
     lb.tap();
     let now = lb.now();
     lb.device.wake_word(now, "你好小智");
     run(&mut lb, 3000);
-    let sent = texts(&lb.tapped());
+    let frames = lb.tapped();
+    let sent = texts(&frames);
     let detect = sent
         .iter()
         .position(|(_, v)| is(v, "listen", "detect") && v["text"] == "你好小智");
     let start = sent.iter().position(|(_, v)| is(v, "listen", "start"));
     assert!(detect.is_some() && start > detect, "detect, then start: {sent:?}");
+    // Before the detect: the wake-word cache, 2 s in whole 60 ms frames (33), silence (DTX).
+    let detect_at = frames
+        .iter()
+        .position(|f| !f.1 && f.2.windows(6).any(|w| w == b"detect"))
+        .unwrap();
+    let hello_at = frames
+        .iter()
+        .position(|f| !f.1 && f.2.windows(5).any(|w| w == b"hello"))
+        .unwrap();
+    let wake: Vec<&Vec<u8>> = frames[hello_at..detect_at]
+        .iter()
+        .filter(|f| f.1)
+        .map(|f| &f.2)
+        .collect();
+    assert_eq!(
+        wake.len(),
+        33,
+        "the wake word's packets between the hello and the detect"
+    );
+    assert!(wake.iter().all(|p| p.len() == 1), "silence: the TOC byte alone");
     // xinnan-py answers the detect with a turn (`stt`, `tts start`; this session is driven by
     // hand, so the test ends it); once the device listens again, the same word changes nothing
     // (detection is off while listening).
@@ -258,4 +280,51 @@ fn a_server_alert_is_logged_and_sounded_and_an_incomplete_one_is_refused() {
         lines.iter().any(|l| l.contains("vibration")),
         "the sound plays: {lines:#?}"
     );
+}
+
+#[test]
+fn the_wake_words_audio_goes_before_the_detect_and_only_what_the_cache_held() {
+    let mut lb = pair(BREAD, 1);
+    run(&mut lb, 3000);
+    lb.tap();
+    let said = resample_clip(
+        &Timbre::default().render(SimDuration::from_millis(900), 24_000),
+        24_000,
+        16_000,
+    );
+    let now = lb.now();
+    lb.device.wake_word_saying(now, "你好小智", &said);
+    run(&mut lb, 1000);
+    let frames = lb.tapped();
+    let detect_at = frames
+        .iter()
+        .position(|f| !f.1 && f.2.windows(6).any(|w| w == b"detect"))
+        .unwrap();
+    let wake: Vec<usize> = frames[..detect_at].iter().filter(|f| f.1).map(|f| f.2.len()).collect();
+    assert_eq!(wake.len(), 33, "{wake:?}");
+    // The last 900 ms are the word: encoded packets; the silence before it: TOC bytes.
+    let voiced = wake.iter().filter(|&&n| n > 1).count();
+    assert!((15..=17).contains(&voiced), "{voiced} voiced packets: {wake:?}");
+    assert!(wake[..15].iter().all(|&n| n == 1), "{wake:?}");
+    // The cache was cleared by the encode: the next wake from Idle sends only what came since.
+    let now = lb.now();
+    lb.session().unwrap().end_turn(now);
+    run(&mut lb, 1000);
+    let now = lb.now();
+    lb.device.toggle_chat(now);
+    run(&mut lb, 1000);
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Idle));
+    lb.tapped();
+    run(&mut lb, 600);
+    let now = lb.now();
+    lb.device.wake_word(now, "你好小智");
+    run(&mut lb, 500);
+    let frames = lb.tapped();
+    let detect_at = frames
+        .iter()
+        .position(|f| !f.1 && f.2.windows(6).any(|w| w == b"detect"))
+        .unwrap();
+    let n = frames[..detect_at].iter().filter(|f| f.1).count();
+    // Idle (detection on, the cache filling) since the click, 1.6 s before the word: 26 frames.
+    assert!((25..=27).contains(&n), "1.6 s of cache since Idle: {n} packets");
 }

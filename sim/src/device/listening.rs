@@ -49,6 +49,9 @@ pub(crate) struct Listening {
     /// off in Listening unless the build says otherwise, on in Speaking only with the AFE wake
     /// word; a detection turns it off).
     pub(crate) wake_detection: bool,
+    /// Since when detection has run: the AFE stores what it fetches into the wake-word cache
+    /// while detection runs (`afe_audio_engine.cc:393-395`).
+    pub(crate) wake_since: crate::time::SimTime,
 }
 
 impl Default for Listening {
@@ -59,6 +62,7 @@ impl Default for Listening {
             pending_start: false,
             play_popup: false,
             wake_detection: false,
+            wake_since: crate::time::SimTime::ZERO,
         }
     }
 }

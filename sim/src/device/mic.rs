@@ -41,6 +41,10 @@ pub(crate) struct Microphone {
     silent_frames: u32,
     /// The TOC byte of the last encoded packet (code 0), sent alone in DTX.
     toc: u8,
+    /// What the user said as the wake word (16 kHz): the end of the wake-word cache.
+    wake_audio: Option<Arc<[i16]>>,
+    /// `EncodeWakeWord`'s packets, waiting for `PopWakeWordPacket`.
+    wake_packets: VecDeque<Arc<[u8]>>,
 }
 
 impl Default for Microphone {
@@ -56,6 +60,8 @@ impl Default for Microphone {
             // SILK wideband, 60 ms, mono: what the firmware's settings produce.
             silent_frames: 1,
             toc: 0x58,
+            wake_audio: None,
+            wake_packets: VecDeque::new(),
         }
     }
 }
@@ -117,6 +123,36 @@ impl Microphone {
         self.said = MicQueue::default();
     }
 
+    /// The user says the wake word: `samples` (16 kHz) end the wake-word cache.
+    pub(crate) fn say_wake_word(&mut self, samples: Arc<[i16]>) {
+        self.wake_audio = Some(samples);
+    }
+
+    /// `EncodeWakeWord` (`afe_audio_engine.cc:470-557`): the wake-word cache — `cached` samples
+    /// (at most 2 s, `:104`), silence ending with what the user said as the wake word — in
+    /// whole 60 ms frames through a fresh encoder with the microphone's settings (`:495`,
+    /// `:520-522`), DTX as the microphone does it; the cache is cleared (`:545`).
+    pub(crate) fn encode_wake_word(&mut self, platform: &Platform, cached: usize) {
+        let frame = MIC_RATE as usize * FRAME_MS as usize / 1000;
+        let cached = cached.min(MIC_RATE as usize * 2);
+        let mut pcm = vec![0i16; cached];
+        if let Some(said) = self.wake_audio.take() {
+            let n = said.len().min(cached);
+            pcm[cached - n..].copy_from_slice(&said[said.len() - n..]);
+        }
+        let mut encoder = None;
+        let (mut silent_frames, mut toc) = (1u32, 0x58u8);
+        self.wake_packets = pcm[..cached / frame * frame]
+            .chunks(frame)
+            .map(|f| encode_frame(platform, &mut encoder, &mut silent_frames, &mut toc, f))
+            .collect();
+    }
+
+    /// `PopWakeWordPacket`: the wake word's packets, in order, taken.
+    pub(crate) fn take_wake_packets(&mut self) -> VecDeque<Arc<[u8]>> {
+        std::mem::take(&mut self.wake_packets)
+    }
+
     /// Samples said and not captured yet.
     pub(crate) fn pending(&self) -> usize {
         self.said.len()
@@ -134,28 +170,13 @@ impl Microphone {
         self.tick = Some(due + SimDuration::from_millis(u64::from(FRAME_MS)));
         let n = MIC_RATE as usize * FRAME_MS as usize / 1000;
         let frame = self.said.take(n);
-        let silent = frame.iter().all(|&x| x == 0);
-        let packet = if silent && self.silent_frames > 0 {
-            // DTX: libopus 1.3.1 sends the TOC byte alone for continued digital silence
-            // (seen in the committed mic vector); opus-rs has no DTX, so the twin does the same
-            // without running the encoder (and makes no encoder for a microphone that only
-            // ever hears silence).
-            Arc::from(&[self.toc][..])
-        } else {
-            let encoder = self
-                .encoder
-                .get_or_insert_with(|| EncodeStream::open(platform.codecs.as_ref()));
-            let p = encoder.encode(&frame);
-            if let Some(&toc) = p.first() {
-                self.toc = toc & 0xfc;
-            }
-            p
-        };
-        self.silent_frames = if silent {
-            self.silent_frames.saturating_add(1)
-        } else {
-            0
-        };
+        let packet = encode_frame(
+            platform,
+            &mut self.encoder,
+            &mut self.silent_frames,
+            &mut self.toc,
+            &frame,
+        );
         if self.send_queue.len() >= SEND_QUEUE {
             self.send_queue.pop_front();
             self.dropped += 1;
@@ -174,6 +195,32 @@ impl Microphone {
         self.sent += self.send_queue.len() as u64;
         self.send_queue.drain(..)
     }
+}
+
+/// One 60 ms frame through `encoder` (made when first needed), with DTX: libopus 1.3.1 sends
+/// the TOC byte alone for continued digital silence (seen in the committed mic vector); opus-rs
+/// has no DTX, so the twin does the same without running the encoder (and makes no encoder
+/// for a microphone that only ever hears silence).
+fn encode_frame(
+    platform: &Platform,
+    encoder: &mut Option<EncodeStream>,
+    silent_frames: &mut u32,
+    toc: &mut u8,
+    frame: &[i16],
+) -> Arc<[u8]> {
+    let silent = frame.iter().all(|&x| x == 0);
+    let packet = if silent && *silent_frames > 0 {
+        Arc::from(&[*toc][..])
+    } else {
+        let e = encoder.get_or_insert_with(|| EncodeStream::open(platform.codecs.as_ref()));
+        let p = e.encode(frame);
+        if let Some(&t) = p.first() {
+            *toc = t & 0xfc;
+        }
+        p
+    };
+    *silent_frames = if silent { silent_frames.saturating_add(1) } else { 0 };
+    packet
 }
 
 /// What a user says into the microphone (16 kHz): a stretch of a clip at a gain. The clip is

@@ -614,9 +614,20 @@ impl Device {
         &self.platform.speech
     }
 
-    /// A wake word is detected (`MAIN_EVENT_WAKE_WORD_DETECTED`; its audio is not modelled).
+    /// The user says the wake word `word` (silence in the microphone around it): detected if
+    /// detection runs (`MAIN_EVENT_WAKE_WORD_DETECTED`).
     pub fn wake_word(&mut self, now: SimTime, word: &str) {
         self.schedule(now, task::Task::Voice(task::VoiceTask::WakeWord(word.to_string())));
+    }
+
+    /// The user says the wake word `word` as `samples_16k`: the end of the wake-word cache the
+    /// device sends before `listen detect` when it wakes from Idle.
+    pub fn wake_word_saying(&mut self, now: SimTime, word: &str, samples_16k: &[i16]) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.mic.say_wake_word(samples_16k.into());
+        }
+        self.wake_word(now, word);
     }
 
     /// The user speaks into the microphone from now: 16 kHz mono samples, captured 60 ms at a

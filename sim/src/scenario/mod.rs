@@ -346,6 +346,10 @@ pub struct SpeakStep {
 pub struct WakeStep {
     /// The wake word's text (`你好小智`).
     pub word: String,
+    /// The wake word as said (a WAV, resampled to 16 kHz): the end of the audio the device
+    /// sends before `listen detect` (default: silence).
+    #[serde(default)]
+    pub wav: Option<String>,
     /// Expectations (`listen_sent`, `state`).
     #[serde(default)]
     pub expect: Expect,

@@ -52,7 +52,7 @@ impl Runner<'_> {
             Step::Busy(d) => self.step_busy(d),
             Step::Note(text) => self.step_note(text),
             Step::Speak(s) => self.step_speak(s, n, line, &mut out),
-            Step::Wake(w) => self.step_wake(w),
+            Step::Wake(w) => self.step_wake(w, n, line),
             Step::Say(s) => self.step_say(s, n, line),
             Step::Abort(a) => self.step_abort(a),
         };
@@ -581,9 +581,18 @@ impl Runner<'_> {
     }
 
     /// The wake word is detected.
-    fn step_wake<'s>(&mut self, w: &'s WakeStep) -> (String, Option<&'s Expect>) {
+    fn step_wake<'s>(&mut self, w: &'s WakeStep, n: usize, line: u64) -> (String, Option<&'s Expect>) {
         let now = self.now();
-        self.h.device.wake_word(now, &w.word);
+        match w.wav.as_deref() {
+            Some(path) => {
+                let pcm = match self.timbre(None, Some(path), n, line).0 {
+                    Timbre::Pcm { rate, samples } => resample_clip(&samples, rate, MIC_RATE),
+                    _ => Vec::new(),
+                };
+                self.h.device.wake_word_saying(now, &w.word, &pcm);
+            }
+            None => self.h.device.wake_word(now, &w.word),
+        }
         self.settle();
         let t = self.now() + SimDuration::from_millis(100);
         self.advance_to(t);

@@ -25,6 +25,7 @@ use crate::device::task::{EventBit, RebootStage, Task, TaskEnd, VoiceTask};
 use crate::mcp::Received;
 use crate::time::SimTime;
 use crate::trace::{Event, LogLevel};
+use crate::voice::codec::MIC_RATE;
 use crate::voice::log::Drop;
 
 fn text_of(root: Item<'_>, key: &[u8]) -> Option<String> {
@@ -338,7 +339,11 @@ impl Application {
     /// `EnableWakeWordDetection(enable)`: only a board with a wake word detects one
     /// (`audio_service.cc:631-651`, `HasWakeWord`).
     fn enable_wake_word_detection(&mut self, platform: &Platform, enable: bool) {
-        self.listening.wake_detection = enable && platform.spec.audio.wake_word;
+        let on = enable && platform.spec.audio.wake_word;
+        if on && !self.listening.wake_detection {
+            self.listening.wake_since = platform.now;
+        }
+        self.listening.wake_detection = on;
     }
 
     /// `ConfigureWakeWordForListening` (`application.cc:991-998`): off, unless the build
@@ -393,8 +398,7 @@ impl Application {
 
     /// The wake word is said: detected only while detection runs (the detection then stops
     /// itself, `audio_service.cc:101-104`), then `HandleWakeWordDetectedEvent` for `word`
-    /// (`application.cc:811-843`; the wake word's audio is not modelled: no packets precede
-    /// `listen detect`).
+    /// (`application.cc:811-843`; from Idle the wake word's audio precedes `listen detect`).
     fn wake_word(&mut self, platform: &mut Platform, word: &str) {
         if !std::mem::take(&mut self.listening.wake_detection) {
             let state = self.state;
@@ -420,6 +424,12 @@ impl Application {
         });
         match state {
             DeviceState::Idle => {
+                // BeginWakeWordInvoke: EncodeWakeWord first (`application.cc:847`), with
+                // `CONFIG_SEND_WAKE_WORD_DATA` (default y on AFE wake word builds).
+                let now = platform.now;
+                let cached =
+                    now.saturating_since(self.listening.wake_since).as_micros() * u64::from(MIC_RATE) / 1_000_000;
+                self.mic.encode_wake_word(platform, cached as usize);
                 if !self.set_state(platform, DeviceState::Connecting) {
                     // Restored, or the device would never hear a wake word again (`:855`).
                     self.enable_wake_word_detection(platform, true);
@@ -463,6 +473,16 @@ impl Application {
             return;
         }
         platform.log(LogLevel::Info, "Application", || format!("Wake word detected: {word}"));
+        // PopWakeWordPacket → SendAudio straight from the main task (`application.cc:892-894`),
+        // then the detect (`:896`).
+        let version = self.protocol.as_ref().and_then(|p| p.audio_version());
+        let at = platform.now;
+        for p in self.mic.take_wake_packets() {
+            if let Some(v) = version {
+                let frame = crate::voice::frame::pack(v, &p, 0);
+                platform.push_output(Output::WsBinary { frame, at });
+            }
+        }
         self.send_message(platform, |b| b.wake_word_detected(word));
         self.set_listening_mode(platform, ListeningMode::Auto);
     }
