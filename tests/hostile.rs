@@ -376,7 +376,7 @@ fn nul_bytes_truncate_strings_or_count_as_whitespace() {
     );
     // `\u0000` too: this is a call of self.lamp.turn_on.
     let (receipt, _) = exchange(&mut h, &call("3", r"self.lamp.turn_on\u0000xyz", "{}"));
-    assert!(matches!(receipt, Receipt::Scheduled { ref tool, .. } if tool == "self.lamp.turn_on"));
+    assert!(matches!(receipt, Receipt::Scheduled { ref tool, .. } if &**tool == "self.lamp.turn_on"));
     assert_eq!(h.device.snapshot().gpio.get(&18), Some(&true));
     // A C-string parse (MQTT) ends the input at the first NUL: the object is unterminated.
     h.device.set_terminator(Terminator::Nul);
@@ -453,7 +453,7 @@ fn duplicate_keys_first_one_wins_everywhere() {
         br#"{"jsonrpc":"2.0","id":25,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"VOLUME":15,"volume":99,"Volume":98}},"params":{"name":"self.reboot"}}"#,
     );
     assert!(
-        matches!(&receipt, Receipt::Scheduled { tool, args, .. } if tool == "self.audio_speaker.set_volume" && args == &[PropertyValue::Int(15)]),
+        matches!(&receipt, Receipt::Scheduled { tool, args, .. } if &**tool == "self.audio_speaker.set_volume" && args == &[PropertyValue::Int(15)]),
         "{receipt:?}"
     );
     assert_eq!(volume(&h), 15);

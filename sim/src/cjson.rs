@@ -90,12 +90,20 @@ pub enum Kind {
 
 const NONE: u32 = u32::MAX;
 
+/// Which string of a node [`State::parse_string`] fills in.
+#[derive(Clone, Copy)]
+enum Slot {
+    Key,
+    Text,
+}
+
 /// Where a decoded string lives: borrowed from the input when it had no escapes, else in the
-/// parser's scratch buffer.
+/// parser's scratch buffer; `c_len` is where the firmware's C string of it ends (its first NUL).
 #[derive(Clone, Copy, Debug, Default)]
 struct Span {
     start: u32,
     len: u32,
+    c_len: u32,
     in_scratch: bool,
 }
 
@@ -273,7 +281,8 @@ impl State<'_> {
 
     /// `buffer_skip_whitespace`, including its step back onto the last byte at the end.
     fn skip_whitespace(&mut self) {
-        if !self.can_access(0) {
+        // Nearly always there is none: the byte at the offset starts a token.
+        if self.content.get(self.offset).is_some_and(|&b| !is_cjson_whitespace(b)) || !self.can_access(0) {
             return;
         }
         while self.can_access(0) && is_cjson_whitespace(self.at(0)) {
@@ -310,13 +319,7 @@ impl State<'_> {
                 self.offset += 4;
                 Ok(())
             }
-            b'"' => {
-                let span = self.parse_string()?;
-                let n = &mut self.nodes[node];
-                n.kind = Kind::String;
-                n.text = span;
-                Ok(())
-            }
+            b'"' => self.parse_string(node, Slot::Text),
             b'-' | b'0'..=b'9' => self.parse_number(node),
             b'[' => self.parse_container(node, Kind::Array),
             b'{' => self.parse_container(node, Kind::Object),
@@ -347,36 +350,73 @@ impl State<'_> {
         Ok(())
     }
 
-    /// `parse_string`: returns where the decoded bytes live. Decoded NULs are kept in the bytes;
-    /// C-string views cut there.
-    fn parse_string(&mut self) -> Result<Span, ParseError> {
+    /// `parse_string`: notes in `node` where the decoded bytes live (its member name or its
+    /// string value). Decoded NULs are kept in the bytes; C-string views cut there. The span is
+    /// written straight into the node: returned through memory, it was read back wider than it
+    /// was written, a stall on every string.
+    #[inline(always)]
+    fn parse_string(&mut self, node: usize, slot: Slot) -> Result<(), ParseError> {
         debug_assert_eq!(self.at(0), b'"');
         let body = self.offset + 1;
-        // Find the closing quote, skipping one byte after every backslash.
-        let mut end = body;
-        let mut skipped = 0usize;
-        while end < self.length && byte_at(self.content, end) != b'"' {
-            if byte_at(self.content, end) == b'\\' {
-                if end + 1 >= self.length {
+        // The virtual NUL of `Terminator::Nul` is neither a quote nor a backslash: only `content`
+        // needs reading.
+        let readable = &self.content[body..self.length.min(self.content.len())];
+        let i = find_quote_backslash_or_nul(readable);
+        if readable.get(i) != Some(&b'"') {
+            let span = self.parse_string_on(body, i)?;
+            self.set_span(node, slot, span);
+            return Ok(());
+        }
+        // Nearly every string: no escape, no NUL. cJSON allocates the span from the opening quote
+        // plus one byte.
+        self.charge(i + 2 + BLOCK_OVERHEAD_BYTES)?;
+        self.offset = body + i + 1;
+        let span = Span {
+            start: body as u32,
+            len: i as u32,
+            c_len: i as u32,
+            in_scratch: false,
+        };
+        self.set_span(node, slot, span);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn set_span(&mut self, node: usize, slot: Slot, span: Span) {
+        let n = &mut self.nodes[node];
+        match slot {
+            Slot::Key => (n.key, n.has_key) = (span, true),
+            Slot::Text => (n.kind, n.text) = (Kind::String, span),
+        }
+    }
+
+    /// The rest of `parse_string` from the first backslash or NUL at `i`: find the closing
+    /// quote, skipping one byte after every backslash, note the first NUL, then decode.
+    #[cold]
+    fn parse_string_on(&mut self, body: usize, mut i: usize) -> Result<Span, ParseError> {
+        let readable = &self.content[body..self.length.min(self.content.len())];
+        let (mut skipped, mut nul) = (0usize, None);
+        loop {
+            match readable.get(i) {
+                Some(b'"') => break,
+                Some(b'\\') if body + i + 1 < self.length => (skipped, i) = (skipped + 1, i + 2),
+                Some(0) => (nul, i) = (nul.or(Some(i)), i + 1),
+                _ => {
                     self.offset = body;
                     return Err(self.syntax());
                 }
-                skipped += 1;
-                end += 1;
             }
-            end += 1;
+            i += readable.get(i..).map_or(0, find_quote_backslash_or_nul);
         }
-        if end >= self.length || byte_at(self.content, end) != b'"' {
-            self.offset = body;
-            return Err(self.syntax());
-        }
+        let end = body + i;
         // cJSON allocates (span from the opening quote - backslashes + 1) bytes, an overestimate.
         self.charge(end - self.offset - skipped + 1 + BLOCK_OVERHEAD_BYTES)?;
         if skipped == 0 {
             self.offset = end + 1;
             return Ok(Span {
                 start: body as u32,
-                len: (end - body) as u32,
+                len: i as u32,
+                c_len: nul.unwrap_or(i) as u32,
                 in_scratch: false,
             });
         }
@@ -416,6 +456,7 @@ impl State<'_> {
         Ok(Span {
             start: out_start as u32,
             len: (self.scratch.len() - out_start) as u32,
+            c_len: c_strlen(&self.scratch[out_start..]) as u32,
             in_scratch: true,
         })
     }
@@ -469,10 +510,7 @@ impl State<'_> {
                     self.offset += 1;
                     return Err(self.syntax());
                 }
-                let key = self.parse_string()?;
-                let n = &mut self.nodes[idx];
-                n.key = key;
-                n.has_key = true;
+                self.parse_string(idx, Slot::Key)?;
                 self.skip_whitespace();
                 if !self.can_access(0) || self.at(0) != b':' {
                     return Err(self.syntax());
@@ -494,6 +532,28 @@ impl State<'_> {
         self.offset += 1;
         Ok(())
     }
+}
+
+/// The index of the first `"`, `\` or NUL in `s` (`s.len()` if none), eight bytes at a time: a
+/// byte of a word equal to one of them becomes zero after an XOR, and the lowest set bit of
+/// `(w - 0x01…) & !w & 0x80…` marks the first zero byte (higher bits can be false alarms).
+fn find_quote_backslash_or_nul(s: &[u8]) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    let zero_bytes = |w: u64| w.wrapping_sub(ONES) & !w & (ONES << 7);
+    let mut words = s.chunks_exact(8);
+    for (n, word) in words.by_ref().enumerate() {
+        let w = u64::from_le_bytes(word.try_into().expect("eight bytes"));
+        let hits = zero_bytes(w) | zero_bytes(w ^ (ONES * u64::from(b'"'))) | zero_bytes(w ^ (ONES * u64::from(b'\\')));
+        if hits != 0 {
+            return n * 8 + (hits.trailing_zeros() / 8) as usize;
+        }
+    }
+    let tail = words.remainder();
+    s.len() - tail.len()
+        + tail
+            .iter()
+            .position(|&b| matches!(b, b'"' | b'\\' | 0))
+            .unwrap_or(tail.len())
 }
 
 #[inline]
@@ -692,11 +752,20 @@ impl<'a> Doc<'a> {
     }
 
     fn bytes(&self, span: Span) -> &'a [u8] {
-        let (start, len) = (span.start as usize, span.len as usize);
+        self.prefix(span, span.len)
+    }
+
+    /// The part of a decoded string the firmware sees (up to its first NUL).
+    fn c_bytes(&self, span: Span) -> &'a [u8] {
+        self.prefix(span, span.c_len)
+    }
+
+    fn prefix(&self, span: Span, len: u32) -> &'a [u8] {
+        let (start, end) = (span.start as usize, (span.start + len) as usize);
         if span.in_scratch {
-            &self.scratch[start..start + len]
+            &self.scratch[start..end]
         } else {
-            &self.input[start..start + len]
+            &self.input[start..end]
         }
     }
 }
@@ -711,21 +780,20 @@ fn c_strlen(s: &[u8]) -> usize {
     CStr::from_bytes_until_nul(s).map_or(s.len(), CStr::count_bytes)
 }
 
-/// cJSON's `case_insensitive_strcmp(a, b) == 0` on two C strings (ASCII `tolower` only): byte
-/// by byte up to the first NUL, where the end of a slice reads as one. Most member names differ
-/// in their first byte, so this stops early instead of measuring both strings first.
+/// cJSON's `case_insensitive_strcmp(a, b) == 0` on two C strings (ASCII `tolower` only): equal
+/// up to the first NUL of each, where the end of a slice reads as one.
 pub fn c_str_eq_ignore_case(a: &[u8], b: &[u8]) -> bool {
-    let common = a.len().min(b.len());
-    for (x, y) in a[..common].iter().zip(&b[..common]) {
-        if !x.eq_ignore_ascii_case(y) {
-            return false;
-        }
-        if *x == 0 {
-            return true;
-        }
-    }
-    // One is a prefix of the other: equal when the longer one stops right there.
-    a.get(common).is_none_or(|&x| x == 0) && b.get(common).is_none_or(|&y| y == 0)
+    c_str(a).eq_ignore_ascii_case(c_str(b))
+}
+
+/// [`c_str_eq_ignore_case`] for a C string `key` (no NUL in it) and any `name`: `name` must
+/// start with `key` and end (or have a NUL) right after it. Most member names differ in length
+/// or first byte; most that match have the same case.
+fn c_name_is(key: &[u8], name: &[u8]) -> bool {
+    let Some(head) = name.get(..key.len()) else {
+        return false;
+    };
+    name.get(key.len()).is_none_or(|&b| b == 0) && (head == key || head.eq_ignore_ascii_case(key))
 }
 
 impl<'a> Item<'a> {
@@ -772,7 +840,8 @@ impl<'a> Item<'a> {
     /// The string as the firmware sees it (`valuestring`, cut at the first NUL); `None` when this
     /// is not a string.
     pub fn c_string(&self) -> Option<&'a [u8]> {
-        self.decoded_string().map(c_str)
+        let n = self.node();
+        (n.kind == Kind::String).then(|| self.doc.c_bytes(n.text))
     }
 
     /// The whole decoded string, NULs included (for diagnostics; the firmware never sees past a NUL).
@@ -784,7 +853,7 @@ impl<'a> Item<'a> {
     /// The member name as a C string, for items inside an object.
     pub fn key(&self) -> Option<&'a [u8]> {
         let n = self.node();
-        n.has_key.then(|| c_str(self.doc.bytes(n.key)))
+        n.has_key.then(|| self.doc.c_bytes(n.key))
     }
 
     /// Children in document order (array elements or object members).
@@ -808,7 +877,7 @@ impl<'a> Item<'a> {
         }
         self.children().find(|child| {
             let n = child.node();
-            n.has_key && c_str_eq_ignore_case(self.doc.bytes(n.key), name)
+            n.has_key && c_name_is(self.doc.c_bytes(n.key), name)
         })
     }
 
@@ -873,38 +942,41 @@ impl<'a> Iterator for Children<'a> {
 // Printing (cJSON_PrintUnformatted)
 // ---------------------------------------------------------------------------------------------
 
+/// What `print_string_ptr` writes for each byte: 0 the byte itself, `u` `\u00xx`, [`END`] nothing
+/// (a NUL ends the C string), any other the second byte of a two-byte escape.
+const ESCAPES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 1;
+    while b < 0x20 {
+        t[b] = b'u';
+        b += 1;
+    }
+    (t[0x00], t[0x08], t[0x0C], t[0x0A], t[0x0D], t[0x09]) = (END, b'b', b'f', b'n', b'r', b't');
+    (t[b'"' as usize], t[b'\\' as usize]) = (b'"', b'\\');
+    t
+};
+const END: u8 = 0xFF;
+
 /// `print_string_ptr`: quotes `s` (cut at its first NUL) with cJSON's escaping: `"` `\` and
 /// BS/FF/LF/CR/TAB as two-character escapes, other bytes < 0x20 as `\u00xx` (lower-case hex);
 /// `/`, DEL and bytes ≥ 0x80 are copied raw.
 pub fn write_string(out: &mut Vec<u8>, s: &[u8]) {
-    let s = c_str(s);
-    out.reserve(s.len() + 2);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // Byte by byte into room made once: texts that are JSON themselves (a status, a photo's
+    // answer) escape every few bytes, and a push is cheaper than a copy call per run.
+    out.reserve(s.len() + s.len() / 4 + 2);
     out.push(b'"');
-    let mut plain_from = 0;
-    for (i, &b) in s.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x0C => b"\\f",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0..=0x1F => b"",
-            _ => continue,
-        };
-        out.extend_from_slice(&s[plain_from..i]);
-        plain_from = i + 1;
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[(b >> 4) as usize]);
-            out.push(HEX[(b & 0xF) as usize]);
-        } else {
-            out.extend_from_slice(escape);
+    for &b in s {
+        match ESCAPES[usize::from(b)] {
+            0 => out.push(b),
+            END => break,
+            b'u' => {
+                let hex = |nibble: u8| HEX[usize::from(nibble)];
+                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', hex(b >> 4), hex(b & 0xF)]);
+            }
+            escape => out.extend_from_slice(&[b'\\', escape]),
         }
     }
-    out.extend_from_slice(&s[plain_from..]);
     out.push(b'"');
 }
 
@@ -979,266 +1051,4 @@ fn strip_fraction_zeros(s: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse_root<R>(input: &[u8], f: impl FnOnce(Item<'_>) -> R) -> R {
-        with_parsed(input, Terminator::Length, |r| f(r.expect("parses")))
-    }
-
-    fn parses(input: &[u8]) -> bool {
-        with_parsed(input, Terminator::Length, |r| r.is_ok())
-    }
-
-    fn printed(input: &[u8]) -> String {
-        parse_root(input, |root| {
-            let mut out = Vec::new();
-            root.print_unformatted(&mut out);
-            String::from_utf8_lossy(&out).into_owned()
-        })
-    }
-
-    #[test]
-    fn valueint_truncates_toward_zero_and_saturates() {
-        let table: &[(&str, i32)] = &[
-            ("12.9", 12),
-            ("-12.9", -12),
-            ("-0.99", 0),
-            ("100.99", 100),
-            ("1e-7", 0),
-            ("-0", 0),
-            ("1e1", 10),
-            ("2147483647.5", i32::MAX),
-            ("2147483648", i32::MAX),
-            ("-2147483648.7", i32::MIN),
-            ("1e10", i32::MAX),
-            ("1e300", i32::MAX),
-            ("1e999", i32::MAX),
-            ("-1e999", i32::MIN),
-            ("-1e10", i32::MIN),
-            ("01", 1),
-            ("4.", 4),
-            ("-2147483647.9", -2147483647),
-        ];
-        for (text, expected) in table {
-            let got = parse_root(text.as_bytes(), |root| {
-                assert!(root.is_number(), "{text} is a number");
-                root.valueint()
-            });
-            assert_eq!(got, *expected, "valueint({text})");
-        }
-    }
-
-    #[test]
-    fn numbers_must_start_with_minus_or_digit() {
-        for bad in ["+5", ".5", "NaN", "Infinity", "-", "--1", "-e5", "e5"] {
-            assert!(!parses(bad.as_bytes()), "{bad} must not parse");
-        }
-        // strtod takes "-.5", and a top-level value may be followed by garbage.
-        assert!(parses(b"-.5"));
-        assert!(parses(b"0x10"));
-        assert_eq!(parse_root(b"0x10", |r| r.valueint()), 0);
-    }
-
-    #[test]
-    fn number_token_is_what_strtod_consumes() {
-        // Inside an object the unconsumed rest of the run is a syntax error.
-        assert!(!parses(br#"{"v":0x10}"#));
-        assert!(!parses(br#"{"v":1e}"#));
-        assert!(!parses(br#"{"v":1+2}"#));
-        assert!(parses(br#"{"v":1.e5}"#));
-        assert_eq!(
-            parse_root(br#"{"v":1.e5}"#, |r| r.get(b"v").unwrap().valueint()),
-            100000
-        );
-        assert_eq!(strtod(b"1e"), Some((1, 1.0)));
-        assert_eq!(strtod(b"1e+"), Some((1, 1.0)));
-        assert_eq!(strtod(b"12e-1x"), Some((5, 1.2)));
-        assert_eq!(strtod(b"."), None);
-        assert_eq!(strtod(b"-0").map(|(n, v)| (n, v.is_sign_negative())), Some((2, true)));
-    }
-
-    #[test]
-    fn ten_thousand_digit_number_parses_and_saturates() {
-        let big = "9".repeat(10_000);
-        assert_eq!(parse_root(big.as_bytes(), |r| r.valueint()), i32::MAX);
-        let tiny = format!("0.{}1", "0".repeat(10_000));
-        assert_eq!(parse_root(tiny.as_bytes(), |r| r.valueint()), 0);
-    }
-
-    #[test]
-    fn trailing_garbage_bom_and_control_whitespace_are_accepted() {
-        assert!(parses(b"{\"a\":1} garbage"));
-        assert!(parses(b"\xEF\xBB\xBF{\"a\":1}"));
-        assert!(parses(b" \t\r\n\x01\x1f{\x02\"a\"\x03:\x041\x05}"));
-        assert!(!parses(b""));
-        assert!(!parses(b"   "));
-        assert!(!parses(b"{\"a\":1"));
-    }
-
-    #[test]
-    fn nul_terminator_mode_stops_at_the_first_nul() {
-        let input = b"{\"a\":1}\0{";
-        let mut p = Parser::new();
-        assert!(p.parse(input, Terminator::Nul, Limits::default()).is_ok());
-        let input = b"{\"a\":\0 1}";
-        assert!(p.parse(input, Terminator::Nul, Limits::default()).is_err());
-        // With an explicit length the NUL is just whitespace.
-        assert!(p.parse(input, Terminator::Length, Limits::default()).is_ok());
-        // A BOM needs five bytes in the buffer: the virtual NUL counts in Nul mode.
-        assert!(p.parse(b"\xEF\xBB\xBF1", Terminator::Nul, Limits::default()).is_ok());
-        assert!(
-            p.parse(b"\xEF\xBB\xBF1", Terminator::Length, Limits::default())
-                .is_err()
-        );
-    }
-
-    #[test]
-    fn nesting_limit_is_one_thousand() {
-        let ok = format!("{}{}", "[".repeat(1000), "]".repeat(1000));
-        assert!(parses(ok.as_bytes()));
-        let too_deep = format!("{}{}", "[".repeat(1001), "]".repeat(1001));
-        let err = with_parsed(too_deep.as_bytes(), Terminator::Length, |r| r.err());
-        assert!(matches!(err, Some(ParseError::TooDeep { .. })));
-        let objects = format!("{}1{}", "{\"a\":".repeat(1000), "}".repeat(1000));
-        assert!(parses(objects.as_bytes()));
-        let objects = format!("{}1{}", "{\"a\":".repeat(1001), "}".repeat(1001));
-        assert!(!parses(objects.as_bytes()));
-    }
-
-    #[test]
-    fn raw_control_bytes_and_invalid_utf8_are_kept() {
-        let input = b"\"a\tb\x01\xff\xfe\"";
-        assert_eq!(
-            parse_root(input, |r| r.c_string().unwrap().to_vec()),
-            b"a\tb\x01\xff\xfe".to_vec()
-        );
-    }
-
-    #[test]
-    fn escapes_decode_and_bad_unicode_escapes_become_nul() {
-        assert_eq!(
-            parse_root(br#""a\"b\\c\/d\b\f\n\r\t""#, |r| r.c_string().unwrap().to_vec()),
-            b"a\"b\\c/d\x08\x0c\n\r\t".to_vec()
-        );
-        assert_eq!(
-            parse_root(br#""\u00e9\u4e2d\ud83d\ude00""#, |r| r.c_string().unwrap().to_vec()),
-            "é中😀".as_bytes().to_vec()
-        );
-        // A non-hex digit makes the escape code point 0: the C string ends there.
-        assert_eq!(
-            parse_root(br#""ab\uZZZZcd""#, |r| (
-                r.c_string().unwrap().to_vec(),
-                r.decoded_string().unwrap().len()
-            )),
-            (b"ab".to_vec(), 5)
-        );
-        assert_eq!(
-            parse_root(br#""x\u0000y""#, |r| r.c_string().unwrap().to_vec()),
-            b"x".to_vec()
-        );
-        // Failures of the whole parse.
-        for bad in [
-            &br#""\udc00""#[..],
-            br#""\ud800""#,
-            br#""\ud800\u0041""#,
-            br#""\u12""#,
-            br#""\x""#,
-            br#""abc"#,
-            b"\"abc\\",
-        ] {
-            assert!(!parses(bad), "{} must not parse", String::from_utf8_lossy(bad));
-        }
-    }
-
-    #[test]
-    fn lookup_is_case_insensitive_first_match_on_c_strings() {
-        let input = br#"{"VOLUME":40.7,"volume":99,"na\u0000me":"x","\u00c9":1}"#;
-        parse_root(input, |r| {
-            assert_eq!(r.get(b"volume").unwrap().valueint(), 40);
-            assert_eq!(r.get(b"Volume").unwrap().valueint(), 40);
-            assert_eq!(r.get(b"na").unwrap().c_string().unwrap(), b"x");
-            assert!(r.get(b"name").is_none());
-            // Bytes >= 0x80 compare exactly: only ASCII letters fold.
-            assert!(r.get("é".as_bytes()).is_none());
-            assert!(r.get("É".as_bytes()).is_some());
-        });
-        // Arrays and scalars have no members.
-        parse_root(br#"[{"a":1}]"#, |r| assert!(r.get(b"a").is_none()));
-        parse_root(b"42", |r| assert!(r.get(b"a").is_none()));
-    }
-
-    #[test]
-    fn duplicate_keys_are_kept_in_order() {
-        parse_root(br#"{"id":23,"id":24}"#, |r| {
-            assert_eq!(r.children().count(), 2);
-            assert_eq!(r.get(b"id").unwrap().valueint(), 23);
-        });
-    }
-
-    #[test]
-    fn true_has_valueint_one() {
-        parse_root(b"[true,false,null]", |r| {
-            let v: Vec<i32> = r.children().map(|c| c.valueint()).collect();
-            assert_eq!(v, vec![1, 0, 0]);
-        });
-    }
-
-    #[test]
-    fn escaping_follows_print_string_ptr() {
-        let mut out = Vec::new();
-        write_string(&mut out, b"a\"b\\c/d\x08\x0c\n\r\t\x01\x1f\x7f\xff");
-        assert_eq!(out, b"\"a\\\"b\\\\c/d\\b\\f\\n\\r\\t\\u0001\\u001f\x7f\xff\"".to_vec());
-        let mut out = Vec::new();
-        write_string(&mut out, b"cut\0here");
-        assert_eq!(out, b"\"cut\"".to_vec());
-    }
-
-    #[test]
-    fn integers_print_with_percent_d_and_others_with_g() {
-        let cases: &[(f64, &str)] = &[
-            (0.0, "0"),
-            (-0.0, "0"),
-            (70.0, "70"),
-            (-2147483648.0, "-2147483648"),
-            (2147483647.0, "2147483647"),
-            (1e10, "10000000000"),
-            (0.5, "0.5"),
-            (40.7, "40.7"),
-            (1e-7, "1e-07"),
-            (1e300, "1e+300"),
-            (0.1, "0.1"),
-            (1.0 / 3.0, "0.33333333333333331"),
-            (f64::NAN, "null"),
-            (f64::INFINITY, "null"),
-            (123456789012345680.0, "1.2345678901234568e+17"),
-            (0.30000000000000004, "0.3"),
-            (25.5, "25.5"),
-        ];
-        for (d, expected) in cases {
-            let mut out = Vec::new();
-            write_number(&mut out, *d);
-            assert_eq!(String::from_utf8(out).unwrap(), *expected, "print_number({d})");
-        }
-    }
-
-    #[test]
-    fn print_round_trips_structure_in_document_order() {
-        assert_eq!(
-            printed(br#" { "b" : [1, 2.5, "x"], "a" : {} , "b":null } "#),
-            r#"{"b":[1,2.5,"x"],"a":{},"b":null}"#
-        );
-    }
-
-    #[test]
-    fn heap_limit_turns_big_trees_into_out_of_memory() {
-        let mut p = Parser::new();
-        let input = format!("[{}0]", "0,".repeat(10_000));
-        let limits = Limits {
-            heap_bytes: Some(64 * 1024),
-        };
-        let err = p.parse(input.as_bytes(), Terminator::Length, limits).err();
-        assert!(matches!(err, Some(ParseError::OutOfMemory { .. })));
-        assert!(p.parse(input.as_bytes(), Terminator::Length, Limits::default()).is_ok());
-    }
-}
+mod tests;

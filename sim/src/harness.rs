@@ -131,6 +131,17 @@ impl Harness {
         std::mem::take(&mut self.held)
     }
 
+    /// Hands each MCP payload transmitted since the last call to `f`, oldest first, without
+    /// collecting them (other outputs are discarded).
+    pub fn drain_mcp_payloads(&mut self, mut f: impl FnMut(&[u8])) {
+        self.pump();
+        for output in self.held.drain(..) {
+            if let Output::Mcp { payload, .. } = output {
+                f(&payload);
+            }
+        }
+    }
+
     /// The MCP payloads transmitted since the last call (other outputs are discarded).
     pub fn take_mcp_payloads(&mut self) -> Vec<Vec<u8>> {
         self.take_outputs()

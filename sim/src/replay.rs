@@ -140,6 +140,33 @@ impl Replayer {
 
     /// Runs one line and returns its record.
     pub fn run_line(&mut self, n: usize, raw: &[u8], line: &ReplayLine) -> Result<ReplayRecord, NeverIdle> {
+        self.run(line)?;
+        let replies = self.harness.take_mcp_payloads();
+        let events = if self.trace {
+            render_events(&self.harness.device.drain_events())
+        } else {
+            Vec::new()
+        };
+        Ok(ReplayRecord {
+            n,
+            request: raw.to_vec(),
+            replies,
+            events,
+        })
+    }
+
+    /// Runs one line and hands each MCP payload it transmitted to `reply`, building no record:
+    /// the replies-only path (its trace events, if tracing, are dropped).
+    pub fn run_line_replies(&mut self, line: &ReplayLine, reply: impl FnMut(&[u8])) -> Result<(), NeverIdle> {
+        self.run(line)?;
+        self.harness.drain_mcp_payloads(reply);
+        if self.trace {
+            self.harness.device.drain_events();
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, line: &ReplayLine) -> Result<(), NeverIdle> {
         let boots_before = self.harness.device.boots();
         match line {
             ReplayLine::Payload(p) => {
@@ -158,18 +185,7 @@ impl Replayer {
             }
         }
         self.settle_after_boot(boots_before);
-        let replies = self.harness.take_mcp_payloads();
-        let events = if self.trace {
-            render_events(&self.harness.device.drain_events())
-        } else {
-            Vec::new()
-        };
-        Ok(ReplayRecord {
-            n,
-            request: raw.to_vec(),
-            replies,
-            events,
-        })
+        Ok(())
     }
 }
 

@@ -42,12 +42,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         ReplayLine::parse(n, raw).map_err(|e| anyhow::anyhow!("{}:{}: {}", file.display(), e.line, e.message))
     };
     // Validate every directive before running anything: no partial output on a bad file.
-    for_each_line(file, |n, raw| {
-        if is_directive(raw) {
-            parse(n, raw)?;
-        }
-        Ok(())
-    })?;
+    for_each_line(file, Lines::Directives, |n, raw| parse(n, raw).map(drop))?;
     let trace = !opts.replies_only;
     let mut replayer = Replayer::new(spec, opts.seed, trace);
     let stdout = std::io::stdout();
@@ -55,7 +50,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     let mut buf = Vec::with_capacity(4096);
     // Payload lines (nearly all of them) are copied into this one line instead of a new one each.
     let mut payload = ReplayLine::Payload(Vec::with_capacity(4096));
-    for_each_line(file, |n, raw| {
+    for_each_line(file, Lines::All, |n, raw| {
         let directive;
         let line = if is_directive(raw) {
             directive = parse(n, raw)?;
@@ -67,18 +62,22 @@ pub fn run(opts: &Args) -> Result<bool> {
             }
             &payload
         };
-        let record = replayer
-            .run_line(n, raw, line)
-            .map_err(|e| anyhow::anyhow!("{}:{n}: {e}", file.display()))?;
-        buf.clear();
+        let never_idle = |e| anyhow::anyhow!("{}:{n}: {e}", file.display());
         if opts.replies_only {
-            for r in &record.replies {
-                buf.extend_from_slice(r);
-                buf.push(b'\n');
-            }
-        } else {
-            record.to_json_line(&mut buf);
+            // Each reply goes straight into the output buffer; the first write error is kept.
+            let mut written = Ok(());
+            replayer
+                .run_line_replies(line, |reply| {
+                    if written.is_ok() {
+                        written = out.write_all(reply).and_then(|()| out.write_all(b"\n"));
+                    }
+                })
+                .map_err(never_idle)?;
+            return Ok(written?);
         }
+        let record = replayer.run_line(n, raw, line).map_err(never_idle)?;
+        buf.clear();
+        record.to_json_line(&mut buf);
         out.write_all(&buf)?;
         Ok(())
     })?;
@@ -92,9 +91,17 @@ fn is_directive(raw: &[u8]) -> bool {
     raw.first() == Some(&b'#')
 }
 
-/// Calls `f` with each line of `file` and its number (from 1), without its `\n` or `\r\n`: the
-/// same lines as `replay::split_lines` on the whole content.
-fn for_each_line(file: &Path, mut f: impl FnMut(usize, &[u8]) -> Result<()>) -> Result<()> {
+/// Which lines [`for_each_line`] hands over.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lines {
+    All,
+    /// Only lines that may be directives ([`is_directive`]); the others are skipped unread.
+    Directives,
+}
+
+/// Calls `f` with each line of `file` (of `which`) and its number (from 1), without its `\n` or
+/// `\r\n`: the same lines as `replay::split_lines` on the whole content.
+fn for_each_line(file: &Path, which: Lines, mut f: impl FnMut(usize, &[u8]) -> Result<()>) -> Result<()> {
     let cannot_read = || format!("{}: cannot read", file.display());
     let handle = match File::open(file) {
         Ok(h) => h,
@@ -104,6 +111,16 @@ fn for_each_line(file: &Path, mut f: impl FnMut(usize, &[u8]) -> Result<()>) -> 
     let mut reader = BufReader::with_capacity(1 << 16, handle);
     let mut line = Vec::with_capacity(4096);
     for n in 1.. {
+        if which == Lines::Directives {
+            match reader.fill_buf().with_context(cannot_read)?.first() {
+                None => break,
+                Some(&first) if first != b'#' => {
+                    reader.skip_until(b'\n').with_context(cannot_read)?;
+                    continue;
+                }
+                Some(_) => {}
+            }
+        }
         line.clear();
         if reader.read_until(b'\n', &mut line).with_context(cannot_read)? == 0 {
             break;

@@ -124,7 +124,7 @@ pub enum Receipt {
         /// The request's JSON-RPC `id`.
         id: i32,
         /// The tool's name.
-        tool: String,
+        tool: std::sync::Arc<str>,
         /// One value per property of the tool, in property order.
         args: Vec<PropertyValue>,
     },

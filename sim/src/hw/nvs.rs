@@ -101,6 +101,13 @@ impl Nvs {
         {
             return Err(EspErr::NvsValueTooLong);
         }
+        // Overwriting a key with a value of no more entries always fits (a volume, a brightness).
+        if let Some(slot) = self.namespaces.get_mut(namespace).and_then(|keys| keys.get_mut(key))
+            && Self::entries_for(&value) <= Self::entries_for(slot)
+        {
+            *slot = value;
+            return Ok(());
+        }
         let old = self.get(namespace, key).map(Self::entries_for);
         let delta = Self::entries_for(&value) as isize - old.unwrap_or(0) as isize;
         if delta > 0 && self.used_entries() as isize + delta > self.capacity_entries as isize {

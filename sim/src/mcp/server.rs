@@ -6,11 +6,12 @@
 //! queue the call for the main task. Knows nothing about hardware, scheduling or time.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use crate::cjson::Item;
 use crate::mcp::property::PropertyValue;
 use crate::mcp::strings;
-use crate::mcp::tool::McpTool;
+use crate::mcp::tool::{McpTool, ReturnValue, encode_result};
 
 /// Why a message was dropped without any reply (docs/reference/firmware.md §4.2, quirk 6).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,7 +103,10 @@ pub enum Received {
 #[derive(Clone, Debug)]
 pub struct McpServer {
     tools: Vec<McpTool>,
-    first_by_name: BTreeMap<String, usize>,
+    first_by_name: BTreeMap<Box<[u8]>, usize>,
+    /// The first `tools/list` page without and with user tools, made when first asked for (the
+    /// registry no longer changes by then; every change to it forgets them).
+    first_pages: [OnceLock<ToolsPage>; 2],
     board_name: String,
     version: String,
     has_camera: bool,
@@ -140,6 +144,7 @@ impl McpServer {
         McpServer {
             tools: Vec::new(),
             first_by_name: BTreeMap::new(),
+            first_pages: Default::default(),
             board_name: board_name.to_string(),
             version: version.to_string(),
             has_camera,
@@ -164,11 +169,13 @@ impl McpServer {
     /// `McpServer::AddTool`: refuses a name already in the *current* list (returns false).
     pub fn add_tool(&mut self, tool: McpTool) -> bool {
         // The index holds exactly the names of the current list.
-        if self.first_by_name.contains_key(tool.name()) {
+        if self.first_by_name.contains_key(tool.name().as_bytes()) {
             return false;
         }
-        self.first_by_name.insert(tool.name().to_string(), self.tools.len());
+        self.first_by_name
+            .insert(tool.name().as_bytes().into(), self.tools.len());
         self.tools.push(tool);
+        self.first_pages = Default::default();
         true
     }
 
@@ -184,9 +191,10 @@ impl McpServer {
     }
 
     fn reindex(&mut self) {
+        self.first_pages = Default::default();
         self.first_by_name.clear();
         for (i, t) in self.tools.iter().enumerate() {
-            self.first_by_name.entry(t.name().to_string()).or_insert(i);
+            self.first_by_name.entry(t.name().as_bytes().into()).or_insert(i);
         }
     }
 
@@ -202,9 +210,7 @@ impl McpServer {
 
     /// The first tool with exactly this name (byte compare, case-sensitive).
     pub fn find(&self, name: &[u8]) -> Option<usize> {
-        std::str::from_utf8(name)
-            .ok()
-            .and_then(|n| self.first_by_name.get(n).copied())
+        self.first_by_name.get(name).copied()
     }
 
     /// `BOARD_NAME`, sent as `serverInfo.name`.
@@ -274,11 +280,18 @@ impl McpServer {
                         with_user_tools = w.valueint() == 1;
                     }
                 }
-                match self.tools_list(cursor, with_user_tools) {
-                    ToolsPage::Page { result, .. } => reply(id, strings::reply_result(id, &result), false, None),
+                let other_page;
+                let page = if cursor.is_empty() {
+                    self.first_page(with_user_tools)
+                } else {
+                    other_page = self.tools_list(cursor, with_user_tools);
+                    &other_page
+                };
+                match page {
+                    ToolsPage::Page { result, .. } => reply(id, strings::reply_result(id, result), false, None),
                     ToolsPage::Error { message } => {
-                        let log = format!("E MCP: tools/list: {}", lossy(&message));
-                        reply(id, strings::reply_error(id, &message), true, Some(log))
+                        let log = format!("E MCP: tools/list: {}", lossy(message));
+                        reply(id, strings::reply_error(id, message), true, Some(log))
                     }
                 }
             }
@@ -324,6 +337,11 @@ impl McpServer {
             with_user_tools,
             cursor: Some(String::new()),
         }
+    }
+
+    /// [`McpServer::tools_list`] without a cursor, remembered: what nearly every client asks for.
+    fn first_page(&self, with_user_tools: bool) -> &ToolsPage {
+        self.first_pages[usize::from(with_user_tools)].get_or_init(|| self.tools_list(b"", with_user_tools))
     }
 
     /// `McpServer::GetToolsList` — the exact paging algorithm of docs/reference/firmware.md §4.4.
@@ -456,11 +474,16 @@ fn reply(id: i32, payload: Vec<u8>, is_error: bool, log: Option<String>) -> Rece
     }
 }
 
-/// `ReplyResult` for a finished callback: `{"jsonrpc":"2.0","id":N,"result":{"content":…}}`.
-pub fn call_result_payload(id: i32, value: &crate::mcp::tool::ReturnValue) -> Vec<u8> {
-    let mut result = Vec::with_capacity(96);
-    crate::mcp::tool::encode_result(value, &mut result);
-    strings::reply_result(id, &result)
+/// `ReplyResult` for a finished callback: `{"jsonrpc":"2.0","id":N,"result":{"content":…}}`,
+/// the result encoded straight into the reply.
+pub fn call_result_payload(id: i32, value: &ReturnValue) -> Vec<u8> {
+    let text_len = match value {
+        ReturnValue::Text(s) | ReturnValue::Json(s) => s.len(),
+        ReturnValue::Image { data, .. } => data.len(),
+        ReturnValue::Bool(_) | ReturnValue::Int(_) => 0,
+    };
+    // Escaping rarely doubles a text; the vector grows if it does.
+    strings::reply_result_with(id, 64 + 2 * text_len, |out| encode_result(value, out))
 }
 
 #[cfg(test)]
@@ -495,6 +518,33 @@ mod tests {
             "xxx",
             "the common one is found first"
         );
+    }
+
+    #[test]
+    fn the_remembered_first_page_follows_the_registry() {
+        let list = |s: &McpServer| {
+            let request = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":""}}"#;
+            crate::cjson::with_parsed(request, crate::cjson::Terminator::Length, |r| {
+                match s.receive(r.unwrap()) {
+                    Received::Reply { payload, .. } => payload,
+                    other => panic!("{other:?}"),
+                }
+            })
+        };
+        let mut s = McpServer::new("b", "1", false);
+        s.add_tool(tiny("a", 1, false));
+        let before = list(&s);
+        s.add_tool(tiny("b", 1, false));
+        let after = list(&s);
+        assert_ne!(before, after, "a tool added after the first listing is listed");
+        let ToolsPage::Page { result, .. } = s.tools_list(b"", false) else {
+            panic!("fits")
+        };
+        assert_eq!(after, strings::reply_result(1, &result));
+        s.add_in_front(|s| {
+            s.add_tool(tiny("c", 1, false));
+        });
+        assert!(list(&s).starts_with(br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"c""#));
     }
 
     #[test]

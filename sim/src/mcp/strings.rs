@@ -165,11 +165,17 @@ pub const LAMP_POWER_OFF: &str = "{\"power\": false}";
 
 /// `{"jsonrpc":"2.0","id":<id>,"result":<result>}` — plain concatenation, no escaping.
 pub fn reply_result(id: i32, result: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(result.len() + 40);
+    reply_result_with(id, result.len(), |out| out.extend_from_slice(result))
+}
+
+/// [`reply_result`] with the result written straight into the reply by `write_result` (about
+/// `result_len` bytes), instead of being built apart and copied.
+pub fn reply_result_with(id: i32, result_len: usize, write_result: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result_len + 40);
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     cjson::write_int(&mut out, id);
     out.extend_from_slice(b",\"result\":");
-    out.extend_from_slice(result);
+    write_result(&mut out);
     out.push(b'}');
     out
 }

@@ -86,7 +86,7 @@ pub struct McpTool {
 
 /// Everything about a tool that `tools/list` shows; never changes after construction.
 struct Definition {
-    name: String,
+    name: Arc<str>,
     description: String,
     properties: Vec<Property>,
     user_only: bool,
@@ -100,7 +100,7 @@ impl McpTool {
         let json = render_json(name, description, &properties, user_only);
         McpTool {
             definition: Arc::new(Definition {
-                name: name.to_string(),
+                name: name.into(),
                 description: description.to_string(),
                 properties,
                 user_only,
@@ -121,6 +121,10 @@ impl McpTool {
     /// The tool name (`tools/call` matches it exactly, `tools/list` cursors too).
     pub fn name(&self) -> &str {
         &self.definition.name
+    }
+    /// The tool name, shared (a receipt holds it without a copy).
+    pub fn shared_name(&self) -> Arc<str> {
+        Arc::clone(&self.definition.name)
     }
     /// The description shown in `tools/list`.
     pub fn description(&self) -> &str {

@@ -326,10 +326,9 @@ impl Application {
                 Receipt::Aborted { reason }
             }
             Received::Call { id, tool, args, stack } => {
-                let name = self.mcp.tool(tool).name().to_string();
                 let receipt = Receipt::Scheduled {
                     id,
-                    tool: name,
+                    tool: self.mcp.tool(tool).shared_name(),
                     args: args.clone(),
                 };
                 match stack {
