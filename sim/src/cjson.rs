@@ -14,7 +14,6 @@
 //!
 //! Knows nothing about MCP.
 
-use std::ffi::CStr;
 use std::fmt;
 
 /// cJSON's `CJSON_NESTING_LIMIT`: arrays and objects may nest this deep, not one level more.
@@ -775,9 +774,9 @@ pub fn c_str(s: &[u8]) -> &[u8] {
     &s[..c_strlen(s)]
 }
 
-/// `strlen`: the index of the first NUL, or the whole length (memchr, not a byte loop).
+/// `strlen`: the index of the first NUL, or the whole length (SIMD `memchr`, not a byte loop).
 fn c_strlen(s: &[u8]) -> usize {
-    CStr::from_bytes_until_nul(s).map_or(s.len(), CStr::count_bytes)
+    memchr::memchr(0, s).unwrap_or(s.len())
 }
 
 /// cJSON's `case_insensitive_strcmp(a, b) == 0` on two C strings (ASCII `tolower` only): equal

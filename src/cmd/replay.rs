@@ -100,7 +100,8 @@ enum Lines {
 }
 
 /// Calls `f` with each line of `file` (of `which`) and its number (from 1), without its `\n` or
-/// `\r\n`: the same lines as `replay::split_lines` on the whole content.
+/// `\r\n`: the same lines as `replay::split_lines` on the whole content. A line that lies whole
+/// in the read buffer is handed over in place (no copy); `memchr` finds the ends of lines.
 fn for_each_line(file: &Path, which: Lines, mut f: impl FnMut(usize, &[u8]) -> Result<()>) -> Result<()> {
     let cannot_read = || format!("{}: cannot read", file.display());
     let handle = match File::open(file) {
@@ -109,24 +110,46 @@ fn for_each_line(file: &Path, which: Lines, mut f: impl FnMut(usize, &[u8]) -> R
         Err(e) => return Err(e).with_context(cannot_read),
     };
     let mut reader = BufReader::with_capacity(1 << 16, handle);
+    // A line that runs over the end of the buffer, gathered here (`skip`: not wanted).
     let mut line = Vec::with_capacity(4096);
-    for n in 1.. {
-        if which == Lines::Directives {
-            match reader.fill_buf().with_context(cannot_read)?.first() {
-                None => break,
-                Some(&first) if first != b'#' => {
-                    reader.skip_until(b'\n').with_context(cannot_read)?;
-                    continue;
-                }
-                Some(_) => {}
+    let (mut n, mut partial, mut skip) = (1usize, false, false);
+    loop {
+        let avail = reader.fill_buf().with_context(cannot_read)?;
+        if avail.is_empty() {
+            if partial && !skip {
+                f(n, strip(&line))?;
+            }
+            return Ok(());
+        }
+        if !partial {
+            skip = which == Lines::Directives && !is_directive(avail);
+        }
+        let Some(end) = memchr::memchr(b'\n', avail) else {
+            if !skip {
+                line.extend_from_slice(avail);
+            }
+            partial = true;
+            let used = avail.len();
+            reader.consume(used);
+            continue;
+        };
+        if !skip {
+            if partial {
+                line.extend_from_slice(&avail[..end]);
+                f(n, strip(&line))?;
+            } else {
+                f(n, strip(&avail[..end]))?;
             }
         }
         line.clear();
-        if reader.read_until(b'\n', &mut line).with_context(cannot_read)? == 0 {
-            break;
-        }
-        let raw = line.strip_suffix(b"\n").unwrap_or(&line);
-        f(n, raw.strip_suffix(b"\r").unwrap_or(raw))?;
+        partial = false;
+        n += 1;
+        reader.consume(end + 1);
     }
-    Ok(())
+}
+
+/// A line without its `\n` or `\r\n`.
+fn strip(raw: &[u8]) -> &[u8] {
+    let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
+    raw.strip_suffix(b"\r").unwrap_or(raw)
 }
