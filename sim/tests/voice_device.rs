@@ -328,3 +328,30 @@ fn the_wake_words_audio_goes_before_the_detect_and_only_what_the_cache_held() {
     // Idle (detection on, the cache filling) since the click, 1.6 s before the word: 26 frames.
     assert!((25..=27).contains(&n), "1.6 s of cache since Idle: {n} packets");
 }
+
+/// `OnAudioChannelOpened` warns when the server's sample rate is not the board's output rate:
+/// xinnan-py's hello announces 16 kHz, bread-compact-wifi plays at 24 kHz.
+#[test]
+fn a_server_rate_other_than_the_output_rate_is_warned_of_when_the_channel_opens() {
+    let warning =
+        "Server sample rate 16000 does not match device output sample rate 24000, resampling may cause distortion";
+    for (yaml, warned) in [
+        (BREAD.to_string(), true),
+        (
+            BREAD.replace("output_sample_rate: 24000", "output_sample_rate: 16000"),
+            false,
+        ),
+    ] {
+        let mut lb = pair(&yaml, 1);
+        lb.device.drain_events();
+        listening(&mut lb);
+        let lines: Vec<String> = lb.device.drain_events().iter().map(|e| e.to_string()).collect();
+        assert_eq!(lines.iter().any(|l| l.contains(warning)), warned, "{lines:#?}");
+        assert!(
+            !warned
+                || lines
+                    .iter()
+                    .all(|l| !l.contains("does not match") || l.contains(warning))
+        );
+    }
+}

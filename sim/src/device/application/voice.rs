@@ -165,6 +165,16 @@ impl Application {
         match protocol.open_step(stage, platform, &uuid) {
             OpenNext::Wait(stage) => TaskEnd::Block(platform.delay(10_000), Task::OpenChannel { mode, stage, wake }),
             OpenNext::Opened => {
+                // OnAudioChannelOpened (`application.cc:524-531`).
+                let server = self.protocol.as_ref().map_or(0, |p| p.base.server_sample_rate);
+                let out = platform.spec.audio.output_sample_rate;
+                if i64::from(server) != i64::from(out) {
+                    platform.log(LogLevel::Warn, "Application", || {
+                        format!(
+                            "Server sample rate {server} does not match device output sample rate {out}, resampling may cause distortion"
+                        )
+                    });
+                }
                 if self.state == DeviceState::Connecting {
                     self.after_open(platform, mode, wake);
                 }
