@@ -355,3 +355,35 @@ fn a_server_rate_other_than_the_output_rate_is_warned_of_when_the_channel_opens(
         );
     }
 }
+
+/// The input powers down 15 s after the input task last read the microphone: never in Idle
+/// with a wake word (detection reads all the time), 15 s after listening without one.
+#[test]
+fn the_input_powers_down_15_s_after_the_last_read_only_where_nothing_reads() {
+    for (yaml, powered_down) in [
+        (BREAD.to_string(), false),
+        (BREAD.replace("audio:\n", "audio:\n  wake_word: false\n"), true),
+    ] {
+        let mut lb = pair(&yaml, 1);
+        listening(&mut lb);
+        let now = lb.now();
+        lb.device.toggle_chat(now);
+        run(&mut lb, 500);
+        assert_eq!(lb.device.snapshot().state, Some(DeviceState::Idle));
+        lb.device.drain_events();
+        run(&mut lb, 14_000);
+        let early = lb
+            .device
+            .drain_events()
+            .iter()
+            .any(|e| e.to_string().contains("audio input powered down"));
+        assert!(!early, "not before 15 s");
+        run(&mut lb, 3_000);
+        let off = lb
+            .device
+            .drain_events()
+            .iter()
+            .any(|e| e.to_string().contains("audio input powered down"));
+        assert_eq!(off, powered_down);
+    }
+}

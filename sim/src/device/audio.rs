@@ -64,6 +64,9 @@ pub(crate) struct AudioService {
     pub pa_on: bool,
     /// When the last written frame ends (0 when nothing was played this boot).
     pub last_output_end: SimTime,
+    /// `last_input_time_`: the input task last read the microphone (it reads while wake word
+    /// detection or voice processing runs).
+    last_input: SimTime,
     power_tick: Option<SimTime>,
     hw_gain: f32,
     pa_switched: bool,
@@ -81,6 +84,7 @@ impl AudioService {
             codec_open: false,
             pa_on: false,
             last_output_end: SimTime::ZERO,
+            last_input: SimTime::ZERO,
             power_tick: None,
             hw_gain: hw_gain_db(spec.dac.pa_voltage as f32, spec.dac.codec_dac_voltage as f32, 0.0),
             pa_switched: spec.pa_gpio.is_some(),
@@ -243,11 +247,41 @@ impl AudioService {
         self.power_tick
     }
 
-    /// `CheckAndUpdateAudioPowerState` for a tick due at `now`.
-    pub(crate) fn on_power_tick(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) -> bool {
-        let Some(due) = self.power_tick else { return false };
+    /// The input task reads the microphone (`ReadAudioData`, `audio_service.cc:189-223`): the
+    /// input comes on if it was off (the power timer restarted), and the read is the last input.
+    pub(crate) fn read_input(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
+        if !self.input_enabled {
+            self.power_tick = Some(now + POWER_CHECK_INTERVAL);
+            self.enable_input(log, now, true, volume);
+        }
+        self.last_input = now;
+    }
+
+    /// `CheckAndUpdateAudioPowerState` for a tick due at `now` (`audio_service.cc:778-795`);
+    /// `reading`: the input task reads (wake word detection or voice processing runs). Returns
+    /// (output powered down, input powered down).
+    pub(crate) fn on_power_tick(
+        &mut self,
+        log: &mut AudioLog,
+        now: SimTime,
+        volume: i32,
+        reading: bool,
+    ) -> (bool, bool) {
+        let Some(due) = self.power_tick else {
+            return (false, false);
+        };
         if due > now {
-            return false;
+            return (false, false);
+        }
+        if reading {
+            self.last_input = now;
+        }
+        // 15 s without a read: the stop request, which the input task honours when nothing
+        // asks it to read (`audio_service.cc:782-786`, `254-266`).
+        let input_off =
+            now.saturating_since(self.last_input.min(now)) > POWER_TIMEOUT && self.input_enabled && !reading;
+        if input_off {
+            self.enable_input(log, now, false, volume);
         }
         let mut disabled = false;
         let idle_for = now.saturating_since(self.last_output_end.min(now));
@@ -260,6 +294,6 @@ impl AudioService {
         } else {
             Some(due + POWER_CHECK_INTERVAL)
         };
-        disabled
+        (disabled, input_off)
     }
 }

@@ -495,9 +495,17 @@ impl Application {
             self.reply_later(platform, id, outcome);
         }
         self.board.fire_timers(platform);
-        if self.audio.on_power_tick(&mut platform.audio, now, self.volume) {
+        let reading = self.listening.wake_detection || self.mic.is_processing();
+        let (output_off, input_off) = self.audio.on_power_tick(&mut platform.audio, now, self.volume, reading);
+        if output_off {
             platform.emit(|| Event::Note {
                 text: "audio output powered down (15 s without output)".to_string(),
+            });
+        }
+        if input_off {
+            platform.emit(|| Event::Note {
+                text: "audio input powered down (15 s without input: no wake word detection, no voice processing)"
+                    .to_string(),
             });
         }
         if self

@@ -327,7 +327,7 @@ impl Application {
         self.send_message(platform, |b| b.start_listening(mode));
         let now = platform.now;
         self.mic.set_processing(true, now);
-        self.audio.enable_input(&mut platform.audio, now, true, self.volume);
+        self.audio.read_input(&mut platform.audio, now, self.volume);
         self.reset_decoder(platform);
         self.configure_wake_word_for_listening(platform);
         if self.listening.play_popup {
@@ -348,18 +348,22 @@ impl Application {
 
     /// `EnableWakeWordDetection(enable)`: only a board with a wake word detects one
     /// (`audio_service.cc:631-651`, `HasWakeWord`).
-    fn enable_wake_word_detection(&mut self, platform: &Platform, enable: bool) {
+    fn enable_wake_word_detection(&mut self, platform: &mut Platform, enable: bool) {
         let on = enable && platform.spec.audio.wake_word;
         if on && !self.listening.wake_detection {
             self.listening.wake_since = platform.now;
         }
         self.listening.wake_detection = on;
+        if on {
+            // The input task reads again (and powers the input back on if it was off).
+            self.audio.read_input(&mut platform.audio, platform.now, self.volume);
+        }
     }
 
     /// `ConfigureWakeWordForListening` (`application.cc:991-998`): off, unless the build
     /// detects the wake word while listening (`CONFIG_WAKE_WORD_DETECTION_IN_LISTENING`), and
     /// then only with the AFE wake word.
-    fn configure_wake_word_for_listening(&mut self, platform: &Platform) {
+    fn configure_wake_word_for_listening(&mut self, platform: &mut Platform) {
         let on = platform.spec.audio.wake_word_in_listening && is_afe_wake_word(platform);
         self.enable_wake_word_detection(platform, on);
     }
