@@ -387,3 +387,37 @@ fn the_input_powers_down_15_s_after_the_last_read_only_where_nothing_reads() {
         assert_eq!(off, powered_down);
     }
 }
+
+/// A word said while detection is off is not heard, and its audio does not turn up in a later
+/// wake word's packets.
+#[test]
+fn an_unheard_wake_words_audio_is_not_sent_with_a_later_one() {
+    let mut lb = pair(BREAD, 1);
+    listening(&mut lb);
+    let said = resample_clip(
+        &Timbre::default().render(SimDuration::from_millis(900), 24_000),
+        24_000,
+        16_000,
+    );
+    let now = lb.now();
+    lb.device.wake_word_saying(now, "你好小智", &said);
+    run(&mut lb, 500);
+    let now = lb.now();
+    lb.device.toggle_chat(now);
+    run(&mut lb, 3000);
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Idle));
+    lb.tap();
+    let now = lb.now();
+    lb.device.wake_word(now, "你好小智");
+    run(&mut lb, 1000);
+    let frames = lb.tapped();
+    let detect_at = frames
+        .iter()
+        .position(|f| !f.1 && f.2.windows(6).any(|w| w == b"detect"))
+        .unwrap();
+    let wake: Vec<usize> = frames[..detect_at].iter().filter(|f| f.1).map(|f| f.2.len()).collect();
+    assert!(
+        !wake.is_empty() && wake.iter().all(|&n| n == 1),
+        "silence only: {wake:?}"
+    );
+}

@@ -132,11 +132,11 @@ impl Microphone {
     /// (at most 2 s, `:104`), silence ending with what the user said as the wake word — in
     /// whole 60 ms frames through a fresh encoder with the microphone's settings (`:495`,
     /// `:520-522`), DTX as the microphone does it; the cache is cleared (`:545`).
-    pub(crate) fn encode_wake_word(&mut self, platform: &Platform, cached: usize) {
+    pub(crate) fn encode_wake_word(&mut self, platform: &Platform, cached: usize, said: Option<Arc<[i16]>>) {
         let frame = MIC_RATE as usize * FRAME_MS as usize / 1000;
         let cached = cached.min(MIC_RATE as usize * 2);
         let mut pcm = vec![0i16; cached];
-        if let Some(said) = self.wake_audio.take() {
+        if let Some(said) = said {
             let n = said.len().min(cached);
             pcm[cached - n..].copy_from_slice(&said[said.len() - n..]);
         }
@@ -146,6 +146,11 @@ impl Microphone {
             .chunks(frame)
             .map(|f| encode_frame(platform, &mut encoder, &mut silent_frames, &mut toc, f))
             .collect();
+    }
+
+    /// What the user said as the wake word, taken (the detection it belongs to uses it or not).
+    pub(crate) fn take_wake_audio(&mut self) -> Option<Arc<[i16]>> {
+        self.wake_audio.take()
     }
 
     /// `PopWakeWordPacket`: the wake word's packets, in order, taken.

@@ -414,6 +414,8 @@ impl Application {
     /// itself, `audio_service.cc:101-104`), then `HandleWakeWordDetectedEvent` for `word`
     /// (`application.cc:811-843`; from Idle the wake word's audio precedes `listen detect`).
     fn wake_word(&mut self, platform: &mut Platform, word: &str) {
+        // What the user said as the word is this detection's (or nobody's): never a later one's.
+        let said = self.mic.take_wake_audio();
         if !std::mem::take(&mut self.listening.wake_detection) {
             let state = self.state;
             platform.emit(|| Event::Note {
@@ -443,7 +445,7 @@ impl Application {
                 let now = platform.now;
                 let cached =
                     now.saturating_since(self.listening.wake_since).as_micros() * u64::from(MIC_RATE) / 1_000_000;
-                self.mic.encode_wake_word(platform, cached as usize);
+                self.mic.encode_wake_word(platform, cached as usize, said);
                 if !self.set_state(platform, DeviceState::Connecting) {
                     // Restored, or the device would never hear a wake word again (`:855`).
                     self.enable_wake_word_detection(platform, true);
