@@ -111,7 +111,15 @@ pub struct Server {
     fault: BackendFault,
     /// The sound of a script's `speak … wav FILE` (read when the step runs).
     wavs: Arc<dyn Resources>,
+    /// Where each device's latest utterance's own delay goes (a voice fleet's built-in backend).
+    ear_log: Option<Arc<EarLog>>,
 }
+
+/// The built-in backend's own delay for each device's latest utterance (by `Device-Id`): from the
+/// last microphone frame that was voice to the one on which its rule ended the utterance, in
+/// whole 60 ms frames. What a voice fleet subtracts from first-audio latency to get what the
+/// twin added.
+pub type EarLog = Mutex<std::collections::HashMap<String, Duration>>;
 
 /// A script's WAV files, read from disk when a `speak` step runs; one that cannot be read
 /// speaks with the built-in voice (and says so on stderr).
@@ -159,7 +167,16 @@ impl Server {
             closed: watch::channel(0).0,
             scripts_done: AtomicU64::new(0),
             last_script_done: watch::channel(0).0,
+            ear_log: None,
         })
+    }
+
+    /// Logs each device's latest utterance's own delay in `log` ([`EarLog`]).
+    pub fn with_ear_log(mut self: Arc<Server>, log: Arc<EarLog>) -> Arc<Server> {
+        if let Some(s) = Arc::get_mut(&mut self) {
+            s.ear_log = Some(log);
+        }
+        self
     }
 
     /// Encodes the script's sentences into the shared codec pool before anyone connects, the
@@ -398,6 +415,7 @@ impl Link<'_> {
         let clock = self.server.clock;
         let timer = tokio::time::sleep_until(Instant::now());
         tokio::pin!(timer);
+        let mut heard = 0;
         loop {
             if let Some(ending) = self.drive_transmit(backend, ws).await {
                 return ending;
@@ -420,7 +438,19 @@ impl Link<'_> {
                             }
                             backend.handle_text(now, t.as_str());
                         }
-                        Some(Ok(Message::Binary(b))) => backend.handle_binary(now, &b),
+                        Some(Ok(Message::Binary(b))) => {
+                            backend.handle_binary(now, &b);
+                            if let Some(log) = &self.server.ear_log {
+                                let s = backend.session();
+                                if s.utterances() > heard {
+                                    heard = s.utterances();
+                                    if let Some(u) = s.voice_report().utterances.last() {
+                                        let own = Duration::from_millis(u.frames_after_voice * 60);
+                                        log.lock().unwrap_or_else(|e| e.into_inner()).insert(s.device_id().to_string(), own);
+                                    }
+                                }
+                            }
+                        }
                         Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                         Some(Ok(Message::Close(_))) => return Ending::DeviceCloseFrame,
                         Some(Err(_)) | None => return Ending::TcpClosedWithoutCloseFrame,

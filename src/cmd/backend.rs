@@ -28,6 +28,15 @@ use crate::server::{Server, load_personality, serve};
 /// speak "<text>" [for <dur>] [tone <Hz> <dBFS> | wav <file>]; `@N` limits a step to a
 /// device's Nth connection.
 ///
+/// `await utterance` waits for the next user turn the script has not had. Turns are found as
+/// xinnan-tech/xiaozhi-esp32-server finds them (docs/reference/voice.md §5.1): the end of voice
+/// by its VAD's rules (an energy level per chunk in place of Silero), `listen stop`, or a
+/// `listen detect` text; a wake word is answered from the server's response cache without the
+/// script, an exit command closes. Words said before the script runs (while discovery is still
+/// going: a device opens its channel at the user's first action) are held for its first
+/// `await utterance`, as the real server chats with them regardless. After the device aborts,
+/// the rest of that turn's `speak` lines say nothing.
+///
 /// With --scenario FILE the backend performs a scenario's steps on the first device that
 /// connects (across its reboots), prints the scenario's acceptance records and checks as
 /// judged from the backend's side, and exits 0 (passed) or 1 (failed or the device never

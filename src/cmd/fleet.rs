@@ -26,7 +26,7 @@ use crate::args::{BoardArgs, parse_std_duration};
 use crate::fleet::mcp::{self, McpRun};
 use crate::fleet::summary::{Shard, merge_files};
 use crate::fleet::turns::{Plan, voiced_end};
-use crate::fleet::voice::{self, VoiceRun, load_utterance, nominal_first_audio, turn_script};
+use crate::fleet::voice::{self, VoiceRun, load_utterance, turn_script};
 use crate::fleet::{capacity, open_files_for};
 use crate::server::{BackendFault, load_personality};
 
@@ -204,17 +204,13 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
     let (utterance, name) = load_utterance(opts.utterance.as_deref())?;
     let personality = load_personality(&opts.personality)?;
     let (script, script_text) = turn_script(opts.script.as_deref(), opts.turns, opts.same_audio)?;
-    let voice_dbfs = personality.voice.as_ref().map_or(-40.0, |v| v.voice_dbfs);
+    let voice_dbfs = personality.voice.as_ref().map_or(-40.0, |v| v.vad.voice_dbfs);
     let voiced_end = voiced_end(&utterance, voice_dbfs);
     if voiced_end == 0 {
         bail!("{name}: no 60 ms frame of the utterance is voice (RMS ≥ {voice_dbfs} dBFS)");
     }
     // The built-in backend's own delay is known for its own script only.
-    let nominal = if opts.url.is_none() && opts.script.is_none() {
-        nominal_first_audio(&personality)
-    } else {
-        None
-    };
+    let ear_log = (opts.url.is_none() && opts.script.is_none()).then(Default::default);
     Ok(VoiceRun {
         spec,
         devices: opts.devices,
@@ -230,7 +226,7 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
             turns: opts.turns,
             think: opts.think,
             timeout: opts.turn_timeout,
-            nominal_first_audio: nominal,
+            ear_log,
             same_audio: opts.same_audio,
             voice_dbfs,
         },

@@ -178,12 +178,14 @@ pub fn start(devices: &mut Devices, mut device: Device, member: Member, talk: Op
     let voice_seed = device.mac().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
+    let device_id = device.mac().to_string();
     devices.spawn(async move {
         tokio::time::sleep(delay).await;
         device.power_on(SimTime::ZERO);
         let live = LiveOptions {
-            companion: talk
-                .map(|(plan, metrics)| Box::new(Driver::new(plan, metrics, voice_seed)) as Box<dyn Companion + Send>),
+            companion: talk.map(|(plan, metrics)| {
+                Box::new(Driver::new(plan, metrics, voice_seed, device_id)) as Box<dyn Companion + Send>
+            }),
             ..live
         };
         run_device(device, live).await

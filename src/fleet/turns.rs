@@ -49,10 +49,11 @@ pub struct Plan {
     pub think: Duration,
     /// How long each phase may take before the turn fails.
     pub timeout: Duration,
-    /// The backend's own designed delay from the last voiced frame to its first audio (the
-    /// built-in backend's end-of-speech wait); first-audio latency less this is what the twin
-    /// added. `None` for a backend that is not ours.
-    pub nominal_first_audio: Option<Duration>,
+    /// Where the built-in backend logs its own delay for each device's latest utterance (from
+    /// the last voiced frame to the frame its end-of-utterance rule ended it on; its script
+    /// speaks at once): first-audio latency less this is what the twin added. `None` for a
+    /// backend that is not ours.
+    pub ear_log: Option<Arc<crate::server::EarLog>>,
     /// Every device says the utterance exactly as recorded, every turn (the codec memo's best
     /// case); otherwise each device and turn says its own variation of it ([`variation`]).
     pub same_audio: bool,
@@ -197,6 +198,8 @@ pub struct Driver {
     /// Samples of this turn's utterance, and how many are captured when its last voiced frame
     /// has been read.
     said: (usize, usize),
+    /// The `Device-Id` the backend knows this device by (its [`Plan::ear_log`] key).
+    device_id: String,
 }
 
 fn us(d: Duration) -> u64 {
@@ -205,7 +208,7 @@ fn us(d: Duration) -> u64 {
 
 impl Driver {
     /// The user of a device; `voice_seed` seeds how it says the utterance each turn.
-    pub fn new(plan: Arc<Plan>, metrics: Arc<Metrics>, voice_seed: u64) -> Driver {
+    pub fn new(plan: Arc<Plan>, metrics: Arc<Metrics>, voice_seed: u64, device_id: String) -> Driver {
         let now = Instant::now();
         let said = (plan.utterance.len(), plan.voiced_end);
         Driver {
@@ -223,6 +226,7 @@ impl Driver {
             clear_mic: false,
             voice_seed,
             said,
+            device_id,
         }
     }
 
@@ -403,7 +407,12 @@ impl Driver {
                         ..
                     } = self.phase
                     {
-                        let nominal = self.plan.nominal_first_audio;
+                        let nominal = self.plan.ear_log.as_ref().and_then(|log| {
+                            log.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .get(&self.device_id)
+                                .copied()
+                        });
                         self.metrics.record(|l| {
                             l.tts_stop.record(us(wall.duration_since(eou)));
                             if let Some(f) = first {
@@ -600,7 +609,7 @@ mod tests {
             turns: 1,
             think: Duration::ZERO,
             timeout: Duration::from_secs(15),
-            nominal_first_audio: None,
+            ear_log: None,
             same_audio,
             voice_dbfs: -40.0,
         }

@@ -171,15 +171,6 @@ pub fn turn_script(path: Option<&Path>, turns: u32, same_audio: bool) -> Result<
     Ok((Script::parse(&origin, &turn.repeat(turns as usize))?, text))
 }
 
-/// The designed delay of the built-in backend from the last voiced frame to its first audio:
-/// its end-of-speech rule fires on the first microphone frame at least `end_of_speech` after
-/// the last voiced one (frames come every 60 ms), and the script speaks at once.
-pub fn nominal_first_audio(spec: &BackendSpec) -> Option<Duration> {
-    let eos = spec.voice.as_ref()?.end_of_speech.0.as_micros();
-    let frame = 60_000u64;
-    Some(Duration::from_micros(eos.div_ceil(frame) * frame))
-}
-
 /// How long a run may take: `--duration`, or longer when the ramp and the turns need it (the
 /// last device starts at `n / ramp`, then its turns each take at most the utterance, three
 /// timeouts and the think time), so a big fleet is never cut by a fixed deadline.
@@ -483,7 +474,7 @@ impl Fleet<'_> {
     /// A thread's built-in backend (the fleet's codec pool and connection count).
     fn backend(&self) -> Arc<Server> {
         let run = self.run;
-        Server::with(
+        let server = Server::with(
             run.personality.clone(),
             run.script.clone(),
             false,
@@ -491,7 +482,11 @@ impl Fleet<'_> {
             Some(self.pool.clone()),
             run.fault,
             Some(self.connections.clone()),
-        )
+        );
+        match &self.plan.ear_log {
+            Some(log) => server.with_ear_log(log.clone()),
+            None => server,
+        }
     }
 
     /// The summary of `n` devices from what the parts found and the metrics counted.
@@ -646,13 +641,6 @@ mod tests {
             shard_ids(10, Shard { index: 1, count: 3 }).collect::<Vec<_>>(),
             vec![1, 4, 7]
         );
-    }
-
-    #[test]
-    fn the_built_in_backend_answers_after_its_end_of_speech_wait_in_whole_frames() {
-        let spec = xiaozhi_sim::backend::BackendSpec::shipped("xinnan-py").unwrap();
-        // 500 ms of quiet is noticed on the 9th 60 ms frame after the last voiced one.
-        assert_eq!(nominal_first_audio(&spec), Some(Duration::from_millis(540)));
     }
 
     #[test]

@@ -7,10 +7,10 @@
 //! and text frames, and hands back frames to send and a report. Knows nothing about sockets.
 //! [`scripted::ScriptedBackend`] wraps a session with the script it runs and the fault it
 //! commits, for the server and for [`crate::loopback::Loopback`].
-
 pub mod script;
 pub mod scripted;
 pub mod spec;
+pub mod vad;
 pub mod voice;
 
 use std::collections::{BTreeMap, VecDeque};

@@ -29,8 +29,10 @@
 //!
 //! Nothing runs before discovery is done ([`Session::is_ready`]). Then steps run in order as
 //! far as they go: `call` waits for its reply (or its timeout), `await utterance` for the next
-//! utterance, `wait` until its time; a step that is not `speak`/`call`/`send` first ends the
-//! open speaking turn, and so does the end of the script. The script is *done* (one
+//! utterance the script has not had — one that came before (the first words of a connection,
+//! said while discovery ran, which the real server chats with regardless) is held for it and
+//! taken at once, in the turn it opened — `wait` until its time; any other step that is not
+//! `speak`/`call`/`send` first ends the open speaking turn, and so does the end of the script. The script is *done* (one
 //! [`ScriptedAction::ScriptDone`]) once the last step has run and no `call` waits for its reply.
 //!
 //! # Faults
@@ -186,8 +188,8 @@ pub enum ScriptedAction {
 enum Wait {
     /// The replies of the calls sent so far.
     Reply,
-    /// An utterance after the first `n`.
-    Utterance(usize),
+    /// An utterance the script has not had.
+    Utterance,
     /// This time.
     Until(SimTime),
 }
@@ -272,8 +274,11 @@ pub struct ScriptedBackend {
     steps: Option<Vec<Command>>,
     next_step: usize,
     waiting_reply: bool,
-    /// Until the session has found more utterances than this.
-    waiting_utterance: Option<usize>,
+    /// Waiting for an utterance the script has not had yet.
+    waiting_utterance: bool,
+    /// Utterances the script's `await utterance` lines have had. One that came before the
+    /// script asked (the first words of a connection, said while discovery ran) is held for it.
+    heard: usize,
     resume_at: Option<SimTime>,
     script_done: bool,
     fault: FaultRun,
@@ -311,7 +316,8 @@ impl ScriptedBackend {
             steps: None,
             next_step: 0,
             waiting_reply: false,
-            waiting_utterance: None,
+            waiting_utterance: false,
+            heard: 0,
             resume_at: None,
             script_done: false,
             fault: FaultRun::new(BackendFault::None, 0),
@@ -454,8 +460,9 @@ impl ScriptedBackend {
             if self.waiting_reply && self.session.pending_len() == 0 {
                 self.waiting_reply = false;
             }
-            if self.waiting_utterance.is_some_and(|n| self.session.utterances() > n) {
-                self.waiting_utterance = None;
+            if self.waiting_utterance && self.session.utterances() > self.heard {
+                self.waiting_utterance = false;
+                self.heard += 1;
             }
             if self.run_steps(now) {
                 continue;
@@ -484,7 +491,7 @@ impl ScriptedBackend {
         let len = self.steps.as_ref().map_or(0, Vec::len);
         while self.life == Life::Open
             && !self.waiting_reply
-            && self.waiting_utterance.is_none()
+            && !self.waiting_utterance
             && self.resume_at.is_none_or(|t| now >= t)
             && self.next_step < len
         {
@@ -493,12 +500,14 @@ impl ScriptedBackend {
                 return false;
             };
             self.next_step += 1;
-            if !step.continues_turn() {
+            // An utterance already here opened the turn this step's answer belongs to.
+            let held = matches!(step, Command::AwaitUtterance) && self.session.utterances() > self.heard;
+            if !step.continues_turn() && !held {
                 self.session.end_turn(now);
             }
             match self.run_step(now, step) {
                 Some(Wait::Reply) => self.waiting_reply = true,
-                Some(Wait::Utterance(n)) => self.waiting_utterance = Some(n),
+                Some(Wait::Utterance) => self.waiting_utterance = true,
                 Some(Wait::Until(t)) => self.resume_at = Some(t),
                 None => {}
             }
@@ -518,7 +527,13 @@ impl ScriptedBackend {
                 return (wait && self.session.pending_len() > before).then_some(Wait::Reply);
             }
             Command::Wait(d) => return Some(Wait::Until(now + d)),
-            Command::AwaitUtterance => return Some(Wait::Utterance(self.session.utterances())),
+            Command::AwaitUtterance => {
+                if self.session.utterances() > self.heard {
+                    self.heard += 1;
+                } else {
+                    return Some(Wait::Utterance);
+                }
+            }
             Command::Raw(text) => self.session.raw(&text),
             Command::Frame(text) => self.session.frame(text),
             Command::Garbage => {
@@ -528,7 +543,7 @@ impl ScriptedBackend {
             Command::Vanish => self.end_with(ScriptedAction::Vanish),
             Command::Close => self.session.close(),
             Command::Speak { text, duration, voice } => {
-                let text = fill(&text, self.session.device_id(), self.session.utterances().max(1) as u64);
+                let text = fill(&text, self.session.device_id(), self.heard.max(1) as u64);
                 let (timbre, d) = sound_of(&text, duration, &voice, self.wavs.as_ref());
                 self.session.speak(now, &text, &timbre, d);
             }

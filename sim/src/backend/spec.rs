@@ -221,10 +221,67 @@ pub struct VoiceSpec {
     pub tts_rate: u32,
     /// How binary frames are framed.
     pub binary: BinaryFraming,
-    /// Quiet after voice that ends an utterance in the received microphone audio.
-    pub end_of_speech: Duration,
-    /// A frame counts as voice at or above this level, dBFS (RMS, sine-referenced).
+    /// How the end of an utterance is found in the received microphone audio.
+    pub vad: VadSpec,
+    /// What a `listen detect` text does (absent: every text is chatted as it is).
+    #[serde(default)]
+    pub detect: Option<DetectSpec>,
+}
+
+/// The end-of-utterance rule (docs/reference/voice.md §5.1): xinnan-py's Silero VAD windowing
+/// and its ASR minimum, with an energy level per chunk standing in for the model's speech
+/// probability (the twin carries no model weights).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VadSpec {
+    /// Samples (16 kHz) judged at a time (Silero: 512).
+    pub chunk: usize,
+    /// A chunk at or above this RMS level (sine-referenced dBFS) is voice (Silero: probability
+    /// ≥ `threshold` 0.5).
     pub voice_dbfs: f64,
+    /// A chunk at or below this level is not voice (probability ≤ `threshold_low` 0.3); between
+    /// the two, a chunk is what the chunk before it was.
+    pub quiet_dbfs: f64,
+    /// The sliding window of chunk verdicts (5).
+    pub window: usize,
+    /// The window says voice when at least this many of its chunks are voice (3).
+    pub voiced_in_window: usize,
+    /// Voice has stopped once the window says no voice this long after it last said voice
+    /// (`min_silence_duration_ms` 200).
+    pub min_silence: Duration,
+    /// Before any voice, only the newest this many 60 ms frames are kept (10).
+    pub keep_before_voice: usize,
+    /// An utterance of this many frames or fewer is never recognised (15).
+    pub min_frames: usize,
+}
+
+/// What a `listen detect` text does (xinnan-py: `listenMessageHandler.py`, `helloHandle.py`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DetectSpec {
+    /// The server's `wakeup_words` (compared after punctuation and spaces are removed).
+    pub wake_words: Vec<String>,
+    /// `enable_greeting`: a wake word starts a chat with `greeting_text`; off, the word is
+    /// shown (`stt`) and the turn stopped at once.
+    pub greeting: bool,
+    /// What the chat says for a wake word (`嘿，你好呀`).
+    pub greeting_text: String,
+    /// `enable_wakeup_words_response_cache`: a chat text that is a wake word is answered from
+    /// the response cache (no `stt`, no LLM).
+    pub reply_cache: bool,
+    /// The cached reply before any was generated: its text and length
+    /// (`config/assets/wakeup_words_short.wav`).
+    pub first_reply: String,
+    /// Its length.
+    pub first_reply_for: Duration,
+    /// The replies the cache is refreshed with (the server picks one at random; the twin takes
+    /// them in order).
+    pub replies: Vec<String>,
+    /// Microphone audio ignored after a detect text starts a chat, counted from the first
+    /// frame after it.
+    pub ignore_audio: Duration,
+    /// `exit_commands`: a chat text that is one of them closes the connection.
+    pub exit_commands: Vec<String>,
 }
 
 fn to_llm() -> Delivery {

@@ -501,13 +501,33 @@ impl Agenda {
         self.in_turn = false;
     }
 
-    /// The device aborted at `at` (`handleAbortMessage`): queued audio is dropped and
-    /// `tts stop` goes out at once, in a turn or not.
-    pub fn abort(&mut self, at: SimTime) {
-        self.items.retain(|(t, _)| *t <= at);
-        self.last_at = self.items.back().map(|(t, _)| *t);
+    /// `tts stop` at `at` (after what is queued), without the playback wait: a turn the
+    /// backend ends as soon as it starts (a wake word with the greeting off).
+    pub fn stop_now(&mut self, at: SimTime) {
         let m = tts_message("stop", None, &self.session_id);
         self.push(at, Said::Json(m));
+        self.in_turn = false;
+    }
+
+    /// The device aborted at `at` (`handleAbortMessage`): queued audio is dropped and
+    /// `tts stop` goes out at once, in a turn or not. A turn's own `tts stop` already on its way
+    /// (the script had ended the turn) still comes: the server's `send_tts_message("stop")` was
+    /// waiting for the audio queue, which the abort empties, then sleeps its 420 ms and sends
+    /// (`sendAudioHandle.py:58-76, 285-311`): a second `tts stop` at the earlier of its own time
+    /// and `at` + 420 ms (seen against the real server, docs/voice.md "Manual checks").
+    pub fn abort(&mut self, at: SimTime) {
+        let stop = tts_message("stop", None, &self.session_id);
+        let pending_stop = self
+            .items
+            .iter()
+            .filter(|(t, _)| *t > at)
+            .find_map(|(t, s)| matches!(s, Said::Json(m) if *m == stop).then_some(*t));
+        self.items.retain(|(t, _)| *t <= at);
+        self.last_at = self.items.back().map(|(t, _)| *t);
+        self.push(at, Said::Json(stop.clone()));
+        if let Some(t) = pending_stop {
+            self.push(t.min(at + STOP_AFTER), Said::Json(stop));
+        }
         self.in_turn = false;
     }
 
@@ -569,7 +589,18 @@ mod agenda_tests {
         while a.pop_due(SimTime::from_millis(200)).is_some() {}
         a.abort(SimTime::from_millis(200));
         let rest: Vec<_> = std::iter::from_fn(|| a.pop_due(SimTime::from_millis(5_000))).collect();
-        assert_eq!(rest.len(), 1);
-        assert!(matches!(&rest[0].1, Said::Json(j) if j.contains("\"stop\"")));
+        // The abort's stop at once, then the turn's own stop (it was waiting for the queue) 420 ms on.
+        let times: Vec<u64> = rest.iter().map(|(t, _)| t.as_micros() / 1000).collect();
+        assert_eq!(times, [200, 620]);
+        assert!(
+            rest.iter()
+                .all(|(_, s)| matches!(s, Said::Json(j) if j.contains("\"stop\"")))
+        );
+        // Without a turn stop queued (the LLM still talking), one stop only.
+        let mut b = Agenda::new("s");
+        b.sentence(SimTime::ZERO, "x", vec![vec![1]; 20]);
+        while b.pop_due(SimTime::from_millis(200)).is_some() {}
+        b.abort(SimTime::from_millis(200));
+        assert_eq!(std::iter::from_fn(|| b.pop_due(SimTime::from_millis(5_000))).count(), 1);
     }
 }
