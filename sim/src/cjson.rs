@@ -696,7 +696,23 @@ fn c_name_is(key: &[u8], name: &[u8]) -> bool {
     let Some(head) = name.get(..key.len()) else {
         return false;
     };
-    name.get(key.len()).is_none_or(|&b| b == 0) && (head == key || head.eq_ignore_ascii_case(key))
+    name.get(key.len()).is_none_or(|&b| b == 0) && (same_bytes(head, key) || head.eq_ignore_ascii_case(key))
+}
+
+/// `a == b` without a call for up to 16 bytes (member names): two loads each, which may overlap.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("eight bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("four bytes"));
+    match n {
+        _ if b.len() != n => false,
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
 }
 
 impl<'a> Item<'a> {
@@ -775,13 +791,22 @@ impl<'a> Item<'a> {
     /// `cJSON_GetObjectItem`: the first member whose name equals `name` ignoring ASCII case,
     /// both compared as C strings. Arrays and scalars have no members.
     pub fn get(&self, name: &[u8]) -> Option<Item<'a>> {
-        if self.kind() != Kind::Object {
+        let node = self.node();
+        if node.kind != Kind::Object {
             return None;
         }
-        self.children().find(|child| {
-            let n = child.node();
-            n.has_key && c_name_is(self.doc.c_bytes(n.key), name)
-        })
+        // The chain ends at NONE, which is past every arena.
+        let mut idx = node.child;
+        while let Some(child) = self.doc.nodes.get(idx as usize) {
+            // A name of another C-string length cannot match (the key's own is noted).
+            let len = child.key.c_len as usize;
+            let fits = name.len() == len || name.get(len) == Some(&0);
+            if fits && child.has_key && c_name_is(self.doc.c_bytes(child.key), name) {
+                return Some(Item { doc: self.doc, idx });
+            }
+            idx = child.next;
+        }
+        None
     }
 
     /// Prints this value the way `cJSON_PrintUnformatted` would.

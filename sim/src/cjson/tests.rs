@@ -283,6 +283,23 @@ fn member_names_compare_as_c_strings_ignoring_ascii_case() {
 }
 
 #[test]
+fn the_short_compare_sees_every_byte_of_every_length() {
+    for n in 0..=20usize {
+        let a: Vec<u8> = (0..n as u8).map(|i| b'a' + i).collect();
+        assert!(same_bytes(&a, &a.clone()), "{n} bytes equal");
+        assert!(
+            !same_bytes(&a, &a[..n.saturating_sub(1)]) || n == 0,
+            "{n} bytes against a prefix"
+        );
+        for at in 0..n {
+            let mut b = a.clone();
+            b[at] ^= 0x20;
+            assert!(!same_bytes(&a, &b), "{n} bytes, byte {at} differs");
+        }
+    }
+}
+
+#[test]
 fn integers_print_with_percent_d_and_others_with_g() {
     let cases: &[(f64, &str)] = &[
         (0.0, "0"),
