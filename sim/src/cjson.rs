@@ -330,18 +330,25 @@ impl State<'_> {
     }
 
     fn parse_number(&mut self, node: usize) -> Result<(), ParseError> {
-        let start = self.offset;
-        let mut run = 0;
-        while self.can_access(run) {
-            match self.at(run) {
-                b'0'..=b'9' | b'+' | b'-' | b'e' | b'E' | b'.' => run += 1,
-                _ => break,
-            }
+        let is_number_byte = |b: &u8| matches!(b, b'0'..=b'9' | b'+' | b'-' | b'e' | b'E' | b'.');
+        // The longest run of number bytes (the virtual NUL of `Terminator::Nul` is not one); its
+        // sign and leading digits counted on the way, for a plain integer (ids, volumes).
+        let rest = &self.content[self.offset..];
+        let sign = usize::from(rest[0] == b'-');
+        let digits = rest[sign..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let mut run = sign + digits;
+        let plain = rest.get(run).is_none_or(|b| !is_number_byte(b));
+        if !plain {
+            run += rest[run..].iter().take_while(|b| is_number_byte(b)).count();
         }
-        let token = &self.content[start..(start + run).min(self.content.len())];
         // cJSON copies the run into a temporary (run + 1 bytes), freed right after strtod.
         self.charge_transient(run + 1 + BLOCK_OVERHEAD_BYTES)?;
-        let Some((consumed, value)) = strtod(token) else {
+        let parsed = if plain && digits <= number::EXACT_DIGITS {
+            number::plain_integer(&rest[..run])
+        } else {
+            strtod(&rest[..run])
+        };
+        let Some((consumed, value)) = parsed else {
             return Err(self.syntax());
         };
         let n = &mut self.nodes[node];

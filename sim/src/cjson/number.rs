@@ -1,5 +1,21 @@
 //! cJSON's numbers as `parse_number` reads them: C `strtod` (glibc's, correctly rounded) of the
-//! longest run of `0-9 + - e E .`.
+//! longest run of `0-9 + - e E .`, with the plain integers that ids and volumes are read without
+//! the general path.
+
+/// A plain integer of at most this many digits is exact in an f64, as strtod makes it.
+pub(super) const EXACT_DIGITS: usize = 15;
+
+/// What `strtod` makes of `[sign] digits` with at most [`EXACT_DIGITS`] digits (nothing when
+/// there is no digit): the whole token, exactly.
+pub(super) fn plain_integer(token: &[u8]) -> Option<(usize, f64)> {
+    let sign = usize::from(matches!(token.first(), Some(b'+' | b'-')));
+    if token.len() == sign {
+        return None;
+    }
+    let magnitude = token[sign..].iter().fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
+    let value = magnitude as f64;
+    Some((token.len(), if token[0] == b'-' { -value } else { value }))
+}
 
 /// What C `strtod` consumes from `token` (which holds only `0-9 + - e E .`, C locale):
 /// `[sign] digits [. digits] [e [sign] digits]`, at least one mantissa digit, an exponent only
@@ -14,13 +30,8 @@ pub fn strtod(token: &[u8]) -> Option<(usize, f64)> {
         i += 1;
     }
     let mut digits = i - int_start;
-    // A plain integer of at most 15 digits is exact in an f64, as strtod makes it (ids, volumes).
-    if (1..=15).contains(&digits) && !matches!(token.get(i), Some(b'.' | b'e' | b'E')) {
-        let magnitude = token[int_start..i]
-            .iter()
-            .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
-        let value = magnitude as f64;
-        return Some((i, if token[0] == b'-' { -value } else { value }));
+    if digits <= EXACT_DIGITS && !matches!(token.get(i), Some(b'.' | b'e' | b'E')) {
+        return plain_integer(&token[..i]);
     }
     if token.get(i) == Some(&b'.') {
         let frac_start = i + 1;

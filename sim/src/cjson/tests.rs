@@ -80,6 +80,42 @@ fn number_token_is_what_strtod_consumes() {
 }
 
 #[test]
+fn plain_integers_read_as_strtod_reads_them() {
+    let tokens = [
+        "0",
+        "-0",
+        "7",
+        "-7",
+        "00012",
+        "-00012",
+        "999999999999999",
+        "-999999999999999",
+        "1000000000000000",
+        "9007199254740993",
+        "-",
+        "-x",
+        "12-3",
+        "12+3",
+        "12.5",
+        "12e1",
+        "12E",
+        "-.5",
+        "1.",
+        "2147483648",
+    ];
+    for token in tokens {
+        // The token as a whole document, then followed by a byte that ends the run.
+        for text in [token.to_string(), format!("{token}]")] {
+            let mut parser = Parser::new();
+            let parsed = parser.parse(text.as_bytes(), Terminator::Length, Limits::default());
+            let got = parsed.ok().map(|doc| doc.root().valuedouble().to_bits());
+            let want = strtod(token.as_bytes()).map(|(_, v)| v.to_bits());
+            assert_eq!(got, want, "{text}");
+        }
+    }
+}
+
+#[test]
 fn ten_thousand_digit_number_parses_and_saturates() {
     let big = "9".repeat(10_000);
     assert_eq!(parse_root(big.as_bytes(), |r| r.valueint()), i32::MAX);
