@@ -16,6 +16,9 @@
 
 use std::fmt;
 
+mod number;
+pub use number::strtod;
+
 /// cJSON's `CJSON_NESTING_LIMIT`: arrays and objects may nest this deep, not one level more.
 pub const NESTING_LIMIT: usize = 1000;
 
@@ -327,18 +330,25 @@ impl State<'_> {
     }
 
     fn parse_number(&mut self, node: usize) -> Result<(), ParseError> {
-        let start = self.offset;
-        let mut run = 0;
-        while self.can_access(run) {
-            match self.at(run) {
-                b'0'..=b'9' | b'+' | b'-' | b'e' | b'E' | b'.' => run += 1,
-                _ => break,
-            }
+        let is_number_byte = |b: &u8| matches!(b, b'0'..=b'9' | b'+' | b'-' | b'e' | b'E' | b'.');
+        // The longest run of number bytes (the virtual NUL of `Terminator::Nul` is not one); its
+        // sign and leading digits counted on the way, for a plain integer (ids, volumes).
+        let rest = &self.content[self.offset..];
+        let sign = usize::from(rest[0] == b'-');
+        let digits = rest[sign..].iter().take_while(|b| b.is_ascii_digit()).count();
+        let mut run = sign + digits;
+        let plain = rest.get(run).is_none_or(|b| !is_number_byte(b));
+        if !plain {
+            run += rest[run..].iter().take_while(|b| is_number_byte(b)).count();
         }
-        let token = &self.content[start..(start + run).min(self.content.len())];
         // cJSON copies the run into a temporary (run + 1 bytes), freed right after strtod.
         self.charge_transient(run + 1 + BLOCK_OVERHEAD_BYTES)?;
-        let Some((consumed, value)) = strtod(token) else {
+        let parsed = if plain && digits <= number::EXACT_DIGITS {
+            number::plain_integer(&rest[..run])
+        } else {
+            strtod(&rest[..run])
+        };
+        let Some((consumed, value)) = parsed else {
             return Err(self.syntax());
         };
         let n = &mut self.nodes[node];
@@ -626,105 +636,6 @@ fn utf16_literal_to_utf8(content: &[u8], at: usize, end: usize, out: &mut Vec<u8
     Some(length)
 }
 
-/// What C `strtod` consumes from `token` (which holds only `0-9 + - e E .`, C locale):
-/// `[sign] digits [. digits] [e [sign] digits]`, at least one mantissa digit, an exponent only
-/// when it has a digit. Returns the consumed length and the correctly rounded value.
-pub fn strtod(token: &[u8]) -> Option<(usize, f64)> {
-    let mut i = 0;
-    if matches!(token.first(), Some(b'+' | b'-')) {
-        i += 1;
-    }
-    let int_start = i;
-    while token.get(i).is_some_and(u8::is_ascii_digit) {
-        i += 1;
-    }
-    let mut digits = i - int_start;
-    // A plain integer of at most 15 digits is exact in an f64, as strtod makes it (ids, volumes).
-    if (1..=15).contains(&digits) && !matches!(token.get(i), Some(b'.' | b'e' | b'E')) {
-        let magnitude = token[int_start..i]
-            .iter()
-            .fold(0u64, |v, d| v * 10 + u64::from(d - b'0'));
-        let value = magnitude as f64;
-        return Some((i, if token[0] == b'-' { -value } else { value }));
-    }
-    if token.get(i) == Some(&b'.') {
-        let frac_start = i + 1;
-        let mut j = frac_start;
-        while token.get(j).is_some_and(u8::is_ascii_digit) {
-            j += 1;
-        }
-        digits += j - frac_start;
-        if digits > 0 {
-            i = j;
-        }
-    }
-    if digits == 0 {
-        return None;
-    }
-    if matches!(token.get(i), Some(b'e' | b'E')) {
-        let mut j = i + 1;
-        if matches!(token.get(j), Some(b'+' | b'-')) {
-            j += 1;
-        }
-        let exp_digits_start = j;
-        while token.get(j).is_some_and(u8::is_ascii_digit) {
-            j += 1;
-        }
-        if j > exp_digits_start {
-            i = j;
-        }
-    }
-    // The consumed prefix is plain ASCII in a grammar Rust's float parser accepts.
-    let text = std::str::from_utf8(&token[..i]).ok()?;
-    let value: f64 = match text.find(['e', 'E']) {
-        // `str::parse` stops accumulating exponent digits once the exponent reaches 65536, which is
-        // only wrong when a mantissa with that many digits compensates it (glibc strtod is exact).
-        Some(e) if text.len() - e > 6 => normalized_value(&text[..e], &text[e + 1..])?,
-        _ => text.parse().ok()?,
-    };
-    Some((i, value))
-}
-
-/// `mantissa × 10^exponent` for a long exponent: folds the mantissa's digit positions into a
-/// saturated exponent, then lets `str::parse` round the significant digits exactly once.
-fn normalized_value(mantissa: &str, exponent: &str) -> Option<f64> {
-    let (negative, mantissa) = match mantissa.as_bytes()[0] {
-        b'-' => (true, &mantissa[1..]),
-        b'+' => (false, &mantissa[1..]),
-        _ => (false, mantissa),
-    };
-    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let (exp_negative, exp_digits) = match exponent.as_bytes()[0] {
-        b'-' => (true, &exponent[1..]),
-        b'+' => (false, &exponent[1..]),
-        _ => (false, exponent),
-    };
-    const CAP: i64 = 1 << 50;
-    let mut exp: i64 = 0;
-    for d in exp_digits.bytes() {
-        exp = (exp * 10 + i64::from(d - b'0')).min(CAP);
-    }
-    if exp_negative {
-        exp = -exp;
-    }
-    let digits = || int_part.bytes().chain(frac_part.bytes());
-    let signed = |v: f64| if negative { -v } else { v };
-    let Some(first) = digits().position(|d| d != b'0') else {
-        return Some(signed(0.0));
-    };
-    // value = 0.<significant digits> × 10^x
-    let x = exp + int_part.len() as i64 - first as i64;
-    if x > 311 {
-        return Some(signed(f64::INFINITY));
-    }
-    if x < -325 {
-        return Some(signed(0.0));
-    }
-    let significant: String = digits().skip(first).map(char::from).collect();
-    let value: f64 = format!("0.{significant}e{x}").parse().ok()?;
-    Some(signed(value))
-}
-
 /// cJSON's `valueint` for a parsed double: saturate at `INT_MAX`/`INT_MIN`, else truncate
 /// toward zero (docs/reference/firmware.md §2.3).
 pub fn valueint(d: f64) -> i32 {
@@ -792,7 +703,23 @@ fn c_name_is(key: &[u8], name: &[u8]) -> bool {
     let Some(head) = name.get(..key.len()) else {
         return false;
     };
-    name.get(key.len()).is_none_or(|&b| b == 0) && (head == key || head.eq_ignore_ascii_case(key))
+    name.get(key.len()).is_none_or(|&b| b == 0) && (same_bytes(head, key) || head.eq_ignore_ascii_case(key))
+}
+
+/// `a == b` without a call for up to 16 bytes (member names): two loads each, which may overlap.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("eight bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("four bytes"));
+    match n {
+        _ if b.len() != n => false,
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        _ => a == b,
+    }
 }
 
 impl<'a> Item<'a> {
@@ -871,13 +798,22 @@ impl<'a> Item<'a> {
     /// `cJSON_GetObjectItem`: the first member whose name equals `name` ignoring ASCII case,
     /// both compared as C strings. Arrays and scalars have no members.
     pub fn get(&self, name: &[u8]) -> Option<Item<'a>> {
-        if self.kind() != Kind::Object {
+        let node = self.node();
+        if node.kind != Kind::Object {
             return None;
         }
-        self.children().find(|child| {
-            let n = child.node();
-            n.has_key && c_name_is(self.doc.c_bytes(n.key), name)
-        })
+        // The chain ends at NONE, which is past every arena.
+        let mut idx = node.child;
+        while let Some(child) = self.doc.nodes.get(idx as usize) {
+            // A name of another C-string length cannot match (the key's own is noted).
+            let len = child.key.c_len as usize;
+            let fits = name.len() == len || name.get(len) == Some(&0);
+            if fits && child.has_key && c_name_is(self.doc.c_bytes(child.key), name) {
+                return Some(Item { doc: self.doc, idx });
+            }
+            idx = child.next;
+        }
+        None
     }
 
     /// Prints this value the way `cJSON_PrintUnformatted` would.

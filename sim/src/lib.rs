@@ -18,7 +18,8 @@
 //!   * `time`: virtual time, durations with units, `vTaskDelay` ticks.
 //!   * `trace`: trace events (past tense) and the recorder's trace lines.
 //!   * `spec`: loading data files with `file:line:column` errors, every mistake in one run.
-//!   * `cjson`: the cJSON 1.7.19 dialect: lenient parse, case-insensitive lookup, printing.
+//!   * `cjson`: the cJSON 1.7.19 dialect: lenient parse, case-insensitive lookup, printing;
+//!     `cjson::number`: its numbers (`strtod`, plain integers).
 //! * **Data, protocol and virtual hardware** (nothing here imports the device or a driver)
 //!   * `board`: `BoardSpec`, what a board is, validated; `board::audio`: its audio facts;
 //!     `board::builtin`: the built-in behaviours a board file can name; `board::by_firmware`:

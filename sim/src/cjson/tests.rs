@@ -80,6 +80,42 @@ fn number_token_is_what_strtod_consumes() {
 }
 
 #[test]
+fn plain_integers_read_as_strtod_reads_them() {
+    let tokens = [
+        "0",
+        "-0",
+        "7",
+        "-7",
+        "00012",
+        "-00012",
+        "999999999999999",
+        "-999999999999999",
+        "1000000000000000",
+        "9007199254740993",
+        "-",
+        "-x",
+        "12-3",
+        "12+3",
+        "12.5",
+        "12e1",
+        "12E",
+        "-.5",
+        "1.",
+        "2147483648",
+    ];
+    for token in tokens {
+        // The token as a whole document, then followed by a byte that ends the run.
+        for text in [token.to_string(), format!("{token}]")] {
+            let mut parser = Parser::new();
+            let parsed = parser.parse(text.as_bytes(), Terminator::Length, Limits::default());
+            let got = parsed.ok().map(|doc| doc.root().valuedouble().to_bits());
+            let want = strtod(token.as_bytes()).map(|(_, v)| v.to_bits());
+            assert_eq!(got, want, "{text}");
+        }
+    }
+}
+
+#[test]
 fn ten_thousand_digit_number_parses_and_saturates() {
     let big = "9".repeat(10_000);
     assert_eq!(parse_root(big.as_bytes(), |r| r.valueint()), i32::MAX);
@@ -278,6 +314,23 @@ fn member_names_compare_as_c_strings_ignoring_ascii_case() {
                 c_str_eq_ignore_case(key, name),
                 "{key:?} {name:?}"
             );
+        }
+    }
+}
+
+#[test]
+fn the_short_compare_sees_every_byte_of_every_length() {
+    for n in 0..=20usize {
+        let a: Vec<u8> = (0..n as u8).map(|i| b'a' + i).collect();
+        assert!(same_bytes(&a, &a.clone()), "{n} bytes equal");
+        assert!(
+            !same_bytes(&a, &a[..n.saturating_sub(1)]) || n == 0,
+            "{n} bytes against a prefix"
+        );
+        for at in 0..n {
+            let mut b = a.clone();
+            b[at] ^= 0x20;
+            assert!(!same_bytes(&a, &b), "{n} bytes, byte {at} differs");
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::device::catalogue::CatalogueCache;
 use crate::device::state::DeviceState;
 use crate::device::url::Endpoint;
 use crate::hw::nvs::{EspErr, Nvs};
-use crate::mcp::{DropReason, PropertyValue};
+use crate::mcp::{Arguments, DropReason};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{BootReason, Event, LogLevel, LogText, NvsValue, TraceEvent};
 use crate::voice::log::SpeechLog;
@@ -126,7 +126,7 @@ pub enum Receipt {
         /// The tool's name.
         tool: std::sync::Arc<str>,
         /// One value per property of the tool, in property order.
-        args: Vec<PropertyValue>,
+        args: Arguments,
     },
 }
 

@@ -9,7 +9,7 @@ use crate::device::platform::Platform;
 use crate::device::protocol::OpenStage;
 use crate::device::state::DeviceState;
 use crate::device::upgrade::Upgrade;
-use crate::mcp::{PropertyValue, ReturnValue};
+use crate::mcp::{Arguments, ReturnValue};
 use crate::time::SimDuration;
 use crate::trace::{BootReason, Event};
 
@@ -28,7 +28,7 @@ pub(crate) enum Task {
         /// Index of the tool in this boot's `McpServer` registry.
         tool: usize,
         /// One coerced value per property, in property order.
-        args: Vec<PropertyValue>,
+        args: Arguments,
     },
     /// A callback that blocked (HTTP, camera upload) finishing.
     FinishCall {

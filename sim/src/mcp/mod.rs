@@ -12,6 +12,6 @@ pub mod server;
 pub mod strings;
 pub mod tool;
 
-pub use property::{Property, PropertyType, PropertyValue};
+pub use property::{Arguments, Property, PropertyType, PropertyValue};
 pub use server::{DropReason, McpServer, Pages, Received, ToolsPage, Vision};
 pub use tool::{McpTool, ReturnValue, ToolAction};

@@ -7,6 +7,73 @@
 use crate::cjson::{self, Item};
 use crate::mcp::strings;
 
+/// The coerced arguments of one call, one per property in declaration order. A single one (most
+/// tools take none or one) is held in place, so such a call and its receipt allocate nothing.
+#[derive(Clone, Debug)]
+pub enum Arguments {
+    /// Exactly one argument.
+    One([PropertyValue; 1]),
+    /// None, or more than one.
+    List(Vec<PropertyValue>),
+}
+
+impl Arguments {
+    /// No arguments yet.
+    pub fn new() -> Self {
+        Arguments::List(Vec::new())
+    }
+
+    /// Appends the next property's value.
+    pub fn push(&mut self, value: PropertyValue) {
+        *self = match std::mem::take(self) {
+            Arguments::List(list) if list.is_empty() => Arguments::One([value]),
+            Arguments::One([first]) => Arguments::List(vec![first, value]),
+            Arguments::List(mut list) => {
+                list.push(value);
+                Arguments::List(list)
+            }
+        };
+    }
+}
+
+impl Default for Arguments {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::ops::Deref for Arguments {
+    type Target = [PropertyValue];
+    fn deref(&self) -> &[PropertyValue] {
+        match self {
+            Arguments::One(one) => one,
+            Arguments::List(list) => list,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Arguments {
+    type Item = &'a PropertyValue;
+    type IntoIter = std::slice::Iter<'a, PropertyValue>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl PartialEq for Arguments {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Arguments {}
+
+impl<const N: usize> PartialEq<[PropertyValue; N]> for Arguments {
+    fn eq(&self, other: &[PropertyValue; N]) -> bool {
+        **self == other[..]
+    }
+}
+
 /// `kPropertyType*`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -248,6 +315,24 @@ impl Property {
 mod tests {
     use super::*;
     use crate::cjson::{Terminator, with_parsed};
+
+    #[test]
+    fn arguments_keep_every_value_in_order_however_held() {
+        let values: Vec<PropertyValue> = (0..4).map(PropertyValue::Int).collect();
+        for n in 0..=values.len() {
+            let mut args = Arguments::new();
+            for v in &values[..n] {
+                args.push(v.clone());
+            }
+            assert_eq!(&*args, &values[..n]);
+            assert_eq!(matches!(args, Arguments::One(_)), n == 1, "{n} values");
+            assert_eq!(
+                args,
+                Arguments::List(values[..n].to_vec()),
+                "equal by value, not by how held"
+            );
+        }
+    }
 
     fn coerce(p: &Property, args: &str) -> Result<PropertyValue, String> {
         with_parsed(args.as_bytes(), Terminator::Length, |root| {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use crate::cjson::Item;
-use crate::mcp::property::PropertyValue;
+use crate::mcp::property::Arguments;
 use crate::mcp::strings;
 use crate::mcp::tool::{McpTool, ReturnValue, encode_result};
 
@@ -92,7 +92,7 @@ pub enum Received {
         /// Index of the tool in the registry ([`McpServer::tool`]).
         tool: usize,
         /// The coerced arguments, one per property in declaration order (defaults filled in).
-        args: Vec<PropertyValue>,
+        args: Arguments,
         /// The tool thread's stack size (`params.stackSize` after `valueint`, default 6144);
         /// `None` on servers that call on the main task.
         stack: Option<i32>,
@@ -423,7 +423,7 @@ impl McpServer {
             return error(strings::concat(strings::ERR_UNKNOWN_TOOL, name));
         };
         let properties = self.tools[tool].properties();
-        let mut args = Vec::with_capacity(properties.len());
+        let mut args = Arguments::new();
         for p in properties {
             match p.coerce(arguments) {
                 Ok(v) => args.push(v),
