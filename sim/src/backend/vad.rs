@@ -82,12 +82,12 @@ impl Ear {
     }
 
     /// `receive_audio` in auto mode (`asr/base.py:61-81`) for one packet the VAD judged
-    /// (`have`): buffered (before any voice, only the newest `keep_before_voice` frames kept);
+    /// (`have`; `loud`: its own level is voice): buffered (before any voice, only the newest `keep_before_voice` frames kept);
     /// once voice has stopped, the utterance ends — or is dropped as too short — and the ear is
     /// reset.
-    pub(crate) fn buffer(&mut self, have: bool, pcm: &[i16], spec: &VadSpec) -> Heard {
+    pub(crate) fn buffer(&mut self, have: bool, loud: bool, spec: &VadSpec) -> Heard {
         self.frames += 1;
-        self.heard |= rms_dbfs(pcm) >= spec.voice_dbfs;
+        self.heard |= loud;
         if !have && !self.have_voice {
             self.frames = self.frames.min(spec.keep_before_voice as u64);
             self.heard = false;
@@ -256,7 +256,7 @@ mod tests {
             };
             let now = at(i * 60);
             let have = ear.vad(now, &heard, spec);
-            match ear.buffer(have, &heard, spec) {
+            match ear.buffer(have, rms_dbfs(&heard) >= spec.voice_dbfs, spec) {
                 Heard::Nothing => {}
                 Heard::Ended => return i.checked_sub(lead),
                 Heard::TooShort => ear = Ear::default(),

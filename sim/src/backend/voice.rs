@@ -44,7 +44,7 @@ pub struct Utterance {
     pub ended_ms: f64,
     /// Voice duration, first to last voice frame, ms.
     pub voice_ms: f64,
-    /// When the last voice frame arrived, ms (`ended_ms` less the end-of-speech wait).
+    /// When the VAD's window last said voice, ms.
     pub last_voice_ms: f64,
     /// Microphone frames received during it (the ASR buffer's frames).
     pub frames: u64,
@@ -159,25 +159,32 @@ impl Session {
         };
         let codecs = self.voice.codecs.clone();
         let v = &mut self.voice;
-        let pcm: std::sync::Arc<[i16]> = if frame.len() > 2 {
+        /// A packet of 2 bytes or fewer: a frame of silence, not decoded.
+        static SILENCE: [i16; (MIC_RATE * FRAME_MS / 1000) as usize] = [0; (MIC_RATE * FRAME_MS / 1000) as usize];
+        let decoded;
+        let pcm: &[i16] = if frame.len() > 2 {
             if v.decoder.is_none() {
                 v.decoder = DecodeStream::open(codecs.as_ref(), MIC_RATE as i32, FRAME_MS as i32, MIC_RATE).ok();
             }
             // What does not decode is dropped (`_decode_opus_packet` returns None).
             match v.decoder.as_mut().map(|d| d.decode(frame)) {
-                Some(Ok(pcm)) => pcm,
+                Some(Ok(pcm)) => {
+                    decoded = pcm;
+                    &decoded
+                }
                 _ => return,
             }
         } else {
-            std::sync::Arc::from(vec![0i16; (MIC_RATE * FRAME_MS / 1000) as usize])
+            &SILENCE
         };
-        if rms_dbfs(&pcm) >= spec.voice_dbfs {
+        let loud = rms_dbfs(pcm) >= spec.voice_dbfs;
+        if loud {
             v.last_loud = v.report.frames_in;
         }
         let manual = v.mode == "manual";
         // `is_vad` runs first, whatever follows (`receiveAudioHandle.py:19`); manual mode takes
         // every packet as voice without judging it (`silero.py:56-58`).
-        let have = manual || v.ear.vad(now, &pcm, &spec);
+        let have = manual || v.ear.vad(now, pcm, &spec);
         // Just woken: the frame is dropped, and detection resumes 2 s after the first one
         // (`receiveAudioHandle.py:21-26, 37-40`).
         let ignore = self
@@ -196,10 +203,10 @@ impl Session {
         }
         if manual {
             v.ear.frames += 1;
-            v.ear.heard |= rms_dbfs(&pcm) >= spec.voice_dbfs;
+            v.ear.heard |= loud;
             return;
         }
-        match v.ear.buffer(have, &pcm, &spec) {
+        match v.ear.buffer(have, loud, &spec) {
             Heard::Nothing => {}
             Heard::Ended => self.end_utterance(now, UtteranceEnd::EndOfSpeech, None),
             Heard::TooShort => {
@@ -210,7 +217,7 @@ impl Session {
                     v.ear.frames,
                     spec.min_frames
                 ));
-                self.voice.ear = Ear::default();
+                self.reset_ear();
             }
         }
     }
