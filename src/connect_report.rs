@@ -73,12 +73,16 @@ struct Frames<'a> {
     #[serde(flatten)]
     counts: &'a Counts,
     dropped: u64,
+    /// Frames that reached the speaker (decoded, not discarded): with `received`, how much of
+    /// what the server sent was heard.
+    played: u64,
 }
 
 fn frames(c: &Counts) -> Value {
     serde_json::to_value(Frames {
         counts: c,
         dropped: c.dropped(),
+        played: c.played(),
     })
     .unwrap_or(Value::Null)
 }
@@ -149,6 +153,12 @@ pub fn build(run: &Dialled<'_>, device: &Device, stats: &DeviceStats) -> Value {
         "transitions": stats.transitions.iter().map(|(at, f, t)| json!({"at_ms": at, "from": f, "to": t})).collect::<Vec<_>>(),
         "sent": stats.control_out.iter().map(|(at, t)| json!({"at_ms": at, "text": t})).collect::<Vec<_>>(),
         "user": stats.user.iter().map(|(at, l, a)| json!({"at_ms": at, "line": l, "action": a})).collect::<Vec<_>>(),
+        "buttons": device.gestures().iter().map(|g| json!({
+            "at_ms": ms(g.at),
+            "button": g.button,
+            "gesture": g.gesture.name(),
+            "callback": g.action.map(|a| a.describe()),
+        })).collect::<Vec<_>>(),
         "mcp_requests": stats.requests_in.iter().map(|r| json!({"at_ms": r.at_ms, "method": r.method, "tool": r.tool, "arguments": r.arguments, "id": r.id})).collect::<Vec<_>>(),
         "claims": claims(device, stats, &heard),
         "microphone": {"packets_sent": snapshot.mic_packets_sent, "packets_dropped": snapshot.mic_packets_dropped},

@@ -3,8 +3,9 @@
 //! one-line reason — what the device answered, and which firmware switch explains it.
 
 use serde::Serialize;
-use xiaozhi_sim::firmware::{AssetsTool, CallPath, Firmware, ThemeTool};
+use xiaozhi_sim::firmware::{AssetsTool, CallPath, Firmware, StopTail, ThemeTool};
 use xiaozhi_sim::mcp::strings;
+use xiaozhi_sim::scenario::record::Check;
 use xiaozhi_sim::scenario::record::ScenarioReport;
 
 /// One cell: a scenario on a version.
@@ -163,6 +164,10 @@ pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
             firmware.line.range()
         );
     }
+    if let Some(why) = why_voice(check, firmware) {
+        let observed = one_line(&format!("step {}: {} — {}", check.step, check.what, check.detail), 160);
+        return format!("{observed} — {why}");
+    }
     let why = match firmware.call_path {
         CallPath::MainTaskSends if check.what.starts_with("no reply") => {
             Some("the reply is sent from the main task at once, before the reboot or upgrade it queued runs")
@@ -186,6 +191,36 @@ pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
         Some(w) => format!("{observed} — {w}"),
         None => observed,
     }
+}
+
+/// The voice switches behind a changed voice cell: what became of the speech queued at
+/// `tts stop` (or at an abort), docs/reference/voice.md §7.
+fn why_voice(check: &Check, firmware: &Firmware) -> Option<String> {
+    let tail = firmware.stop_tail;
+    let early_listen = check.what.starts_with("the device sent") && check.detail.contains("start auto");
+    if early_listen && firmware.abort_silences {
+        return Some(
+            "1.7.x silences the speech at the abort (aborted_), so the server's tts stop finds the playback idle and listen start goes out at once"
+                .into(),
+        );
+    }
+    if early_listen && tail == StopTail::DrainBlocking {
+        return Some(
+            "the main task is blocked while the playback drains (2.2.2–2.3.0), so listen start goes out within this step instead of the next"
+                .into(),
+        );
+    }
+    let cuts = matches!(tail, StopTail::Discard | StopTail::DiscardWhileWaiting);
+    if check.what.contains("frames played") || early_listen {
+        return Some(tail.describe().into());
+    }
+    if cuts && check.what.starts_with("heard") {
+        return Some(format!(
+            "the speech before was cut at its tts stop, which moves its measured level: {}",
+            tail.describe()
+        ));
+    }
+    None
 }
 
 fn why_absent(tool: &str, firmware: &Firmware) -> String {

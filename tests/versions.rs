@@ -340,6 +340,17 @@ fn the_version_matrix_is_deterministic_and_every_changed_cell_has_its_reason() {
     assert!(reason("10-built-is-not-received", "1.9.4").contains("arrival order"));
     assert!(reason("12-reboot-true-never-arrives", "1.8.9").contains("not applicable"));
     assert!(reason("q29-camera-needs-initialize", "1.8.9").contains("camera failures as text"));
+    // The voice axis: the early stop's frames, and the switch that explains them.
+    let early = reason("v12-early-tts-stop", "1.9.4");
+    assert!(
+        early.contains("15 played, 5 discarded") && early.contains("ResetDecoder"),
+        "{early}"
+    );
+    assert!(
+        reason("v12-early-tts-stop", "2.2.6").is_empty(),
+        "2.2.6 plays every frame"
+    );
+    assert!(reason("v10-wake-word-interrupts", "2.2.6").contains("main task is blocked"));
     assert!(text.contains("13-hidden-is-not-forbidden on 1.9.4: `Unknown tool: self.get_system_info`"));
 }
 

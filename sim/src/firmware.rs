@@ -193,6 +193,62 @@ pub struct Firmware {
     pub state_table: bool,
     /// The ESP-IDF release the tag builds with (system info `application.idf_version`).
     pub idf_version: &'static str,
+    /// What a `tts stop` that arrives before playback drained does to the speech still queued
+    /// (docs/reference/voice.md §7).
+    pub stop_tail: StopTail,
+    /// `AbortSpeaking` silences the device at once (1.7.x: `aborted_` makes every later decode
+    /// return without output until the next `tts start`, v1.7.5 `application.cc:832-834`); from
+    /// 1.8.0 the flag is never read and queued speech plays on until `tts stop`.
+    pub abort_silences: bool,
+    /// A wake word detected while speaking aborts and listens at once, and one detected while
+    /// listening restarts the turn (2.2.3 onwards, v2.2.3 `application.cc:800-815`); before, a
+    /// wake word while speaking only aborts and one while listening does nothing (v2.2.2
+    /// `application.cc:796-797`).
+    pub wake_word_barge_in: bool,
+}
+
+/// What a `tts stop` that arrives before playback has drained does to the speech still queued
+/// (docs/reference/voice.md §7; the cells of `v12-early-tts-stop` in the version matrix).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopTail {
+    /// 1.7.5–1.7.6: the `tts stop` lambda first waits for the audio pipeline to go idle
+    /// (`WaitForCompletion`, v1.7.5 `application.cc:524`), the main task blocked and the device
+    /// still speaking (audio arriving meanwhile plays too); then it listens. Every frame plays.
+    WaitWhileSpeaking,
+    /// 1.7.7: the same wait, but the audio loop discards each packet it takes meanwhile
+    /// (v1.7.7 `background_task.cc:21-25`, `application.cc:830-856`): the frame playing and the
+    /// one after it are heard, the rest is lost.
+    DiscardWhileWaiting,
+    /// 1.8.0–2.1.0: `listen start` at once, and `EnableVoiceProcessing(true)` → `ResetDecoder()`
+    /// discards the queue (v1.8.0 `application.cc:664-667`, `audio_service.cc:466, 522-529`).
+    Discard,
+    /// 2.2.2–2.3.0: `WaitForPlaybackQueueEmpty()` on the main task before `listen start` in
+    /// auto mode (v2.2.2 `application.cc:865-867`): every frame plays, the main loop is blocked.
+    DrainBlocking,
+    /// 2.4.0–2.4.2: `listen start` deferred until `MAIN_EVENT_PLAYBACK_DRAINED`
+    /// (`application.cc:204-212, 942-944`): every frame plays, the main loop keeps running.
+    DrainDeferred,
+}
+
+impl StopTail {
+    /// One line for evidence (the version matrix's reasons).
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopTail::WaitWhileSpeaking => {
+                "tts stop waits for the audio pipeline while still speaking: every frame plays"
+            }
+            StopTail::DiscardWhileWaiting => {
+                "tts stop's wait discards the queued packets (1.7.7): only the frame playing and one more are heard"
+            }
+            StopTail::Discard => {
+                "tts stop sends listen start at once and ResetDecoder discards the queued speech (1.8.0–2.1.0)"
+            }
+            StopTail::DrainBlocking => {
+                "listen start waits for the queue on the main task (2.2.2–2.3.0): every frame plays"
+            }
+            StopTail::DrainDeferred => "listen start is deferred until playback drains (2.4.x): every frame plays",
+        }
+    }
 }
 
 /// A `firmware.version` / `--firmware` value that names no modelled tag.
@@ -306,6 +362,15 @@ impl Firmware {
                 Line::L8 if tag == "2.3.0" => "v5.5.2",
                 Line::L8 => "v6.0.1",
             },
+            stop_tail: match tag {
+                "1.7.5" | "1.7.6" => StopTail::WaitWhileSpeaking,
+                "1.7.7" => StopTail::DiscardWhileWaiting,
+                _ if line <= Line::L6 => StopTail::Discard,
+                _ if minor("2.4.") => StopTail::DrainDeferred,
+                _ => StopTail::DrainBlocking,
+            },
+            abort_silences: minor("1.7."),
+            wake_word_barge_in: line >= Line::L8 || matches!(tag, "2.2.3" | "2.2.4" | "2.2.6"),
         }
     }
 

@@ -22,8 +22,9 @@
 //!     `cjson::number`: its numbers (`strtod`, plain integers).
 //! * **Data, protocol and virtual hardware** (nothing here imports the device or a driver)
 //!   * `board`: `BoardSpec`, what a board is, validated; `board::audio`: its audio facts;
-//!     `board::builtin`: the built-in behaviours a board file can name; `board::by_firmware`:
-//!     board facts by firmware tag.
+//!     `board::builtin`: the built-in behaviours a board file can name; `board::button`: its
+//!     buttons and the callbacks of their gestures; `board::by_firmware`: board facts by
+//!     firmware tag.
 //!   * `firmware`: the upstream tags and their behaviour switches; `world`: Wi-Fi, HTTP hosts,
 //!     OTA, room, WebSocket config; `fault`: faults as data.
 //!   * `mcp`: the MCP tool layer: `mcp::server` (`McpServer`, `ParseMessage`'s receive half,
@@ -42,7 +43,9 @@
 //!   * `device::platform` (what survives a reboot, the outputs, `Board`), `device::url`,
 //!     `device::state`, `device::listening`, `device::main_loop`, `device::task` (what the main
 //!     task runs), `device::status` (status and system-info JSON), `device::catalogue` (tool
-//!     registration), `device::otto` (otto-robot's controller);
+//!     registration), `device::otto` (otto-robot's controller), `device::button` (a button as
+//!     the button component polls it), `device::user` (what the user does: buttons, wake
+//!     word, speech);
 //!   * `device::protocol` (the protocol object per transport), `device::protocol::base` (the
 //!     firmware's `Protocol` base class), `device::protocol::websocket` (its WebSocket
 //!     transport);
@@ -50,13 +53,14 @@
 //!     codec), `device::mic` (the microphone and its send queue);
 //!   * `device::peripherals` (the board's objects and their tool callbacks), `device::builtin`
 //!     (the built-in behaviours' callbacks), `device::upgrade` (the firmware upgrade flow);
-//!   * `device::application` (`Application`, the hub of one boot) and
-//!     `device::application::voice` (its voice interaction).
+//!   * `device::application` (`Application`, the hub of one boot),
+//!     `device::application::voice` (its voice interaction) and
+//!     `device::application::buttons` (its buttons' callbacks).
 //! * **Drivers** (on the device)
 //!   * `harness`: the owner of virtual time for offline runs; `replay`: the conformance replay
 //!     format and its runner; `loopback`: a device and a backend connection in one clock.
 //!   * `scenario`: scenario files; `scenario::runner` and `scenario::steps` (running them in
-//!     virtual time), `scenario::voice` (the runner's voice bookkeeping), `scenario::expect`
+//!     virtual time; `scenario::press`: the button steps), `scenario::voice` (the runner's voice bookkeeping), `scenario::expect`
 //!     (the `expect:` data), `scenario::check` (the one expectation checker),
 //!     `scenario::acceptance` (the one record builder), `scenario::record` (records, reports,
 //!     traces), `scenario::reply` (reading replies), `scenario::discovery` (every

@@ -24,8 +24,10 @@ use crate::nvs_file;
 /// speaks into its microphone at real-time pace. A reboot closes TCP without a close frame;
 /// there is no automatic reconnection. Device events go to stderr.
 ///
-/// Script lines (--script): wait <dur>, wake [word], say <file.wav>, say "typed text",
-/// press <button> [long], abort.
+/// Script lines (--script): wait <dur>, wake [word] [file.wav], say <file.wav>, say "typed text",
+/// press <button> [long|double|<n>x|<dur>], down <button>, up <button>, abort. A press acts
+/// as the board's callbacks do: BOOT toggles the chat about 0.2 s after a click (a hold does
+/// nothing), the touch button is push-to-talk (`press touch 3s`, or `down touch` … `up touch`).
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
@@ -151,8 +153,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     let script = match &opts.script {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
-            let buttons: Vec<String> = device.spec().buttons.iter().map(|b| b.name.clone()).collect();
-            Some(crate::user::parse(p, &text, &buttons)?)
+            Some(crate::user::parse(p, &text, &device.spec().buttons)?)
         }
         None => None,
     };

@@ -597,6 +597,7 @@ impl Part {
                 ("queue_full", c.dropped_queue_full),
                 ("undecodable", c.dropped_undecodable),
                 ("no_channel", c.dropped_no_channel),
+                ("silenced", c.dropped_silenced),
             ] {
                 if v > 0 {
                     *self.drops.entry(k.into()).or_insert(0) += v;

@@ -185,9 +185,18 @@ impl Companion for Scripted {
 fn act(device: &mut Device, now: SimTime, action: &Action) -> (Duration, String) {
     match action {
         Action::Wait(d) => (*d, format!("wait {d:?}")),
-        Action::Wake(w) => {
+        Action::Wake(w, said) if said.is_empty() => {
             device.wake_word(now, w);
             (Duration::ZERO, format!("wake {w}"))
+        }
+        Action::Wake(w, said) => {
+            // Detected now, as the word ends: the WAV is the end of the wake-word cache.
+            device.wake_word_saying(now, w, said);
+            let d = said.len() as f64 / f64::from(MIC_RATE);
+            (
+                Duration::ZERO,
+                format!("wake {w} (said for {d:.2} s: the end of the audio sent before listen detect)"),
+            )
         }
         Action::Say(pcm, file) => {
             device.say(now, pcm);
@@ -205,12 +214,11 @@ fn act(device: &mut Device, now: SimTime, action: &Action) -> (Duration, String)
             device.toggle_chat(now);
             (Duration::ZERO, "abort (BOOT click)".into())
         }
-        Action::Press { button, long } => {
-            device.press_button(now, button, *long);
-            (
-                Duration::ZERO,
-                format!("press {button}{}", if *long { " long" } else { "" }),
-            )
+        Action::Button { button, pressed } => {
+            // The script's buttons were checked against the board when it was read.
+            let _ = device.button(now, button, *pressed);
+            let how = if *pressed { "down" } else { "up" };
+            (Duration::ZERO, format!("{button} {how}"))
         }
     }
 }

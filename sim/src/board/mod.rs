@@ -21,8 +21,10 @@ use crate::time::TickRate;
 
 pub mod audio;
 pub mod builtin;
+pub mod button;
 pub mod by_firmware;
 pub use builtin::{Builtin, MOTIONS};
+pub use button::{ButtonAction, ButtonSpec, Gesture, MultipleClick};
 pub use by_firmware::FirmwareOverride;
 
 /// A validated board description.
@@ -501,39 +503,6 @@ impl PropertySpec {
     }
 }
 
-/// A physical button (`Button` on a GPIO) and what its gestures do.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ButtonSpec {
-    /// Name a scenario `press` step refers to (e.g. `boot`).
-    pub name: String,
-    /// GPIO the button is wired to.
-    pub gpio: u32,
-    /// What a click does.
-    pub click: ButtonAction,
-    /// What a long press does; a click's action when absent.
-    #[serde(default)]
-    pub long_press: Option<ButtonAction>,
-}
-
-/// What a button gesture does in the firmware.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ButtonAction {
-    /// `ToggleChatState()` (BOOT click).
-    ToggleChat,
-    /// Start listening (the touch button's press).
-    StartListening,
-    /// Output volume +10, clamped to 100.
-    VolumeUp,
-    /// Output volume −10, clamped to 0.
-    VolumeDown,
-    /// Output volume to 100.
-    VolumeMax,
-    /// Output volume to 0.
-    VolumeMin,
-}
-
 /// The battery as the board's power manager reports it.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -792,6 +761,23 @@ impl BoardSpec {
         }
         for (i, b) in self.buttons.iter().enumerate() {
             check_gpio(b.gpio).map_err(|m| (format!("buttons[{i}].gpio"), m.to_string()))?;
+            if b.wired().is_empty() {
+                return bad(
+                    &format!("buttons[{i}]"),
+                    "a button with no callback does nothing: give it press_down, press_up, click, double_click, multiple_click or long_press".into(),
+                );
+            }
+            if let Some(m) = b.multiple_click
+                && m.clicks == 0
+            {
+                return bad(
+                    &format!("buttons[{i}].multiple_click.clicks"),
+                    "0 clicks is refused by iot_button_register_cb".into(),
+                );
+            }
+            if self.buttons[..i].iter().any(|o| o.name == b.name) {
+                return bad(&format!("buttons[{i}].name"), format!("`{}` names two buttons", b.name));
+            }
         }
         if let Some(bat) = &self.battery
             && !(0..=100).contains(&bat.level)
@@ -820,11 +806,9 @@ impl BoardSpec {
         })
     }
 
-    /// What a click (or a long press) of the button named `name` does; `None` when the board
-    /// has no such button. A long press does what a click does unless the board says otherwise.
-    pub fn button_action(&self, name: &str, long: bool) -> Option<ButtonAction> {
-        let b = self.buttons.iter().find(|b| b.name == name)?;
-        Some(if long { b.long_press.unwrap_or(b.click) } else { b.click })
+    /// The button named `name`.
+    pub fn button(&self, name: &str) -> Option<&ButtonSpec> {
+        self.buttons.iter().find(|b| b.name == name)
     }
 
     /// The lamp GPIO, if the board constructs a `LampController`.

@@ -39,8 +39,10 @@ pub enum AbortReason {
 pub(crate) struct Listening {
     /// `listening_mode_`.
     pub(crate) mode: ListeningMode,
-    /// `aborted_`.
+    /// `aborted_` (read only by 1.7.x: `Firmware::abort_silences`).
     pub(crate) aborted: bool,
+    /// 1.7.7's `tts stop` is waiting: packets the audio loop takes are thrown away.
+    pub(crate) discarding: bool,
     /// A `listen start` waits for playback to drain (auto mode after speaking).
     pub(crate) pending_start: bool,
     /// `play_popup_on_listening_`: the popup sound is owed at the next listen start.
@@ -59,6 +61,7 @@ impl Default for Listening {
         Listening {
             mode: ListeningMode::Auto,
             aborted: false,
+            discarding: false,
             pending_start: false,
             play_popup: false,
             wake_detection: false,

@@ -1,14 +1,17 @@
-//! The main task's work queue: `Application::Schedule` and the SCHEDULE branch of
-//! `Application::Run` (docs/reference/firmware.md §6.1–6.2).
+//! The main task's work queue: `Application::Schedule` and `Application::Run`'s event bits
+//! (docs/reference/firmware.md §6.1–6.2).
 //!
-//! `Schedule` appends to a shared deque. The main loop takes the *whole* deque as one batch and
-//! runs it in order; anything scheduled meanwhile (including by the batch's own tasks) waits for
-//! the next batch. A task that blocks in `vTaskDelay` keeps the main task busy until it resumes
-//! (busy-until, not a timer). Event bits other than SCHEDULE (state changed, playback drained,
-//! send audio) are [`MainLoop::signal`]led: a bit is set once however often it is signalled, and
-//! the loop handles the set bits before it takes the next batch, as `Application::Run` tests
-//! those bits before `MAIN_EVENT_SCHEDULE`. Tasks (`T`) and bits (`E`) are separate types, so a
-//! task with a payload can never be mistaken for a bit. Knows nothing about what either does.
+//! `Schedule` appends to a shared deque and sets the SCHEDULE bit; the other bits (state
+//! changed, playback drained, toggle chat, start/stop listening, send audio) are
+//! [`MainLoop::signal`]led, and a bit is set once however often it is signalled. Each iteration
+//! of the loop takes every set bit at once (a *round*) and handles them in the firmware's fixed
+//! order — the order of `E`'s `Ord`, which must be the order `Application::Run` tests them in
+//! (`application.cc:182-258`) — and SCHEDULE last: at that point it takes the *whole* deque as
+//! one batch (tasks the round's own handlers scheduled included) and runs it in order. Bits set
+//! and tasks scheduled meanwhile wait for the next round. A task that blocks in `vTaskDelay`
+//! keeps the main task busy until it resumes (busy-until, not a timer). Tasks (`T`) and bits
+//! (`E`) are separate types, so a task with a payload can never be mistaken for a bit. Knows
+//! nothing about what either does.
 
 use std::collections::VecDeque;
 
@@ -38,12 +41,17 @@ pub(crate) enum Pending<'a, T, E> {
     Event(&'a E),
 }
 
-/// The shared deque, the batch in progress, the set event bits and the task blocked in a delay.
+/// The shared deque and the SCHEDULE bit, the set event bits, the round in progress (its bits
+/// not yet handled, whether it took SCHEDULE, the batch it is running) and the task blocked in
+/// a delay.
 #[derive(Debug)]
 pub(crate) struct MainLoop<T, E> {
     queue: VecDeque<T>,
+    schedule_bit: bool,
+    bits: Vec<E>,
+    round: VecDeque<E>,
+    round_schedules: bool,
     batch: VecDeque<T>,
-    events: VecDeque<E>,
     blocked: Option<(SimTime, T)>,
 }
 
@@ -51,25 +59,28 @@ impl<T, E> Default for MainLoop<T, E> {
     fn default() -> Self {
         MainLoop {
             queue: VecDeque::new(),
+            schedule_bit: false,
+            bits: Vec::new(),
+            round: VecDeque::new(),
+            round_schedules: false,
             batch: VecDeque::new(),
-            events: VecDeque::new(),
             blocked: None,
         }
     }
 }
 
-impl<T, E: PartialEq> MainLoop<T, E> {
-    /// `Application::Schedule`.
+impl<T, E: Ord> MainLoop<T, E> {
+    /// `Application::Schedule`: the task joins the shared deque and SCHEDULE is set.
     pub(crate) fn schedule(&mut self, task: T) {
         self.queue.push_back(task);
+        self.schedule_bit = true;
     }
 
-    /// An event bit was set (`xEventGroupSetBits`): handled after the batch in progress, before
-    /// the next one. A bit that is already set stays set once; it clears when its handler is
-    /// taken to run.
+    /// An event bit was set (`xEventGroupSetBits`): handled in the next round. A bit that is
+    /// already set stays set once; the round that takes it clears it.
     pub(crate) fn signal(&mut self, bit: E) {
-        if !self.events.contains(&bit) {
-            self.events.push_back(bit);
+        if !self.bits.contains(&bit) {
+            self.bits.push(bit);
         }
     }
 
@@ -88,17 +99,27 @@ impl<T, E: PartialEq> MainLoop<T, E> {
             let (_, task) = self.blocked.take().expect("checked above");
             return Next::Run(task);
         }
-        if let Some(task) = self.batch.pop_front() {
-            return Next::Run(task);
+        loop {
+            if let Some(task) = self.batch.pop_front() {
+                return Next::Run(task);
+            }
+            if let Some(bit) = self.round.pop_front() {
+                return Next::Event(bit);
+            }
+            if std::mem::take(&mut self.round_schedules) {
+                std::mem::swap(&mut self.queue, &mut self.batch);
+                if !self.batch.is_empty() {
+                    return Next::BatchTaken(self.batch.len());
+                }
+            }
+            // xEventGroupWaitBits: every set bit at once, cleared.
+            if self.bits.is_empty() && !self.schedule_bit {
+                return Next::Idle;
+            }
+            self.bits.sort();
+            self.round.extend(self.bits.drain(..));
+            self.round_schedules = std::mem::take(&mut self.schedule_bit);
         }
-        if let Some(event) = self.events.pop_front() {
-            return Next::Event(event);
-        }
-        if self.queue.is_empty() {
-            return Next::Idle;
-        }
-        std::mem::swap(&mut self.queue, &mut self.batch);
-        Next::BatchTaken(self.batch.len())
     }
 
     /// The event a blocked task waits for arrived: it resumes at `now` instead of its timeout.
@@ -114,14 +135,19 @@ impl<T, E: PartialEq> MainLoop<T, E> {
     pub(crate) fn deadline(&self, now: SimTime) -> Option<SimTime> {
         match &self.blocked {
             Some((until, _)) => Some(*until),
-            None if !self.batch.is_empty() || !self.queue.is_empty() || !self.events.is_empty() => Some(now),
+            None if !self.is_idle() => Some(now),
             None => None,
         }
     }
 
-    /// Nothing queued, batched or blocked.
+    /// Nothing queued, batched, set or blocked.
     pub(crate) fn is_idle(&self) -> bool {
-        self.blocked.is_none() && self.batch.is_empty() && self.queue.is_empty() && self.events.is_empty()
+        self.blocked.is_none()
+            && self.batch.is_empty()
+            && self.round.is_empty()
+            && !self.round_schedules
+            && self.bits.is_empty()
+            && !self.schedule_bit
     }
 
     /// Every task still pending, in the order it would have run (for `esp_restart`); the set
@@ -129,7 +155,10 @@ impl<T, E: PartialEq> MainLoop<T, E> {
     pub(crate) fn drain(&mut self) -> Vec<T> {
         let mut all: Vec<T> = self.blocked.take().map(|(_, t)| t).into_iter().collect();
         all.extend(self.batch.drain(..));
-        self.events.clear();
+        self.round.clear();
+        self.round_schedules = false;
+        self.bits.clear();
+        self.schedule_bit = false;
         all.extend(self.queue.drain(..));
         all
     }
@@ -140,7 +169,8 @@ impl<T, E: PartialEq> MainLoop<T, E> {
             .iter()
             .map(|(_, t)| Pending::Task(t))
             .chain(self.batch.iter().map(Pending::Task))
-            .chain(self.events.iter().map(Pending::Event))
+            .chain(self.round.iter().map(Pending::Event))
+            .chain(self.bits.iter().map(Pending::Event))
             .chain(self.queue.iter().map(Pending::Task))
     }
 }
@@ -199,7 +229,7 @@ mod tests {
 
     #[test]
     fn an_event_bit_already_set_is_not_queued_twice() {
-        #[derive(Debug, PartialEq)]
+        #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
         enum Bit {
             StateChanged,
             Drained,
@@ -243,5 +273,55 @@ mod tests {
         m.signal("state changed");
         assert_eq!(m.drain(), ["a-cont", "b", "c"], "tasks in run order; bits cleared");
         assert!(m.is_idle());
+    }
+
+    #[test]
+    fn a_round_handles_its_bits_in_the_firmwares_order_then_its_batch() {
+        #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+        enum Bit {
+            StateChanged,
+            ToggleChat,
+            StopListening,
+        }
+        let mut m: MainLoop<&'static str, Bit> = MainLoop::default();
+        m.schedule("a");
+        m.signal(Bit::StopListening);
+        m.signal(Bit::ToggleChat);
+        m.signal(Bit::StateChanged);
+        assert!(matches!(m.next(SimTime::ZERO), Next::Event(Bit::StateChanged)));
+        assert!(matches!(m.next(SimTime::ZERO), Next::Event(Bit::ToggleChat)));
+        m.schedule("scheduled by the toggle");
+        m.signal(Bit::StateChanged);
+        assert!(matches!(m.next(SimTime::ZERO), Next::Event(Bit::StopListening)));
+        assert!(
+            matches!(m.next(SimTime::ZERO), Next::BatchTaken(2)),
+            "SCHEDULE takes what the round's handlers scheduled too"
+        );
+        assert!(matches!(m.next(SimTime::ZERO), Next::Run("a")));
+        assert!(matches!(m.next(SimTime::ZERO), Next::Run("scheduled by the toggle")));
+        assert!(
+            matches!(m.next(SimTime::ZERO), Next::Event(Bit::StateChanged)),
+            "a bit set during the round waits for the next one, after the batch"
+        );
+        assert!(matches!(m.next(SimTime::ZERO), Next::Idle));
+        assert!(m.is_idle());
+    }
+
+    #[test]
+    fn a_round_without_schedule_leaves_new_tasks_to_the_next_round() {
+        let mut m: Loop = MainLoop::default();
+        m.signal("toggle chat");
+        let log = run_all(&mut m, SimTime::ZERO, &mut |_, _| {});
+        assert_eq!(log, ["event toggle chat"]);
+        m.signal("toggle chat");
+        assert!(matches!(m.next(SimTime::ZERO), Next::Event("toggle chat")));
+        m.schedule("open channel");
+        m.signal("state changed");
+        assert!(
+            matches!(m.next(SimTime::ZERO), Next::Event("state changed")),
+            "next round: its bits first"
+        );
+        assert!(matches!(m.next(SimTime::ZERO), Next::BatchTaken(1)));
+        assert!(matches!(m.next(SimTime::ZERO), Next::Run("open channel")));
     }
 }

@@ -6,22 +6,26 @@
 //! [`Device::handle_ws_binary`]) and user actions, and hands back outbound frames
 //! ([`Device::poll_output`]), trace events ([`Device::drain_events`]) and its next deadline
 //! ([`Device::poll_timeout`]). It never reads a clock and never sleeps; whoever drives it owns
-//! time. [`Device`] is the only public face of the folder and every `impl Device` is here.
+//! time. [`Device`] is the only public face of the folder; every `impl Device` is here, but for
+//! what the user does (buttons, wake word, speech: `user.rs`).
 //!
 //! Inside, files point one way (no file imports one that imports it back):
 //!
 //! * leaves — `platform` (what survives a reboot: identity, NVS, clock, trace, outputs),
-//!   `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`;
+//!   `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`, `button` (the
+//!   button component's polling);
 //! * subsystems — `protocol/` (the firmware's `Protocol` base in `base.rs`, the WebSocket
 //!   transport in `websocket.rs`, the dispatch per transport in `mod.rs`), `audio` (output power and codec), `playback` (received speech), `mic` (the
 //!   microphone), `peripherals` + `builtin` (the board's objects and their tool callbacks),
 //!   `upgrade` (the firmware upgrade flow), `task` (what the main task runs);
 //! * the hub — `application` (what `Application` holds, with its voice interaction in
-//!   `application/voice.rs`), called from here.
+//!   `application/voice.rs` and its buttons' callbacks in `application/buttons.rs`), called
+//!   from here and from `user.rs`.
 
 mod application;
 mod audio;
 mod builtin;
+mod button;
 mod catalogue;
 mod listening;
 mod main_loop;
@@ -36,13 +40,14 @@ mod status;
 mod task;
 mod upgrade;
 pub mod url;
+mod user;
 
 use std::sync::Arc;
 
 use crate::audio::render::{ChainSetup, Signals};
 use crate::audio::source::Source;
 use crate::audio::{AudioChange, AudioLog, ChainFault, measure::Measurement};
-use crate::board::{BoardSpec, ButtonAction};
+use crate::board::BoardSpec;
 use crate::cjson::{Parser, Terminator};
 use crate::fault::Fault;
 use crate::hw::nvs::{EspErr, Nvs};
@@ -55,9 +60,10 @@ use application::Application;
 use platform::{Platform, Power};
 use task::TaskEnd;
 
+pub use button::NoSuchButton;
 pub use listening::{AbortReason, ListeningMode};
 pub use mic::Utterance;
-pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Output, Receipt};
+pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, Output, Receipt};
 pub use state::DeviceState;
 
 /// A simulated board.
@@ -305,18 +311,36 @@ impl Device {
             match app.main.next(now) {
                 main_loop::Next::Idle | main_loop::Next::BusyUntil(_) => return,
                 main_loop::Next::BatchTaken(tasks) => self.platform.emit(|| Event::BatchStarted { tasks }),
-                main_loop::Next::Event(bit) => app.run_event(&mut self.platform, bit),
-                main_loop::Next::Run(task) => match app.run_task(&mut self.platform, task) {
-                    TaskEnd::Done => {}
-                    TaskEnd::Block(d, continuation) => {
-                        app.main.block(now + d, continuation);
-                        self.platform.emit(|| Event::TaskDelayed { ms: d.as_millis() });
-                    }
-                    TaskEnd::Restart(reason) => {
-                        self.restart(reason);
+                main_loop::Next::Event(bit) => {
+                    let end = app.run_event(&mut self.platform, bit);
+                    if self.task_ended(now, end) {
                         return;
                     }
-                },
+                }
+                main_loop::Next::Run(task) => {
+                    let end = app.run_task(&mut self.platform, task);
+                    if self.task_ended(now, end) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// What a task (or an event handler) ended with; true when the device restarted.
+    fn task_ended(&mut self, now: SimTime, end: TaskEnd) -> bool {
+        match end {
+            TaskEnd::Done => false,
+            TaskEnd::Block(d, continuation) => {
+                if let Some(app) = self.app.as_deref_mut() {
+                    app.main.block(now + d, continuation);
+                }
+                self.platform.emit(|| Event::TaskDelayed { ms: d.as_millis() });
+                false
+            }
+            TaskEnd::Restart(reason) => {
+                self.restart(reason);
+                true
             }
         }
     }
@@ -367,6 +391,7 @@ impl Device {
             // A reset of any kind ends TCP without a close frame (the peer sees the socket go).
             app.drop_socket(&mut self.platform, why);
             let now = self.platform.now;
+            app.playback.stop(&mut self.platform);
             app.audio.shut_down(&mut self.platform.audio, now);
             for task in app.main.drain() {
                 task.record_drop(&mut self.platform, why);
@@ -443,14 +468,6 @@ impl Device {
                 self.restart(BootReason::Panic);
                 None
             }
-        }
-    }
-
-    /// A user action: BOOT click or wake word (toggle chat: open the channel when idle).
-    pub fn toggle_chat(&mut self, now: SimTime) {
-        self.run_until(now);
-        if let Some(app) = self.app.as_deref_mut() {
-            app.main.schedule(task::Task::Voice(task::VoiceTask::ToggleChat));
         }
     }
 
@@ -531,29 +548,6 @@ impl Device {
     pub fn busy(&mut self, now: SimTime, d: SimDuration) {
         self.schedule(now, task::Task::Busy(d));
     }
-
-    /// A button gesture as the board wires it (`buttons:` of the board file): a click, or a long
-    /// press. Returns what it did, `None` when the board has no such button.
-    pub fn press_button(&mut self, now: SimTime, name: &str, long: bool) -> Option<ButtonAction> {
-        let action = self.platform.spec.button_action(name, long)?;
-        match action {
-            ButtonAction::VolumeUp => self.press_volume(now, 10, false),
-            ButtonAction::VolumeDown => self.press_volume(now, -10, false),
-            ButtonAction::VolumeMax => self.press_volume(now, 1, true),
-            ButtonAction::VolumeMin => self.press_volume(now, -1, true),
-            ButtonAction::ToggleChat => self.toggle_chat(now),
-            ButtonAction::StartListening => self.push_to_talk(now, true),
-        }
-        Some(action)
-    }
-
-    /// A volume button press (button callbacks run in the esp_timer context, not the main task).
-    pub fn press_volume(&mut self, now: SimTime, delta: i32, long: bool) {
-        self.run_until(now);
-        if let Some(app) = self.app.as_deref_mut() {
-            app.volume_button(&mut self.platform, delta, long);
-        }
-    }
 }
 
 /// The voice path, seen from outside: frames from a backend, what the user does and says.
@@ -600,77 +594,9 @@ impl Device {
         receipt
     }
 
-    /// Typed input as py-xiaozhi sends it: `listen detect` with the text (the firmware sends
-    /// `detect` only for its wake word; this is **not** firmware behaviour, and the trace says so).
-    pub fn type_text(&mut self, now: SimTime, text: &str) {
-        self.run_until(now);
-        if let Some(app) = self.app.as_deref_mut() {
-            app.typed_text(&mut self.platform, text);
-        }
-    }
-
     /// What became of the speech this device was sent (all boots).
     pub fn speech_log(&self) -> &SpeechLog {
         &self.platform.speech
-    }
-
-    /// The user says the wake word `word` (silence in the microphone around it): detected if
-    /// detection runs (`MAIN_EVENT_WAKE_WORD_DETECTED`).
-    pub fn wake_word(&mut self, now: SimTime, word: &str) {
-        self.schedule(now, task::Task::Voice(task::VoiceTask::WakeWord(word.to_string())));
-    }
-
-    /// The user says the wake word `word` as `samples_16k`: the end of the wake-word cache the
-    /// device sends before `listen detect` when it wakes from Idle.
-    pub fn wake_word_saying(&mut self, now: SimTime, word: &str, samples_16k: &[i16]) {
-        self.run_until(now);
-        if let Some(app) = self.app.as_deref_mut() {
-            app.mic.say_wake_word(samples_16k.into());
-        }
-        self.wake_word(now, word);
-    }
-
-    /// The user speaks into the microphone from now: 16 kHz mono samples, captured 60 ms at a
-    /// time while the device listens (silence before and after). At most ten minutes wait in
-    /// the microphone: the rest of a longer recording is not said.
-    pub fn say(&mut self, now: SimTime, samples_16k: &[i16]) {
-        self.say_shared(now, samples_16k.into());
-    }
-
-    /// [`Device::say`] with samples many devices share (a fleet's utterance is held once).
-    pub fn say_shared(&mut self, now: SimTime, samples_16k: Arc<[i16]>) {
-        self.say_utterance(now, Utterance::whole(samples_16k));
-    }
-
-    /// [`Device::say`] with a stretch of a shared clip at a gain (a fleet device's own
-    /// variation of the fleet's utterance).
-    pub fn say_utterance(&mut self, now: SimTime, said: Utterance) {
-        self.run_until(now);
-        if let Some(app) = self.app.as_deref_mut() {
-            app.mic.say(said);
-        }
-    }
-
-    /// Forgets what the user said that the microphone has not captured yet.
-    pub fn mic_clear(&mut self) {
-        if let Some(app) = self.app.as_deref_mut() {
-            app.mic.forget();
-        }
-    }
-
-    /// Samples the user has said that the microphone has not captured yet.
-    pub fn mic_pending(&self) -> usize {
-        self.app.as_deref().map_or(0, |a| a.mic.pending())
-    }
-
-    /// Push-to-talk: pressed (`StartListening`) or released (`StopListening`).
-    pub fn push_to_talk(&mut self, now: SimTime, pressed: bool) {
-        let task = if pressed {
-            task::VoiceTask::StartListening
-        } else {
-            task::VoiceTask::StopListening
-        };
-        self.schedule(now, task::Task::Voice(task));
     }
 
     /// Runs to `now`, then queues `task` for the main task (nothing when the board is off).

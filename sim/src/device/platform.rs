@@ -269,6 +269,24 @@ pub(crate) struct Platform {
     pub(crate) outputs: VecDeque<Output>,
     pub(crate) power: Power,
     pub(crate) last_boot_at: Option<SimTime>,
+    /// Which buttons the user holds down, by index in the board file (the finger survives a
+    /// reboot: a button held through one is seen pressed after it).
+    pub(crate) held: Vec<bool>,
+    /// Every button gesture the board's callbacks were asked about (evidence; survives reboots).
+    pub(crate) gestures: Vec<Fired>,
+}
+
+/// A button gesture the button component found, and what the board's callback did with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fired {
+    /// The tick it was found at.
+    pub at: SimTime,
+    /// The button's name in the board file.
+    pub button: String,
+    /// The gesture.
+    pub gesture: crate::board::Gesture,
+    /// What the callback did; `None` when the board registered none for the gesture.
+    pub action: Option<crate::board::ButtonAction>,
 }
 
 fn format_mac(bytes: [u8; 6]) -> String {
@@ -287,6 +305,8 @@ impl Platform {
         let mut elf_sha256 = [0u8; 32];
         rng.fill_bytes(&mut elf_sha256);
         Platform {
+            held: vec![false; spec.buttons.len()],
+            gestures: Vec::new(),
             firmware: spec.firmware(),
             spec,
             catalogues,

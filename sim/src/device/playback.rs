@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::audio::source::Source;
 use crate::device::audio::{AudioService, dma_latency};
 use crate::device::platform::Platform;
+use crate::firmware::StopTail;
 use crate::time::{SimDuration, SimTime};
 use crate::trace::LogLevel;
 use crate::voice::codec::{OPUS_RATES, toc_duration_48k};
@@ -25,6 +26,18 @@ use crate::voice::stream::DecodeStream;
 pub(crate) const DECODE_QUEUE: usize = 40;
 /// `MAX_PLAYBACK_TASKS_IN_QUEUE`.
 pub(crate) const PLAYBACK_QUEUE: usize = 2;
+
+/// What the Listening branch does with the speech still queued after `tts stop`
+/// (docs/reference/voice.md §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AfterStop {
+    /// `listen start` now (`ResetDecoder` discards what is queued, if anything).
+    ListenNow,
+    /// `listen start` once playback drains (2.4.x).
+    Defer,
+    /// The main task waits this long for the drain, then `listen start` (2.2.2–2.3.0).
+    Block(SimDuration),
+}
 
 /// A decoded (or silent) frame: the decoder's `(input, output)` rates and the output samples.
 type Decoded = ((u32, u32), Arc<[i16]>);
@@ -80,6 +93,67 @@ impl Playback {
         audio.last_output_end.max(SimTime::ZERO) <= now + dma_latency(audio.rate())
     }
 
+    /// How long until nothing is left to write to I2S (what a main task waiting for the drain
+    /// waits: `WaitForCompletion` on 1.7.x, `WaitForPlaybackQueueEmpty` on 2.2.2–2.3.0; both
+    /// return within a frame of it).
+    pub(crate) fn until_idle(audio: &AudioService, now: SimTime) -> SimDuration {
+        let latency = dma_latency(audio.rate());
+        let idle_at = SimTime::from_micros(audio.last_output_end.as_micros().saturating_sub(latency.as_micros()));
+        idle_at.saturating_since(now)
+    }
+
+    /// The Listening branch after speaking, by the version's rule (auto mode only waits).
+    pub(crate) fn after_stop(audio: &AudioService, now: SimTime, tail: StopTail, auto: bool) -> AfterStop {
+        if !auto || Self::is_idle(audio, now) {
+            return AfterStop::ListenNow;
+        }
+        match tail {
+            StopTail::DrainDeferred => AfterStop::Defer,
+            StopTail::DrainBlocking => AfterStop::Block(Self::until_idle(audio, now)),
+            _ => AfterStop::ListenNow,
+        }
+    }
+
+    /// 1.7.x's `tts stop` lambda waits for the audio pipeline before anything else (1.7.7's wait
+    /// discards all but two frames first, and `discarding` silences what arrives meanwhile):
+    /// how long, or `None` when it goes on at once.
+    pub(crate) fn stop_wait(
+        &mut self,
+        platform: &mut Platform,
+        audio: &mut AudioService,
+        tail: StopTail,
+        discarding: &mut bool,
+    ) -> Option<SimDuration> {
+        let waits = matches!(tail, StopTail::WaitWhileSpeaking | StopTail::DiscardWhileWaiting);
+        if waits && !Self::is_idle(audio, platform.now) {
+            if tail == StopTail::DiscardWhileWaiting && !*discarding {
+                *discarding = true;
+                self.keep_two(platform, audio);
+            }
+            let wait = Self::until_idle(audio, platform.now);
+            if !wait.is_zero() {
+                return Some(wait);
+            }
+        }
+        *discarding = false;
+        None
+    }
+
+    /// 1.7.7's `tts stop` wait: the frame playing and the next are kept, every later one is
+    /// discarded (the audio loop takes them and throws them away).
+    fn keep_two(&mut self, platform: &mut Platform, audio: &mut AudioService) {
+        let now = platform.now;
+        self.frames.retain(|(_, e)| *e > now);
+        let Some(&(_, keep_end)) = self.frames.get(1) else {
+            return;
+        };
+        if self.frames.iter().any(|(_, e)| *e > keep_end) {
+            audio.cut_playback(&mut platform.audio, keep_end);
+            self.discard_from(platform, keep_end);
+            self.frames.retain(|(_, e)| *e <= keep_end);
+        }
+    }
+
     /// Arms the drained check for when the last queued frame has been written.
     pub(crate) fn arm_drain_check(&mut self, audio: &AudioService, now: SimTime) {
         let latency = dma_latency(audio.rate());
@@ -98,7 +172,8 @@ impl Playback {
     }
 
     /// `ResetDecoder`: the decoder forgets the stream, the decode and playback queues are
-    /// cleared; the frame being written and the DMA ring still play. True when the application
+    /// cleared (speech and any sound still queued); the frame being written and the DMA ring
+    /// still play. True when the application
     /// is to be told the playback drained.
     pub(crate) fn reset(&mut self, platform: &mut Platform, audio: &mut AudioService) -> bool {
         let now = platform.now;
@@ -107,12 +182,29 @@ impl Playback {
         }
         let in_flight = self.frames.iter().find(|(s, e)| *s <= now && now < *e).map(|f| f.1);
         let cut = in_flight.unwrap_or(now);
-        if self.frames.iter().any(|(_, e)| *e > cut) {
+        // A sound's packets wait in the same decode queue (`PlaySound`), so a prompt still
+        // playing is cut too (the twin cuts it at once, not at its 60 ms packet's end).
+        if audio.last_output_end > cut {
             audio.cut_playback(&mut platform.audio, cut);
-            platform.speech.cut(cut);
+            self.discard_from(platform, cut);
         }
         self.frames.clear();
         self.mark_drained()
+    }
+
+    /// The board stops at `now` (a reboot, a power cut): nothing more plays.
+    pub(crate) fn stop(&mut self, platform: &mut Platform) {
+        let now = platform.now;
+        self.discard_from(platform, now);
+        self.frames.clear();
+    }
+
+    /// The speech log learns that playback ends at `cut`, and which queued frames never play.
+    fn discard_from(&self, platform: &mut Platform, cut: SimTime) {
+        if self.frames.iter().any(|(_, e)| *e > cut) {
+            let queued: Vec<SimTime> = self.frames.iter().map(|f| f.0).filter(|s| *s >= cut).collect();
+            platform.speech.cut(cut, &queued);
+        }
     }
 
     /// The drained check fired at `now` (the output task wrote the last frame). True when the

@@ -6,6 +6,7 @@
 /// `enum DeviceState`, named as `STATE_STRINGS` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceState {
+    // Declared in `device_state.h`'s order: `state as i32` is the firmware's `(int)state`.
     /// `kDeviceStateUnknown`: before the state machine starts.
     Unknown,
     /// `kDeviceStateStarting`: board and application being constructed.

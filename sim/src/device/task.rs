@@ -68,28 +68,31 @@ pub(crate) enum Task {
 /// The voice interaction's work on the main task.
 #[derive(Debug)]
 pub(crate) enum VoiceTask {
-    /// `MAIN_EVENT_TOGGLE_CHAT` (BOOT click, wake word).
-    ToggleChat,
     /// The lambda `tts start` schedules: `aborted_ = false`, speaking.
     TtsStart,
     /// The lambda `tts stop` schedules: idle (manual mode) or listening, if still speaking.
     TtsStop,
-    /// `MAIN_EVENT_START_LISTENING` (push-to-talk pressed).
-    StartListening,
-    /// `MAIN_EVENT_STOP_LISTENING` (push-to-talk released).
-    StopListening,
+    /// `listen start` once the main task's wait for the playback drain ends (2.2.2–2.3.0).
+    ListenAfterDrain,
     /// `MAIN_EVENT_WAKE_WORD_DETECTED` for this word.
     WakeWord(String),
 }
 
-/// The main loop's event bits besides SCHEDULE: set by the audio service and the state machine,
-/// each handled once however often it was set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The main loop's event bits besides SCHEDULE: set by the audio service, the state machine and
+/// the button callbacks, each handled once however often it was set. **Declared in the order
+/// `Application::Run` tests them** (`application.cc:182-242`): the derived `Ord` is that order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum EventBit {
     /// `MAIN_EVENT_STATE_CHANGED`: `HandleStateChangedEvent`.
     StateChanged,
     /// `MAIN_EVENT_PLAYBACK_DRAINED`: a deferred `listen start`.
     PlaybackDrained,
+    /// `MAIN_EVENT_TOGGLE_CHAT` (`ToggleChatState()`, a BOOT click): `HandleToggleChatEvent`.
+    ToggleChat,
+    /// `MAIN_EVENT_START_LISTENING` (`StartListening()`, push-to-talk pressed).
+    StartListening,
+    /// `MAIN_EVENT_STOP_LISTENING` (`StopListening()`, push-to-talk released).
+    StopListening,
     /// `MAIN_EVENT_SEND_AUDIO`: microphone packets go out.
     SendAudio,
 }
@@ -100,6 +103,9 @@ impl EventBit {
         match self {
             EventBit::StateChanged => "state changed event",
             EventBit::PlaybackDrained => "playback drained event",
+            EventBit::ToggleChat => "toggle chat event",
+            EventBit::StartListening => "start listening event",
+            EventBit::StopListening => "stop listening event",
             EventBit::SendAudio => "send audio event",
         }
     }
@@ -128,11 +134,9 @@ impl Task {
             Task::Busy(d) => format!("busy for {d}"),
             Task::OpenChannel { .. } => "open the audio channel".into(),
             Task::SetState(s) => format!("set state {}", s.name()),
-            Task::Voice(VoiceTask::ToggleChat) => "toggle chat".into(),
             Task::Voice(VoiceTask::TtsStart) => "tts start".into(),
             Task::Voice(VoiceTask::TtsStop) => "tts stop".into(),
-            Task::Voice(VoiceTask::StartListening) => "start listening".into(),
-            Task::Voice(VoiceTask::StopListening) => "stop listening".into(),
+            Task::Voice(VoiceTask::ListenAfterDrain) => "listen start after the drain".into(),
             Task::Voice(VoiceTask::WakeWord(w)) => format!("wake word {w}"),
         }
     }

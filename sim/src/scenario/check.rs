@@ -515,19 +515,24 @@ impl Verdicts {
         let Some(f) = &e.frames else { return };
         let c = counts.cloned().unwrap_or_default();
         let shown = format!(
-            "{} received, {} decoded, {} dropped (wrong state {}, queue full {}, undecodable {}, no channel {})",
+            "{} received, {} decoded, {} played, {} discarded, {} dropped (wrong state {}, queue full {}, undecodable {}, no channel {}, silenced {})",
             c.received,
             c.decoded,
+            c.played(),
+            c.discarded,
             c.dropped(),
             c.dropped_wrong_state,
             c.dropped_queue_full,
             c.dropped_undecodable,
-            c.dropped_no_channel
+            c.dropped_no_channel,
+            c.dropped_silenced
         );
         for (name, want, got) in [
             ("received", f.received, c.received),
             ("decoded", f.decoded, c.decoded),
             ("dropped", f.dropped, c.dropped()),
+            ("played", f.played, c.played()),
+            ("discarded", f.discarded, c.discarded),
         ] {
             if let Some(w) = want {
                 self.check(format!("{w} frames {name}"), w == got, shown.clone());

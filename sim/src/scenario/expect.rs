@@ -196,17 +196,23 @@ pub enum ClaimExpect {
     NotHeard,
 }
 
-/// `frames: {received?, decoded?, dropped?}` of the step's TTS session.
+/// `frames: {received?, decoded?, dropped?, played?, discarded?}` of the step's TTS session.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FramesExpect {
     /// Frames that arrived.
     #[serde(default)]
     pub received: Option<u64>,
-    /// Frames decoded and played.
+    /// Frames decoded (and queued to play).
     #[serde(default)]
     pub decoded: Option<u64>,
     /// Frames dropped, whatever the reason.
     #[serde(default)]
     pub dropped: Option<u64>,
+    /// Frames that reached the speaker, whole or in part.
+    #[serde(default)]
+    pub played: Option<u64>,
+    /// Frames decoded but never played (the queue was cleared first).
+    #[serde(default)]
+    pub discarded: Option<u64>,
 }

@@ -26,6 +26,7 @@ mod check;
 pub mod discovery;
 pub mod expect;
 pub mod over_wire;
+mod press;
 pub mod record;
 pub mod reply;
 pub mod runner;
@@ -113,8 +114,12 @@ pub enum Step {
     Play(PlayStep),
     /// Measure what the listener hears for a while.
     Listen(ListenStep),
-    /// Press a board button.
+    /// Press a board button and let go (a click, clicks, a long press or a hold).
     Press(PressStep),
+    /// Press a board button and keep it down (until `button_up`).
+    ButtonDown(ButtonStep),
+    /// Let go of a board button held by `button_down`.
+    ButtonUp(ButtonStep),
     /// Hardware reset (EN pin): restart now, NVS kept.
     Reboot,
     /// Pull the plug (volatile state lost, NVS kept); `power_on` brings it back.
@@ -282,20 +287,37 @@ pub struct ListenStep {
     pub expect: Expect,
 }
 
-/// `press: {button, long?, hold?, expect?}`.
+/// `press: {button, long?, hold?, clicks?, expect?}`: the finger presses the button and lets go;
+/// what happens is what the board's callbacks do with the gestures the button component finds
+/// (docs/boards.md, "Buttons").
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PressStep {
     /// The button's name in the board file (e.g. `volume_up`).
     pub button: String,
-    /// A long press (the button's `long_press` action; its click action when it has none).
+    /// Held past the button's long press time (by 500 ms), then released.
     #[serde(default)]
     pub long: bool,
-    /// Push-to-talk: held this long (`StartListening` on press, `StopListening` on release,
-    /// as boards with a talk button wire it; manual listening mode).
+    /// Held this long, then released (push-to-talk on a talk button; on BOOT, whose only
+    /// callback is a click, a hold past 1.5 s does nothing).
     #[serde(default)]
     pub hold: Option<Duration>,
+    /// This many short presses in a row (100 ms down, 100 ms up): 2 is a double click.
+    #[serde(default)]
+    pub clicks: Option<u8>,
     /// Expectations on what the press caused.
+    #[serde(default)]
+    pub expect: Expect,
+}
+
+/// `button_down: {button, expect?}` / `button_up: {button, expect?}`: the finger goes down (and
+/// stays) or comes up.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ButtonStep {
+    /// The button's name in the board file (e.g. `touch`).
+    pub button: String,
+    /// Expectations on what the press or the release caused.
     #[serde(default)]
     pub expect: Expect,
 }
@@ -335,6 +357,11 @@ pub struct SpeakStep {
     /// no `tts start`, as a backend that forgets it would.
     #[serde(default = "yes")]
     pub tts_start: bool,
+    /// `tts stop` this long after the last packet left (default 420 ms, xiaozhi-esp32-server's
+    /// `(PRE_BUFFER_COUNT + 2) × 60 ms`); `0s` stops with the last packet, as servers that end
+    /// the turn early do.
+    #[serde(default)]
+    pub stop_after: Option<Duration>,
     /// Expectations: `heard`, `claim`, `frames`, `state`, `listen_sent`, acoustic ones.
     #[serde(default)]
     pub expect: Expect,
@@ -461,6 +488,25 @@ impl ScenarioSpec {
                     "give exactly one of `set` or `clear`",
                 ));
             }
+            if let Step::Press(p) = &step.value {
+                let ways = usize::from(p.long) + usize::from(p.hold.is_some()) + usize::from(p.clicks.is_some());
+                if ways > 1 {
+                    errors.push(located(
+                        origin,
+                        &step.referenced,
+                        "press",
+                        "give at most one of `long`, `hold` or `clicks`",
+                    ));
+                }
+                if p.clicks == Some(0) {
+                    errors.push(located(
+                        origin,
+                        &step.referenced,
+                        "press.clicks",
+                        "0 clicks press nothing",
+                    ));
+                }
+            }
             let both = match &step.value {
                 Step::Play(p) => p.tone.is_some() && p.wav.is_some(),
                 Step::Speak(p) => p.tone.is_some() && p.wav.is_some(),
@@ -510,8 +556,13 @@ impl ScenarioSpec {
                     ));
                 }
             }
-            if let Step::Press(p) = &step.value
-                && !board.buttons.iter().any(|b| b.name == p.button)
+            let pressed = match &step.value {
+                Step::Press(p) => Some(p.button.as_str()),
+                Step::ButtonDown(b) | Step::ButtonUp(b) => Some(b.button.as_str()),
+                _ => None,
+            };
+            if let Some(button) = pressed
+                && !board.buttons.iter().any(|b| b.name == button)
             {
                 let names: Vec<&str> = board.buttons.iter().map(|b| b.name.as_str()).collect();
                 errors.push(located(
@@ -521,7 +572,7 @@ impl ScenarioSpec {
                     &format!(
                         "board {} has no button `{}` (it has: {})",
                         board.name,
-                        p.button,
+                        button,
                         names.join(", ")
                     ),
                 ));
@@ -564,6 +615,8 @@ pub(crate) fn step_key(step: &Step) -> &'static str {
         Step::Play(_) => "play",
         Step::Listen(_) => "listen",
         Step::Press(_) => "press",
+        Step::ButtonDown(_) => "button_down",
+        Step::ButtonUp(_) => "button_up",
         Step::Reboot => "reboot",
         Step::CutPower => "cut_power",
         Step::PowerOn => "power_on",

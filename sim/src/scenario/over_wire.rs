@@ -193,7 +193,14 @@ impl WirePlan {
                 Step::Speak(_) | Step::Wake(_) | Step::Say(_) | Step::Abort(_) => {
                     return refuse("voice steps run in virtual time only (use `connect --script` for a real backend)");
                 }
-                Step::Press(_) | Step::Reboot | Step::CutPower | Step::PowerOn | Step::Fault(_) | Step::Busy(_) => {
+                Step::Press(_)
+                | Step::ButtonDown(_)
+                | Step::ButtonUp(_)
+                | Step::Reboot
+                | Step::CutPower
+                | Step::PowerOn
+                | Step::Fault(_)
+                | Step::Busy(_) => {
                     return refuse("it acts on the device itself, not through the backend");
                 }
             };

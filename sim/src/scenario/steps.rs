@@ -9,19 +9,19 @@
 //! once). A `speak` after a `call` is that call's **claim** ([`acceptance::add_claim`]).
 
 use crate::audio::source::Source;
-use crate::board::ButtonAction;
 use crate::harness::PROBE_GUARD;
 use crate::mcp::strings;
 use crate::scenario::acceptance::{self, CallSeen, DeviceCall, SeenFrom};
 use crate::scenario::check::{ReplyLatency, Speech, level};
 use crate::scenario::expect::Expect;
+use crate::scenario::press;
 use crate::scenario::record::{Check, StepReport};
 use crate::scenario::reply::{call_request, lossy, reply_id, reply_text};
 use crate::scenario::runner::{Runner, StepOutcome};
 use crate::scenario::voice::{FIRST_AUDIO_AFTER, TTS_RATE};
 use crate::scenario::{
-    AbortStep, BurstStep, CallStep, FaultStep, InitializeStep, ListStep, ListenStep, PlayStep, PressStep, ReadbackStep,
-    SayStep, SendStep, SpeakStep, Step, Tone, WakeStep, step_key,
+    AbortStep, BurstStep, CallStep, FaultStep, InitializeStep, ListStep, ListenStep, PlayStep, ReadbackStep, SayStep,
+    SendStep, SpeakStep, Step, Tone, WakeStep, step_key,
 };
 use crate::time::{Duration, SimDuration};
 use crate::voice::codec::{MIC_RATE, resample_clip};
@@ -44,7 +44,9 @@ impl Runner<'_> {
             Step::Readback(r) => self.step_readback(r, &mut out),
             Step::Play(p) => self.step_play(p, n, line, &mut out),
             Step::Listen(l) => self.step_listen(l, n, &mut out),
-            Step::Press(p) => self.step_press(p),
+            Step::Press(p) => press::press(self, p),
+            Step::ButtonDown(b) => press::button_down(self, b),
+            Step::ButtonUp(b) => press::button_up(self, b),
             Step::Reboot => self.step_reboot(),
             Step::CutPower => self.step_cut_power(),
             Step::PowerOn => self.step_power_on(),
@@ -346,28 +348,6 @@ impl Runner<'_> {
         (summary, expect)
     }
 
-    /// Presses a board button (click or long press). Returns the step's summary and expectations.
-    fn step_press<'s>(&mut self, p: &'s PressStep) -> (String, Option<&'s Expect>) {
-        let now = self.now();
-        let mut summary = format!("pressed {}{}", p.button, if p.long { " (long)" } else { "" });
-        if let Some(hold) = p.hold {
-            let held = self.step_hold(hold.0);
-            let expect: Option<&'s Expect> = Some(&p.expect);
-            return (format!("{summary} {held}"), expect);
-        }
-        match self.h.device.press_button(now, &p.button, p.long) {
-            Some(ButtonAction::ToggleChat) => {
-                summary.push_str(": toggle chat (the direct link needs no channel: listening, or abort while speaking)")
-            }
-            Some(ButtonAction::StartListening) => summary.push_str(": start listening (manual mode)"),
-            Some(_) => {}
-            None => summary.push_str(": no such button"),
-        }
-        self.settle();
-        let expect: Option<&'s Expect> = Some(&p.expect);
-        (summary, expect)
-    }
-
     /// Hardware reset (EN pin). Returns the step's summary and expectations.
     fn step_reboot<'s>(&mut self) -> (String, Option<&'s Expect>) {
         let now = self.now();
@@ -510,7 +490,10 @@ impl Runner<'_> {
             return (summary, expect);
         }
         if self.h.agenda.in_turn() {
-            self.h.agenda.stop_turn(now);
+            match s.stop_after {
+                Some(d) => self.h.agenda.stop_turn_after(now, d.0),
+                None => self.h.agenda.stop_turn(now),
+            }
         }
         let last = self.h.agenda.last_at().unwrap_or(now);
         self.advance_to(last);
@@ -553,9 +536,10 @@ impl Runner<'_> {
             _ => None,
         };
         summary.push_str(&format!(
-            "; {} received, {} decoded, {} dropped",
+            "; {} received, {} decoded, {} played, {} dropped",
             counts.received,
             counts.decoded,
+            counts.played(),
             counts.dropped()
         ));
         if let Some(m) = &measurement {
@@ -633,17 +617,5 @@ impl Runner<'_> {
         self.advance_to(t);
         let expect: Option<&'s Expect> = Some(&a.expect);
         ("the user presses BOOT (toggle chat) to interrupt".into(), expect)
-    }
-
-    /// Push-to-talk: pressed for `hold`, then released.
-    fn step_hold(&mut self, hold: SimDuration) -> String {
-        let now = self.now();
-        self.h.device.push_to_talk(now, true);
-        self.settle();
-        self.advance_to(now + hold);
-        let now = self.now();
-        self.h.device.push_to_talk(now, false);
-        self.settle();
-        format!("held for {hold} (push-to-talk: start listening on press, stop on release)")
     }
 }

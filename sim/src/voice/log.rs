@@ -25,6 +25,9 @@ pub enum Drop {
     Undecodable,
     /// The channel was not open, or the device was not running.
     NoChannel,
+    /// The device took the packet and made no sound of it: 1.7.x after an abort (`aborted_`),
+    /// 1.7.7 while its `tts stop` waits (docs/reference/voice.md §7).
+    Silenced,
 }
 
 /// Frame counts.
@@ -42,9 +45,14 @@ pub struct Counts {
     pub dropped_undecodable: u64,
     /// Dropped because there was no open channel or running device.
     pub dropped_no_channel: u64,
+    /// Taken and silenced (1.7.x after an abort, 1.7.7 while `tts stop` waits).
+    pub dropped_silenced: u64,
     /// Frames whose header announced more payload than the frame held (the firmware copies past
     /// its buffer; the twin fills the missing bytes with zeros).
     pub overread: u64,
+    /// Decoded, but never played: the queues were cleared (`ResetDecoder`: an abort, the next
+    /// `tts start`, a reboot) before their turn came. A frame cut part-way counts as played.
+    pub discarded: u64,
 }
 
 impl Counts {
@@ -55,12 +63,22 @@ impl Counts {
             Drop::QueueFull => self.dropped_queue_full += 1,
             Drop::Undecodable => self.dropped_undecodable += 1,
             Drop::NoChannel => self.dropped_no_channel += 1,
+            Drop::Silenced => self.dropped_silenced += 1,
         }
+    }
+
+    /// Frames that reached the speaker, whole or in part: decoded and not discarded.
+    pub fn played(&self) -> u64 {
+        self.decoded.saturating_sub(self.discarded)
     }
 
     /// All frames dropped, whatever the reason.
     pub fn dropped(&self) -> u64 {
-        self.dropped_wrong_state + self.dropped_queue_full + self.dropped_undecodable + self.dropped_no_channel
+        self.dropped_wrong_state
+            + self.dropped_queue_full
+            + self.dropped_undecodable
+            + self.dropped_no_channel
+            + self.dropped_silenced
     }
 }
 
@@ -252,10 +270,23 @@ impl SpeechLog {
         }
     }
 
-    /// Playback was cut at `at` (decoder reset, reboot): windows end there at the latest.
-    pub fn cut(&mut self, at: SimTime) {
+    /// Playback was cut at `at` (decoder reset, reboot): windows end there at the latest, and
+    /// the frames that were queued to start at or after `at` (`queued`: their start times) are
+    /// counted as discarded in the session and sentence they belong to.
+    pub fn cut(&mut self, at: SimTime, queued: &[SimTime]) {
         for s in self.sessions.iter_mut().rev() {
+            let within = |w: &Option<Window>, t: SimTime| w.is_some_and(|w| w.start <= t && t < w.end);
             let mut touched = false;
+            for &t in queued.iter().filter(|t| **t >= at) {
+                if within(&s.window, t) {
+                    s.counts.discarded += 1;
+                    touched = true;
+                    match s.sentences.iter_mut().rev().find(|x| within(&x.window, t)) {
+                        Some(x) => x.counts.discarded += 1,
+                        None => s.unsentenced.discarded += 1,
+                    }
+                }
+            }
             for w in s
                 .window
                 .iter_mut()
@@ -316,9 +347,29 @@ mod tests {
                 end: t(150)
             })
         );
-        log.cut(t(100));
+        log.cut(t(100), &[t(90)]);
         assert_eq!(log.sessions[0].window.unwrap().end, t(100));
         assert_eq!(log.sessions[0].sentences[0].window.unwrap().end, t(100));
+        assert_eq!(
+            log.sessions[0].counts.discarded, 0,
+            "the frame at 90 had started: played in part"
+        );
+        assert_eq!(log.sessions[0].counts.played(), 2);
+
+        log.start(t(300));
+        log.sentence(t(300), "最后一句".into());
+        for i in 0..5 {
+            log.decoded(t(400 + 60 * i), t(460 + 60 * i), (16_000, 24_000));
+        }
+        let queued: Vec<SimTime> = (0..5).map(|i| t(400 + 60 * i)).collect();
+        log.cut(t(500), &queued);
+        let s = &log.sessions[1];
+        assert_eq!((s.counts.decoded, s.counts.discarded, s.counts.played()), (5, 3, 2));
+        assert_eq!(s.sentences[0].counts.discarded, 3, "the sentence's own count");
+        assert_eq!(
+            log.sessions[0].counts.discarded, 0,
+            "the earlier session is not touched"
+        );
     }
 
     #[test]

@@ -495,9 +495,14 @@ impl Agenda {
 
     /// `tts stop` once the queue is empty plus [`STOP_AFTER`].
     pub fn stop_turn(&mut self, at: SimTime) {
+        self.stop_turn_after(at, STOP_AFTER);
+    }
+
+    /// `tts stop` once the queue is empty plus `wait` (a server that stops early: 0).
+    pub fn stop_turn_after(&mut self, at: SimTime, wait: SimDuration) {
         let after = self.last_at.map_or(at, |l| l.max(at));
         let m = tts_message("stop", None, &self.session_id);
-        self.push(after + STOP_AFTER, Said::Json(m));
+        self.push(after + wait, Said::Json(m));
         self.in_turn = false;
     }
 

@@ -8,8 +8,8 @@
 //! the protocol object ([`Protocol`]), the audio service ([`AudioService`], [`Playback`],
 //! [`Microphone`]), the board's objects ([`Peripherals`]), the conversation's members
 //! ([`Listening`]) and the upgrade flow ([`Upgrade`]). Its voice interaction (toggle chat, opening
-//! the channel, listening, speaking, abort) is the second file of its impl, `voice.rs`. Volatile:
-//! rebuilt at every boot from the board spec and NVS.
+//! the channel, listening, speaking, abort, the buttons' callbacks) is the second file of its
+//! impl, `voice.rs`. Volatile: rebuilt at every boot from the board spec and NVS.
 
 mod voice;
 
@@ -20,6 +20,7 @@ use crate::audio::source::Prompt;
 use crate::board::DisplayKind;
 use crate::cjson::{self, Limits, Parser, Terminator};
 use crate::device::audio::AudioService;
+use crate::device::button::{Buttons, Effect};
 use crate::device::catalogue::{self, BoardObjects};
 use crate::device::listening::Listening;
 use crate::device::main_loop::MainLoop;
@@ -70,6 +71,8 @@ pub(crate) struct Application {
     threads: Vec<(SimTime, i32, Result<ReturnValue, Vec<u8>>)>,
     /// A `tool_call` thread or the receive path aborted: the device restarts after the receive.
     pub(crate) abort_pending: bool,
+    /// The board's buttons as the button component polls them (made in the board constructor).
+    pub(crate) buttons: Buttons,
 }
 
 impl Application {
@@ -137,6 +140,7 @@ impl Application {
             listening: Listening::default(),
             threads: Vec::new(),
             abort_pending: false,
+            buttons: Buttons::new(&spec, now, &platform.held),
         };
         app.set_state(platform, DeviceState::Activating);
         app.activate(platform);
@@ -396,10 +400,7 @@ impl Application {
                 self.set_state(platform, s);
                 TaskEnd::Done
             }
-            Task::Voice(task) => {
-                self.run_voice_task(platform, task);
-                TaskEnd::Done
-            }
+            Task::Voice(task) => self.run_voice_task(platform, task),
         }
     }
 
@@ -484,7 +485,7 @@ impl Application {
         let thread = self.threads.iter().map(|(at, _, _)| *at).min();
         let board = earliest(self.board.timer_deadline(), self.audio.timer_deadline());
         let voice = earliest(self.playback.timer_deadline(), self.mic.timer_deadline());
-        earliest(earliest(board, voice), thread)
+        earliest(earliest(earliest(board, voice), thread), self.buttons.deadline())
     }
 
     /// Fires every esp_timer due at `platform.now` (timer task outranks the main task).
@@ -495,6 +496,12 @@ impl Application {
             self.reply_later(platform, id, outcome);
         }
         self.board.fire_timers(platform);
+        for effect in self.buttons.fire(platform) {
+            match effect {
+                Effect::Signal(bit) => self.main.signal(bit),
+                Effect::Volume(delta, long) => self.volume_button(platform, delta, long),
+            }
+        }
         let reading = self.listening.wake_detection || self.mic.is_processing();
         let (output_off, input_off) = self.audio.on_power_tick(&mut platform.audio, now, self.volume, reading);
         if output_off {
@@ -519,6 +526,18 @@ impl Application {
         }
     }
 
+    /// `AudioCodec::SetOutputVolume`: store, log, persist.
+    fn set_volume(&mut self, platform: &mut Platform, volume: i32) -> Result<(), EspErr> {
+        self.volume = volume;
+        let now = platform.now;
+        self.audio.set_volume(&mut platform.audio, now, volume);
+        platform.emit(|| Event::VolumeChanged { volume });
+        platform.log(LogLevel::Info, "AudioCodec", || {
+            format!("Set output volume to {volume}")
+        });
+        platform.nvs_set(names::AUDIO, names::OUTPUT_VOLUME, NvsValue::I32(volume))
+    }
+
     /// VOL+/VOL− buttons (±10 clamped, long press = 100/0).
     pub(crate) fn volume_button(&mut self, platform: &mut Platform, delta: i32, long: bool) {
         let target = if long {
@@ -531,18 +550,6 @@ impl Application {
                 reason: format!("ESP_ERROR_CHECK failed: {e}"),
             });
         }
-    }
-
-    /// `AudioCodec::SetOutputVolume`: store, log, persist.
-    fn set_volume(&mut self, platform: &mut Platform, volume: i32) -> Result<(), EspErr> {
-        self.volume = volume;
-        let now = platform.now;
-        self.audio.set_volume(&mut platform.audio, now, volume);
-        platform.emit(|| Event::VolumeChanged { volume });
-        platform.log(LogLevel::Info, "AudioCodec", || {
-            format!("Set output volume to {volume}")
-        });
-        platform.nvs_set(names::AUDIO, names::OUTPUT_VOLUME, NvsValue::I32(volume))
     }
 
     /// The callbacks (main task): the application's own tools here, the board objects' in

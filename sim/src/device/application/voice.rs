@@ -2,7 +2,7 @@
 //! `ContinueOpenAudioChannel`, `OnIncomingJson`, `HandleStateChangedEvent`,
 //! `StartListeningAudio`, `AbortSpeaking`, `HandleStartListeningEvent` /
 //! `HandleStopListeningEvent`, `HandleWakeWordDetectedEvent`, the `tts` lambdas, the
-//! playback-drained and send-audio events; docs/reference/voice.md §3–§4): the second and last file of
+//! playback-drained and send-audio events; docs/reference/voice.md §3–§4): the second file of
 //! `Application`'s impl.
 //!
 //! Each handler reads the state as it is when it runs and calls the subsystems with the pieces
@@ -15,7 +15,7 @@ use crate::cjson::Item;
 use crate::device::application::Application;
 use crate::device::listening::{AbortReason, ListeningMode};
 use crate::device::platform::{Output, Platform};
-use crate::device::playback::Playback;
+use crate::device::playback::{AfterStop, Playback};
 use crate::device::protocol::base::{DEFAULT_SERVER_FRAME_DURATION, DEFAULT_SERVER_SAMPLE_RATE, LANG_ERROR};
 use crate::device::protocol::websocket::HelloCrash;
 use crate::device::protocol::{OpenNext, OpenStage};
@@ -34,43 +34,30 @@ fn text_of(root: Item<'_>, key: &[u8]) -> Option<String> {
         .map(|t| String::from_utf8_lossy(t).into_owned())
 }
 
-/// `(int)state` as the firmware prints it.
-fn state_number(s: DeviceState) -> i32 {
-    match s {
-        DeviceState::Unknown => 0,
-        DeviceState::Starting => 1,
-        DeviceState::WifiConfiguring => 2,
-        DeviceState::Idle => 3,
-        DeviceState::Connecting => 4,
-        DeviceState::Listening => 5,
-        DeviceState::Speaking => 6,
-        DeviceState::Upgrading => 7,
-        DeviceState::Activating => 8,
-        DeviceState::AudioTesting => 9,
-        DeviceState::FatalError => 10,
-    }
-}
-
 impl Application {
     /// The voice interaction's scheduled lambdas.
-    pub(super) fn run_voice_task(&mut self, platform: &mut Platform, task: VoiceTask) {
+    pub(super) fn run_voice_task(&mut self, platform: &mut Platform, task: VoiceTask) -> TaskEnd {
         match task {
-            VoiceTask::ToggleChat => self.toggle_chat(platform),
             VoiceTask::TtsStart => self.tts_start(platform),
-            VoiceTask::TtsStop => self.tts_stop(platform),
-            VoiceTask::StartListening => self.start_listening(platform),
-            VoiceTask::StopListening => self.stop_listening(platform),
+            VoiceTask::TtsStop => return self.tts_stop(platform),
+            VoiceTask::ListenAfterDrain => self.start_listening_audio(platform),
             VoiceTask::WakeWord(word) => self.wake_word(platform, &word),
         }
+        TaskEnd::Done
     }
 
-    /// An event bit the main loop took.
-    pub(crate) fn run_event(&mut self, platform: &mut Platform, bit: EventBit) {
+    /// An event bit the main loop took (a handler may block the main task, as 2.2.2–2.3.0's
+    /// state handler does while playback drains).
+    pub(crate) fn run_event(&mut self, platform: &mut Platform, bit: EventBit) -> TaskEnd {
         match bit {
-            EventBit::StateChanged => self.on_state_changed(platform),
+            EventBit::StateChanged => return self.on_state_changed(platform),
             EventBit::PlaybackDrained => self.on_playback_drained(platform),
+            EventBit::ToggleChat => self.toggle_chat(platform),
+            EventBit::StartListening => self.start_listening(platform),
+            EventBit::StopListening => self.stop_listening(platform),
             EventBit::SendAudio => self.send_audio(platform),
         }
+        TaskEnd::Done
     }
 
     /// Destroys the WebSocket object if there is one (the peer sees TCP close, no close frame).
@@ -279,7 +266,7 @@ impl Application {
     }
 
     /// `HandleStateChangedEvent` (reads the state as it is now).
-    fn on_state_changed(&mut self, platform: &mut Platform) {
+    fn on_state_changed(&mut self, platform: &mut Platform) -> TaskEnd {
         self.listening.pending_start = false;
         let now = platform.now;
         match self.state {
@@ -289,14 +276,23 @@ impl Application {
                 self.enable_wake_word_detection(platform, true);
             }
             DeviceState::Listening if self.listening.play_popup || !self.mic.is_processing() => {
-                if self.listening.mode == ListeningMode::Auto && !Playback::is_idle(&self.audio, now) {
-                    self.listening.pending_start = true;
-                    platform.emit(|| Event::Note {
-                        text: "listen start deferred until playback drains".into(),
-                    });
-                    self.playback.arm_drain_check(&self.audio, now);
-                } else {
-                    self.start_listening_audio(platform);
+                let auto = self.listening.mode == ListeningMode::Auto;
+                // What the speech still queued meets depends on the version (§7).
+                match Playback::after_stop(&self.audio, now, platform.firmware.stop_tail, auto) {
+                    AfterStop::Defer => {
+                        self.listening.pending_start = true;
+                        platform.emit(|| Event::Note {
+                            text: "listen start deferred until playback drains".into(),
+                        });
+                        self.playback.arm_drain_check(&self.audio, now);
+                    }
+                    AfterStop::Block(wait) => {
+                        platform.emit(|| Event::Note {
+                            text: "the main task waits for playback to drain (WaitForPlaybackQueueEmpty)".into(),
+                        });
+                        return TaskEnd::Block(wait, Task::Voice(VoiceTask::ListenAfterDrain));
+                    }
+                    AfterStop::ListenNow => self.start_listening_audio(platform),
                 }
             }
             DeviceState::Listening => self.configure_wake_word_for_listening(platform),
@@ -315,6 +311,7 @@ impl Application {
             }
             _ => {}
         }
+        TaskEnd::Done
     }
 
     /// `StartListeningAudio`: `listen start`, voice processing on (which resets the decoder),
@@ -379,6 +376,10 @@ impl Application {
         platform.log(LogLevel::Info, "Application", || "Abort speaking");
         self.listening.aborted = true;
         self.send_message(platform, |b| b.abort_speaking(reason));
+        if platform.firmware.abort_silences {
+            // 1.7.x: every decode from now returns without output (v1.7.5 application.cc:832-834).
+            self.reset_decoder(platform);
+        }
     }
 
     /// `HandleStopListeningEvent` (push-to-talk released).
@@ -436,7 +437,7 @@ impl Application {
         }
         let state = self.state;
         platform.log(LogLevel::Info, "Application", || {
-            format!("Wake word detected: {word} (state: {})", state_number(state))
+            format!("Wake word detected: {word} (state: {})", state as i32)
         });
         match state {
             DeviceState::Idle => {
@@ -461,6 +462,11 @@ impl Application {
                     self.continue_wake_word(platform, word);
                 }
             }
+            // Before 2.2.3: abort while speaking, nothing while listening (v2.2.2 :796-797).
+            DeviceState::Speaking if !platform.firmware.wake_word_barge_in => {
+                self.abort_speaking(platform, AbortReason::WakeWordDetected);
+            }
+            DeviceState::Listening if !platform.firmware.wake_word_barge_in => {}
             DeviceState::Speaking | DeviceState::Listening => {
                 self.abort_speaking(platform, AbortReason::WakeWordDetected);
                 // Clear the send queue so no residue reaches the server.
@@ -570,21 +576,33 @@ impl Application {
     /// The scheduled lambda of `tts start`.
     fn tts_start(&mut self, platform: &mut Platform) {
         self.listening.aborted = false;
+        self.listening.discarding = false;
         if self.set_state(platform, DeviceState::Speaking) && self.state == DeviceState::Speaking {
             platform.speech.speaking(platform.now);
         }
     }
 
-    /// The scheduled lambda of `tts stop`.
-    fn tts_stop(&mut self, platform: &mut Platform) {
-        if self.state == DeviceState::Speaking {
-            let to = if self.listening.mode == ListeningMode::Manual {
-                DeviceState::Idle
-            } else {
-                DeviceState::Listening
-            };
-            self.set_state(platform, to);
+    /// The scheduled lambda of `tts stop`: idle (manual mode) or listening, if still speaking.
+    /// On 1.7.x it first waits for the audio pipeline, speaking all the while (§7).
+    fn tts_stop(&mut self, platform: &mut Platform) -> TaskEnd {
+        if self.state != DeviceState::Speaking {
+            return TaskEnd::Done;
         }
+        let tail = platform.firmware.stop_tail;
+        if let Some(wait) = self
+            .playback
+            .stop_wait(platform, &mut self.audio, tail, &mut self.listening.discarding)
+        {
+            return TaskEnd::Block(wait, Task::Voice(VoiceTask::TtsStop));
+        }
+        self.listening.discarding = false;
+        let to = if self.listening.mode == ListeningMode::Manual {
+            DeviceState::Idle
+        } else {
+            DeviceState::Listening
+        };
+        self.set_state(platform, to);
+        TaskEnd::Done
     }
 
     /// `ResetDecoder`, and the drained event it may owe.
@@ -642,6 +660,10 @@ impl Application {
         platform.speech.received(overread);
         if self.state != DeviceState::Speaking {
             platform.speech.dropped(Drop::WrongState);
+            return;
+        }
+        if self.listening.discarding || (platform.firmware.abort_silences && self.listening.aborted) {
+            platform.speech.dropped(Drop::Silenced);
             return;
         }
         let server = self.protocol.as_ref().map_or(

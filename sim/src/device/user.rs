@@ -1,0 +1,140 @@
+//! What the user does to a board: its buttons (as the button component polls them), the
+//! wake word, speaking into the microphone, typing (as py-xiaozhi does), and the application
+//! calls those end in (`ToggleChatState`, `StartListening`, `StopListening`). The second file
+//! of `impl Device`.
+
+use std::sync::Arc;
+
+use crate::device::button::NoSuchButton;
+use crate::device::mic::Utterance;
+use crate::device::platform::Fired;
+use crate::device::{Device, task};
+use crate::time::SimTime;
+
+/// What the user does.
+impl Device {
+    /// `ToggleChatState()` now, as a BOOT click's callback calls it (without the button's own
+    /// timing: [`Device::button`] is the button): sets `MAIN_EVENT_TOGGLE_CHAT`.
+    pub fn toggle_chat(&mut self, now: SimTime) {
+        self.signal(now, task::EventBit::ToggleChat);
+    }
+
+    /// The user presses (`pressed`) or lets go of the button named `name` at `now`; the board's
+    /// callbacks fire as the button component finds its gestures (docs/boards.md, "Buttons").
+    /// `Err` when the board has no such button. A press while the board is off is still held
+    /// when it boots.
+    pub fn button(&mut self, now: SimTime, name: &str, pressed: bool) -> Result<(), NoSuchButton> {
+        let index = self
+            .platform
+            .spec
+            .buttons
+            .iter()
+            .position(|b| b.name == name)
+            .ok_or_else(|| NoSuchButton(name.to_string()))?;
+        self.run_until(now);
+        self.platform.held[index] = pressed;
+        if let Some(app) = self.app.as_deref_mut() {
+            app.buttons.set(self.platform.now, index, pressed);
+        }
+        Ok(())
+    }
+
+    /// Every button gesture found so far and what its callback did (all boots).
+    pub fn gestures(&self) -> &[Fired] {
+        &self.platform.gestures
+    }
+
+    /// Whether the user holds the button named `name` down.
+    pub fn button_held(&self, name: &str) -> bool {
+        let spec = &self.platform.spec;
+        spec.buttons
+            .iter()
+            .position(|b| b.name == name)
+            .is_some_and(|i| self.platform.held[i])
+    }
+
+    /// A volume button press (button callbacks run in the esp_timer context, not the main task).
+    pub fn press_volume(&mut self, now: SimTime, delta: i32, long: bool) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.volume_button(&mut self.platform, delta, long);
+        }
+    }
+
+    /// Typed input as py-xiaozhi sends it: `listen detect` with the text (the firmware sends
+    /// `detect` only for its wake word; this is **not** firmware behaviour, and the trace says so).
+    pub fn type_text(&mut self, now: SimTime, text: &str) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.typed_text(&mut self.platform, text);
+        }
+    }
+
+    /// The user says the wake word `word` (silence in the microphone around it): detected if
+    /// detection runs (`MAIN_EVENT_WAKE_WORD_DETECTED`).
+    pub fn wake_word(&mut self, now: SimTime, word: &str) {
+        self.schedule(now, task::Task::Voice(task::VoiceTask::WakeWord(word.to_string())));
+    }
+
+    /// The user says the wake word `word` as `samples_16k`: the end of the wake-word cache the
+    /// device sends before `listen detect` when it wakes from Idle.
+    pub fn wake_word_saying(&mut self, now: SimTime, word: &str, samples_16k: &[i16]) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.mic.say_wake_word(samples_16k.into());
+        }
+        self.wake_word(now, word);
+    }
+
+    /// The user speaks into the microphone from now: 16 kHz mono samples, captured 60 ms at a
+    /// time while the device listens (silence before and after). At most ten minutes wait in
+    /// the microphone: the rest of a longer recording is not said.
+    pub fn say(&mut self, now: SimTime, samples_16k: &[i16]) {
+        self.say_shared(now, samples_16k.into());
+    }
+
+    /// [`Device::say`] with samples many devices share (a fleet's utterance is held once).
+    pub fn say_shared(&mut self, now: SimTime, samples_16k: Arc<[i16]>) {
+        self.say_utterance(now, Utterance::whole(samples_16k));
+    }
+
+    /// [`Device::say`] with a stretch of a shared clip at a gain (a fleet device's own
+    /// variation of the fleet's utterance).
+    pub fn say_utterance(&mut self, now: SimTime, said: Utterance) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.mic.say(said);
+        }
+    }
+
+    /// Forgets what the user said that the microphone has not captured yet.
+    pub fn mic_clear(&mut self) {
+        if let Some(app) = self.app.as_deref_mut() {
+            app.mic.forget();
+        }
+    }
+
+    /// Samples the user has said that the microphone has not captured yet.
+    pub fn mic_pending(&self) -> usize {
+        self.app.as_deref().map_or(0, |a| a.mic.pending())
+    }
+
+    /// `StartListening()` (`pressed`) or `StopListening()` now, as a talk button's press-down
+    /// and press-up callbacks call them (without the button's own timing: [`Device::button`]).
+    pub fn push_to_talk(&mut self, now: SimTime, pressed: bool) {
+        let bit = if pressed {
+            task::EventBit::StartListening
+        } else {
+            task::EventBit::StopListening
+        };
+        self.signal(now, bit);
+    }
+
+    /// Runs to `now`, then sets an event bit of the main loop (nothing when the board is off).
+    fn signal(&mut self, now: SimTime, bit: task::EventBit) {
+        self.run_until(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            app.main.signal(bit);
+        }
+    }
+}
