@@ -421,3 +421,63 @@ fn an_unheard_wake_words_audio_is_not_sent_with_a_later_one() {
         "silence only: {wake:?}"
     );
 }
+
+#[test]
+fn a_packet_longer_than_the_announced_frame_is_dropped_with_the_decoders_error() {
+    // The PCM buffer holds one announced frame (audio_service.cc:391); a 120 ms packet does not
+    // fit 60 ms and esp_opus_dec answers ESP_AUDIO_ERR_BUFF_NOT_ENOUGH (-8).
+    let mut lb = pair(BREAD, 1);
+    listening(&mut lb);
+    let now = lb.now();
+    lb.device
+        .handle_ws_text(now, br#"{"type":"tts","state":"start","session_id":"s"}"#);
+    run(&mut lb, 100);
+    let _ = lb.device.drain_events();
+    let now = lb.now();
+    // CELT 20 ms frames (config 31), code 3: 6 frames (120 ms), then 3 frames (60 ms).
+    let mut long = vec![(31 << 3) | 3, 6];
+    long.extend([0u8; 12]);
+    let mut fits = vec![(31 << 3) | 3, 3];
+    fits.extend([0u8; 6]);
+    lb.device.handle_ws_binary(now, &long);
+    lb.device.handle_ws_binary(now, &fits);
+    let log: Vec<String> = lb.device.drain_events().iter().map(|e| e.to_string()).collect();
+    let errors: Vec<&String> = log.iter().filter(|l| l.contains("error code: -8")).collect();
+    assert_eq!(errors.len(), 1, "{log:?}");
+    let counts = &lb.device.speech_log().sessions.last().unwrap().counts;
+    assert_eq!(counts.received, 2);
+    assert_eq!(counts.dropped_undecodable, 1, "{counts:?}");
+}
+
+#[test]
+fn with_device_aec_the_device_listens_in_realtime_and_keeps_listening_through_speech() {
+    // CONFIG_USE_DEVICE_AEC: GetDefaultListeningMode is realtime (application.cc:1022-1024);
+    // voice processing stays on while speaking and tts stop sends no listen start.
+    let aec = BREAD.replace(
+        "  output_sample_rate: 24000\n",
+        "  output_sample_rate: 24000\n  device_aec: true\n",
+    );
+    let mut lb = pair(&aec, 1);
+    lb.tap();
+    listening(&mut lb);
+    let started = lb.now();
+    lb.device
+        .handle_ws_text(started, br#"{"type":"tts","state":"start","session_id":"s"}"#);
+    run(&mut lb, 1000);
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Speaking));
+    let stopped = lb.now();
+    lb.device
+        .handle_ws_text(stopped, br#"{"type":"tts","state":"stop","session_id":"s"}"#);
+    run(&mut lb, 1000);
+    let frames = lb.tapped();
+    let sent = texts(&frames);
+    let listens: Vec<&Value> = sent.iter().map(|(_, v)| v).filter(|v| is(v, "listen", "")).collect();
+    assert_eq!(listens.len(), 1, "one listen start, none after tts stop: {listens:?}");
+    assert_eq!(listens[0]["mode"], "realtime");
+    let while_speaking = frames.iter().filter(|f| f.1 && f.0 > started && f.0 <= stopped).count();
+    assert!(
+        while_speaking >= 15,
+        "the microphone kept sending while speaking: {while_speaking}"
+    );
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
+}

@@ -33,6 +33,10 @@ pub struct AudioSpec {
     /// `CONFIG_WAKE_WORD_DETECTION_IN_LISTENING` (default n): the wake word is also detected
     /// while listening (with the AFE wake word only, as on the ESP32-S3).
     pub wake_word_in_listening: bool,
+    /// `CONFIG_USE_DEVICE_AEC` (default n; ESP32-S3-BOX and some 20 other builds set it): the
+    /// default listening mode is `realtime` (`application.cc:1022-1024`) — the microphone stays
+    /// on while speaking and `tts stop` sends no `listen start`.
+    pub device_aec: bool,
 }
 
 /// A PA enable pin.
@@ -60,6 +64,7 @@ impl Default for AudioSpec {
             pa_always_on: false,
             wake_word: true,
             wake_word_in_listening: false,
+            device_aec: false,
         }
     }
 }

@@ -15,6 +15,16 @@ pub enum ListeningMode {
 }
 
 impl ListeningMode {
+    /// `GetDefaultListeningMode()`: `realtime` with device-side AEC, else `auto`
+    /// (`application.cc:1022-1024`).
+    pub(crate) fn for_board(audio: &crate::board::AudioSpec) -> ListeningMode {
+        if audio.device_aec {
+            ListeningMode::Realtime
+        } else {
+            ListeningMode::Auto
+        }
+    }
+
     /// The `mode` of `listen start`.
     pub fn as_str(self) -> &'static str {
         match self {

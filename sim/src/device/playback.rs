@@ -247,6 +247,19 @@ impl Playback {
             platform.speech.dropped(Drop::QueueFull);
             return;
         }
+        // The PCM buffer holds one announced frame (`decoder_frame_size_`, audio_service.cc:391,
+        // 518); esp_opus_dec documents ESP_AUDIO_ERR_BUFF_NOT_ENOUGH (-8) for output that does
+        // not fit, and the packet is dropped with this log line (docs/reference/voice.md §3).
+        let fits = |n48: u32| i64::from(n48) <= 48 * i64::from(server.1.max(0));
+        if toc_duration_48k(packet).is_some_and(|n| !fits(n)) {
+            platform.log(
+                LogLevel::Error,
+                "AudioService",
+                || "Failed to decode audio after resize, error code: -8",
+            );
+            platform.speech.dropped(Drop::Undecodable);
+            return;
+        }
         let decoded = if platform.durations_only {
             self.silence_for(platform, server.0, packet)
         } else {

@@ -100,7 +100,7 @@ impl Application {
             return;
         }
         match self.state {
-            DeviceState::Idle => self.listen_from_idle(platform, ListeningMode::Auto),
+            DeviceState::Idle => self.listen_from_idle(platform, ListeningMode::for_board(&platform.spec.audio)),
             DeviceState::Listening => {
                 // CloseAudioChannel: the socket goes; its disconnect callback schedules idle.
                 self.drop_socket(platform, "user closed the channel");
@@ -454,7 +454,7 @@ impl Application {
                 }
                 if self.needs_open(platform.now) {
                     self.main.schedule(Task::OpenChannel {
-                        mode: ListeningMode::Auto,
+                        mode: ListeningMode::for_board(&platform.spec.audio),
                         stage: OpenStage::Begin,
                         wake: Some(word.to_string()),
                     });
@@ -472,14 +472,15 @@ impl Application {
                 // Clear the send queue so no residue reaches the server.
                 self.mic.clear_send_queue();
                 if state == DeviceState::Listening {
-                    self.send_message(platform, |b| b.start_listening(ListeningMode::Auto));
+                    let mode = ListeningMode::for_board(&platform.spec.audio);
+                    self.send_message(platform, |b| b.start_listening(mode));
                     self.reset_decoder(platform);
                     self.play_prompt(platform, Prompt::Popup);
                     // Stopped by the detection itself: on again (`application.cc:833`).
                     self.enable_wake_word_detection(platform, true);
                 } else {
                     self.listening.play_popup = true;
-                    self.set_listening_mode(platform, ListeningMode::Auto);
+                    self.set_listening_mode(platform, ListeningMode::for_board(&platform.spec.audio));
                 }
             }
             DeviceState::Activating => {
@@ -506,7 +507,7 @@ impl Application {
             }
         }
         self.send_message(platform, |b| b.wake_word_detected(word));
-        self.set_listening_mode(platform, ListeningMode::Auto);
+        self.set_listening_mode(platform, ListeningMode::for_board(&platform.spec.audio));
     }
 
     /// Typed input as py-xiaozhi sends it (not firmware behaviour; the trace says so): from
