@@ -35,7 +35,8 @@
 //!     the listener), `audio::measure` (levels and verdicts).
 //!   * `hw`: virtual hardware: `hw::nvs` (flash with the firmware's limits), `hw::backlight`
 //!     (PWM fade), `hw::display` (classes and themes), `hw::camera`.
-//!   * `voice`: the voice channel's data: `voice::frame` (binary frames v1–v3), `voice::codec`
+//!   * `voice`: the voice channel's data: `voice::frame` (binary frames v1–v3), `voice::udp`
+//!     (the MQTT protocol's AES-CTR datagrams and the hello's `udp` block), `voice::codec`
 //!     (Opus, resampling), `voice::memo` (codec work shared by many devices), `voice::stream`
 //!     (a device's codec stream, own or pooled), `voice::log` (what became of the speech),
 //!     `voice::speak` (a backend's speaking side as data).
