@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::hw::nvs::names;
+use xiaozhi_sim::mqtt::Choice;
 
 /// What the OTA answer configured.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +18,8 @@ pub struct Activation {
     pub version: Option<i32>,
     /// The `activation` object (a code to read out), if the server wants the user to bind.
     pub activation_code: Option<String>,
+    /// The answer has an `mqtt` block too: the firmware would use MQTT, not this WebSocket.
+    pub mqtt_too: bool,
 }
 
 /// The headers `Ota::SetupHttp` sets, in order (`Serial-Number` is absent: no eFuse serial).
@@ -42,11 +45,19 @@ pub fn headers(device: &Device) -> Vec<(&'static str, String)> {
 /// Reads the `websocket` object of an OTA answer.
 pub fn parse_answer(body: &str) -> Result<Activation> {
     let v: Value = serde_json::from_str(body).context("the OTA answer is not JSON")?;
+    let has = |k: &str| v.get(k).is_some_and(Value::is_object);
+    let choice = Choice::of(has("mqtt"), has("websocket"));
     let Some(ws) = v.get("websocket").and_then(Value::as_object) else {
-        if v.get("mqtt").is_some() {
-            bail!("the OTA answer configures MQTT only; the twin speaks WebSocket");
+        if choice == Choice::Mqtt {
+            bail!(
+                "the OTA answer configures MQTT only: the firmware would connect over MQTT + UDP \
+                 (docs/reference/mqtt.md §1), which the twin does not speak yet; give --url to dial WebSocket"
+            );
         }
-        bail!("the OTA answer has no `websocket` object (the firmware would fall back to MQTT)");
+        bail!(
+            "the OTA answer has no `websocket` object: the firmware would log \"{}\" and use MQTT + UDP, which the twin does not speak yet",
+            choice.warning().unwrap_or_default()
+        );
     };
     let url = ws
         .get("url")
@@ -61,6 +72,7 @@ pub fn parse_answer(body: &str) -> Result<Activation> {
             .pointer("/activation/code")
             .and_then(Value::as_str)
             .map(str::to_string),
+        mqtt_too: choice == Choice::Mqtt,
     })
 }
 
@@ -101,12 +113,16 @@ mod tests {
         assert_eq!(a.token, "t0k");
         assert_eq!(a.version, Some(3));
         assert_eq!(a.activation_code.as_deref(), Some("123456"));
+        assert!(!a.mqtt_too);
+        let mqtt_only = parse_answer(r#"{"mqtt":{"endpoint":"x"}}"#).unwrap_err().to_string();
+        assert!(mqtt_only.contains("MQTT only"), "{mqtt_only}");
+        let neither = parse_answer(r#"{"firmware":{}}"#).unwrap_err().to_string();
         assert!(
-            parse_answer(r#"{"mqtt":{"endpoint":"x"}}"#)
-                .unwrap_err()
-                .to_string()
-                .contains("MQTT")
+            neither.contains("No protocol specified in the OTA config, using MQTT"),
+            "{neither}"
         );
+        let both = parse_answer(r#"{"mqtt":{"endpoint":"x"},"websocket":{"url":"ws://h:1/x"}}"#).unwrap();
+        assert!(both.mqtt_too, "the firmware would choose MQTT here");
         assert!(parse_answer("<html>").is_err());
     }
 }

@@ -26,7 +26,8 @@
 //!     buttons and the callbacks of their gestures; `board::by_firmware`: board facts by
 //!     firmware tag.
 //!   * `firmware`: the upstream tags and their behaviour switches; `world`: Wi-Fi, HTTP hosts,
-//!     OTA, room, WebSocket config; `fault`: faults as data.
+//!     OTA, room, WebSocket config; `fault`: faults as data; `mqtt`: the MQTT protocol's
+//!     data (the protocol an OTA answer leads to, its NVS writes, the client settings).
 //!   * `mcp`: the MCP tool layer: `mcp::server` (`McpServer`, `ParseMessage`'s receive half,
 //!     paging), `mcp::tool` (`McpTool`), `mcp::property` (`Property`, coercion),
 //!     `mcp::strings` (every firmware string that reaches the wire).
@@ -88,6 +89,7 @@ pub mod harness;
 pub mod hw;
 pub mod loopback;
 pub mod mcp;
+pub mod mqtt;
 pub mod replay;
 pub mod scenario;
 pub mod spec;

@@ -102,6 +102,12 @@ fn websocket_config(opts: &Args) -> Result<WsConfig> {
             answer.url,
             if answer.token.is_empty() { "none" } else { "set" }
         );
+        if answer.mqtt_too {
+            eprintln!(
+                "ota: the answer has an `mqtt` block too: the firmware would connect over MQTT + UDP \
+                 (docs/reference/mqtt.md §1); the twin dials the websocket (not firmware behaviour)"
+            );
+        }
         if let Some(code) = &answer.activation_code {
             eprintln!("ota: the server asks for activation code {code}");
         }

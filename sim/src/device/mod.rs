@@ -535,6 +535,35 @@ impl Device {
         &self.platform.audio
     }
 
+    /// The OTA server's answer, as `Ota::CheckVersion` takes it (`ota.cc:116-185`; the driver
+    /// made the request): parsed as a C string, its `mqtt` and `websocket` blocks written to NVS
+    /// (`mqtt::ota_blocks`, docs/reference/mqtt.md §3). A write NVS refuses aborts the device
+    /// (`ESP_ERROR_CHECK`) and it restarts. The protocol the answer leads to, or `None` when the
+    /// device is not running, the answer is not JSON, or the device aborted.
+    pub fn apply_ota_answer(&mut self, now: SimTime, body: &[u8]) -> Option<crate::mqtt::Choice> {
+        self.run_until(now);
+        if !self.is_running() {
+            return None;
+        }
+        let mut parser = Parser::new();
+        let Ok(doc) = parser.parse(body, Terminator::Nul, crate::cjson::Limits::default()) else {
+            self.platform
+                .log(crate::trace::LogLevel::Error, "Ota", || "Failed to parse JSON response");
+            return None;
+        };
+        let (has_mqtt, has_websocket, writes) = crate::mqtt::ota_blocks(doc.root(), &self.platform.nvs);
+        for (namespace, key, value) in writes {
+            if let Err(e) = self.platform.nvs_set(namespace, &key, value) {
+                self.platform.emit(|| Event::Panicked {
+                    reason: format!("ESP_ERROR_CHECK failed: {e} (Settings, {namespace}/{key})"),
+                });
+                self.restart(BootReason::Panic);
+                return None;
+            }
+        }
+        Some(crate::mqtt::Choice::of(has_mqtt, has_websocket))
+    }
+
     /// Hardware reset (EN pin): `esp_restart` now; queued work is lost, NVS kept.
     pub fn reset(&mut self, now: SimTime) {
         self.run_until(now);
