@@ -337,8 +337,8 @@ fn import_paths_are_read_through_groups_and_super() {
     }
 }
 
-/// `board`, `firmware`, `world`, `fault`, `time`, `spec`, `trace`, `mcp`, `audio`, `hw` and
-/// `voice` are data, protocol and virtual hardware: they import nothing from the runtime
+/// `board`, `firmware`, `world`, `fault`, `time`, `spec`, `trace`, `mcp`, `mqtt`, `audio`, `hw`
+/// and `voice` are data, protocol and virtual hardware: they import nothing from the runtime
 /// (`device`, `scenario`, `harness`, `replay`, `backend`, `loopback`, `bounds`).
 #[test]
 fn the_data_layer_imports_nothing_from_the_runtime() {
@@ -346,7 +346,7 @@ fn the_data_layer_imports_nothing_from_the_runtime() {
     let sources: Vec<PathBuf> = files(&sim).into_iter().filter(|p| is_rust(p)).collect();
     let graph = import_graph(&sim, &sources);
     let data = [
-        "board", "firmware", "world", "fault", "time", "spec", "trace", "mcp", "audio", "hw", "voice", "cjson",
+        "board", "firmware", "world", "fault", "time", "spec", "trace", "mcp", "mqtt", "audio", "hw", "voice", "cjson",
     ];
     let runtime = [
         "device", "scenario", "harness", "replay", "backend", "loopback", "bounds",

@@ -8,8 +8,9 @@
 //! the protocol object ([`Protocol`]), the audio service ([`AudioService`], [`Playback`],
 //! [`Microphone`]), the board's objects ([`Peripherals`]), the conversation's members
 //! ([`Listening`]) and the upgrade flow ([`Upgrade`]). Its voice interaction (toggle chat, opening
-//! the channel, listening, speaking, abort, the buttons' callbacks) is the second file of its
-//! impl, `voice.rs`. Volatile: rebuilt at every boot from the board spec and NVS.
+//! the channel, listening, speaking, abort) is the second file of its impl, `voice.rs`; the
+//! buttons ([`Buttons`], polled on the timer task) hand it their callbacks' effects. Volatile:
+//! rebuilt at every boot from the board spec and NVS.
 
 mod voice;
 
