@@ -281,12 +281,19 @@ impl Buttons {
     /// board's callbacks do (for the gestures that have one) is returned in order.
     pub(crate) fn fire(&mut self, platform: &mut Platform) -> Vec<Effect> {
         let mut actions = Vec::new();
+        // Every step of the device asks; almost always no button is due.
+        if self.deadline().is_none_or(|d| d > platform.now) {
+            return actions;
+        }
         let mut fired = Vec::new();
         for machine in &mut self.0 {
             fired.clear();
             machine.fire(platform.now, &mut fired);
+            if fired.is_empty() {
+                continue;
+            }
             let spec = platform.spec.clone();
-            let Some(b) = spec.buttons.get(machine.index).filter(|_| !fired.is_empty()) else {
+            let Some(b) = spec.buttons.get(machine.index) else {
                 continue;
             };
             for &(at, gesture) in &fired {

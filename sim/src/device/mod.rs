@@ -240,8 +240,8 @@ impl Device {
     /// The next output, oldest first (taking it out of the queue); `None` when there is none.
     ///
     /// Its answer can change after every call that is handed a `now` (`handle_*`, `run_until`,
-    /// `run_before`, `power_on`, `cut_power`, `reset`, `toggle_chat`, `press_button`,
-    /// `press_volume`, `push_to_talk`, `wake_word`, `type_text`, `say`, `play`, `busy`,
+    /// `run_before`, `power_on`, `cut_power`, `reset`, `toggle_chat`, `button`,
+    /// `press_volume`, `wake_word`, `type_text`, `say`, `play`, `busy`, `apply_ota_answer`,
     /// `set_fault`, `set_chain_fault`: each runs the work due by its `now` first), and after each
     /// `poll_output` itself.
     pub fn poll_output(&mut self) -> Option<Output> {
@@ -545,13 +545,18 @@ impl Device {
         if !self.is_running() {
             return None;
         }
-        let mut parser = Parser::new();
-        let Ok(doc) = parser.parse(body, Terminator::Nul, crate::cjson::Limits::default()) else {
+        let parsed = match self
+            .parser
+            .parse(body, Terminator::Nul, crate::cjson::Limits::default())
+        {
+            Ok(doc) => Some(crate::mqtt::ota_blocks(doc.root(), &self.platform.nvs)),
+            Err(_) => None,
+        };
+        let Some((has_mqtt, has_websocket, writes)) = parsed else {
             self.platform
                 .log(crate::trace::LogLevel::Error, "Ota", || "Failed to parse JSON response");
             return None;
         };
-        let (has_mqtt, has_websocket, writes) = crate::mqtt::ota_blocks(doc.root(), &self.platform.nvs);
         for (namespace, key, value) in writes {
             if let Err(e) = self.platform.nvs_set(namespace, &key, value) {
                 self.platform.emit(|| Event::Panicked {

@@ -97,9 +97,13 @@ impl Playback {
     /// waits: `WaitForCompletion` on 1.7.x, `WaitForPlaybackQueueEmpty` on 2.2.2–2.3.0; both
     /// return within a frame of it).
     pub(crate) fn until_idle(audio: &AudioService, now: SimTime) -> SimDuration {
+        Self::idle_at(audio).saturating_since(now)
+    }
+
+    /// When the last queued frame has been written to I2S (one DMA ring before it is heard).
+    fn idle_at(audio: &AudioService) -> SimTime {
         let latency = dma_latency(audio.rate());
-        let idle_at = SimTime::from_micros(audio.last_output_end.as_micros().saturating_sub(latency.as_micros()));
-        idle_at.saturating_since(now)
+        SimTime::from_micros(audio.last_output_end.as_micros().saturating_sub(latency.as_micros()))
     }
 
     /// The Listening branch after speaking, by the version's rule (auto mode only waits).
@@ -156,14 +160,7 @@ impl Playback {
 
     /// Arms the drained check for when the last queued frame has been written.
     pub(crate) fn arm_drain_check(&mut self, audio: &AudioService, now: SimTime) {
-        let latency = dma_latency(audio.rate());
-        let end = audio.last_output_end;
-        let at = if end.as_micros() > latency.as_micros() {
-            SimTime::from_micros(end.as_micros() - latency.as_micros())
-        } else {
-            SimTime::ZERO
-        };
-        self.drain_at = Some(at.max(now));
+        self.drain_at = Some(Self::idle_at(audio).max(now));
     }
 
     /// Marks the playback drained; true when the application is to be told (once per drain).

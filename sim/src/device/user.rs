@@ -119,17 +119,6 @@ impl Device {
         self.app.as_deref().map_or(0, |a| a.mic.pending())
     }
 
-    /// `StartListening()` (`pressed`) or `StopListening()` now, as a talk button's press-down
-    /// and press-up callbacks call them (without the button's own timing: [`Device::button`]).
-    pub fn push_to_talk(&mut self, now: SimTime, pressed: bool) {
-        let bit = if pressed {
-            task::EventBit::StartListening
-        } else {
-            task::EventBit::StopListening
-        };
-        self.signal(now, bit);
-    }
-
     /// Runs to `now`, then sets an event bit of the main loop (nothing when the board is off).
     fn signal(&mut self, now: SimTime, bit: task::EventBit) {
         self.run_until(now);

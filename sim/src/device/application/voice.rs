@@ -596,7 +596,6 @@ impl Application {
         {
             return TaskEnd::Block(wait, Task::Voice(VoiceTask::TtsStop));
         }
-        self.listening.discarding = false;
         let to = if self.listening.mode == ListeningMode::Manual {
             DeviceState::Idle
         } else {
