@@ -50,13 +50,14 @@
 //!     word, speech);
 //!   * `device::protocol` (the protocol object per transport), `device::protocol::base` (the
 //!     firmware's `Protocol` base class), `device::protocol::websocket` (its WebSocket
-//!     transport);
+//!     transport), `device::protocol::mqtt` (its MQTT + UDP transport);
 //!   * `device::audio` (output power and codec), `device::playback` (received speech to the
 //!     codec), `device::mic` (the microphone and its send queue);
 //!   * `device::peripherals` (the board's objects and their tool callbacks), `device::builtin`
 //!     (the built-in behaviours' callbacks), `device::upgrade` (the firmware upgrade flow);
 //!   * `device::application` (`Application`, the hub of one boot),
-//!     `device::application::voice` (its voice interaction) and
+//!     `device::application::voice` (its voice interaction),
+//!     `device::application::inbound` (the receive tasks and `OnIncomingJson`) and
 //!     `device::application::buttons` (its buttons' callbacks).
 //! * **Drivers** (on the device)
 //!   * `harness`: the owner of virtual time for offline runs; `replay`: the conformance replay

@@ -204,7 +204,15 @@ impl Loopback {
                     }
                     self.apply();
                 }
-                Output::Mcp { .. } | Output::Control { .. } => {}
+                // The MQTT + UDP wire is not paired here (a WebSocket backend).
+                Output::Mcp { .. }
+                | Output::Control { .. }
+                | Output::MqttConnect { .. }
+                | Output::MqttPublish { .. }
+                | Output::MqttClose { .. }
+                | Output::UdpOpen { .. }
+                | Output::UdpSend { .. }
+                | Output::UdpClose { .. } => {}
             }
         }
         Err(NeverRests("the device kept producing output"))

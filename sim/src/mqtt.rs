@@ -75,6 +75,53 @@ pub fn ota_blocks(root: Item<'_>, nvs: &Nvs) -> (bool, bool, Vec<Write>) {
     (has_mqtt, has_websocket, writes)
 }
 
+/// The OTA answer's `mqtt` block as a world gives it (a backend's answer, as data): the
+/// members xiaozhi-esp32-server and the official cloud send (`ota_handler.py`), each written to
+/// NVS namespace `mqtt` under its own name when the device boots.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MqttBlock {
+    /// `endpoint`: `host` or `host:port` (8883, TLS, without a port).
+    pub endpoint: String,
+    /// `client_id`.
+    #[serde(default)]
+    pub client_id: String,
+    /// `username`.
+    #[serde(default)]
+    pub username: String,
+    /// `password`.
+    #[serde(default)]
+    pub password: String,
+    /// `publish_topic`.
+    #[serde(default)]
+    pub publish_topic: String,
+    /// `subscribe_topic` (stored; the firmware never subscribes).
+    #[serde(default)]
+    pub subscribe_topic: String,
+    /// `keepalive`, seconds (240 when absent).
+    #[serde(default)]
+    pub keepalive: Option<i32>,
+}
+
+impl MqttBlock {
+    /// The block's members as `(key, value)`, in the order the answer lists them.
+    pub fn nvs_writes(&self) -> Vec<(&'static str, NvsValue)> {
+        let s = |v: &str| NvsValue::Str(v.as_bytes().to_vec());
+        let mut out = vec![
+            ("endpoint", s(&self.endpoint)),
+            ("client_id", s(&self.client_id)),
+            ("username", s(&self.username)),
+            ("password", s(&self.password)),
+            ("publish_topic", s(&self.publish_topic)),
+            ("subscribe_topic", s(&self.subscribe_topic)),
+        ];
+        if let Some(k) = self.keepalive {
+            out.push(("keepalive", NvsValue::I32(k)));
+        }
+        out
+    }
+}
+
 /// What `StartMqttClient` reads from NVS namespace `mqtt` (`mqtt_protocol.cc:77-83`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MqttSettings {
@@ -110,6 +157,24 @@ impl MqttSettings {
     pub fn broker(&self) -> Broker {
         split_endpoint(&self.endpoint)
     }
+}
+
+/// What the client connects with (esp-ml307 `EspMqtt::Connect`, `esp_mqtt.cc:18-47`): the
+/// broker from the endpoint, the credentials and keepalive from NVS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MqttDial {
+    /// The broker's host (before the endpoint's first `:`).
+    pub host: String,
+    /// The broker's port (`std::stoi` of the rest; not range-checked by the firmware).
+    pub port: i32,
+    /// `client_id`.
+    pub client_id: String,
+    /// `username`.
+    pub username: String,
+    /// `password`.
+    pub password: String,
+    /// Keepalive, seconds (esp-mqtt pings after half of it without traffic).
+    pub keepalive: i32,
 }
 
 /// The broker an endpoint names.

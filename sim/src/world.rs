@@ -30,6 +30,9 @@ pub struct WorldSpec {
     /// The `websocket` object of the OTA answer: when present the device uses the WebSocket
     /// protocol (channel opened on user action); otherwise the recorder's direct feed.
     pub websocket: Option<WsConfig>,
+    /// The `mqtt` block of the OTA answer: when present the device uses MQTT + UDP, even beside
+    /// a `websocket` block (`application.cc:502-508`; docs/reference/mqtt.md §1).
+    pub mqtt: Option<crate::mqtt::MqttBlock>,
 }
 
 /// Station interface facts (`WifiManager`).
@@ -185,6 +188,7 @@ impl WorldSpec {
             room: RoomSpec::default(),
             board_tasks_run: false,
             websocket: None,
+            mqtt: None,
         }
     }
 
@@ -202,6 +206,15 @@ impl WorldSpec {
     pub fn dialling(websocket: WsConfig) -> Self {
         WorldSpec {
             websocket: Some(websocket),
+            ..WorldSpec::with_board_tasks()
+        }
+    }
+
+    /// The world of a device an OTA answer sent to MQTT: [`WorldSpec::with_board_tasks`] with
+    /// this `mqtt` block.
+    pub fn over_mqtt(block: crate::mqtt::MqttBlock) -> Self {
+        WorldSpec {
+            mqtt: Some(block),
             ..WorldSpec::with_board_tasks()
         }
     }

@@ -194,7 +194,16 @@ impl Live {
                 Output::WsText { text, at } => self.send_text(at, text).await,
                 Output::WsClose { .. } => self.device_closed(),
                 Output::WsBinary { frame, .. } => self.send_binary(frame).await,
-                Output::Mcp { .. } | Output::Control { .. } => {}
+                // This driver carries the WebSocket wire; `connect` does not boot a device that
+                // an OTA answer sends to MQTT here.
+                Output::Mcp { .. }
+                | Output::Control { .. }
+                | Output::MqttConnect { .. }
+                | Output::MqttPublish { .. }
+                | Output::MqttClose { .. }
+                | Output::UdpOpen { .. }
+                | Output::UdpSend { .. }
+                | Output::UdpClose { .. } => {}
             }
         }
         dial

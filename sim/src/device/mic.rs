@@ -195,10 +195,11 @@ impl Microphone {
         self.send_queue.clear();
     }
 
-    /// Takes every queued packet for sending.
-    pub(crate) fn drain_send_queue(&mut self) -> std::collections::vec_deque::Drain<'_, Arc<[u8]>> {
-        self.sent += self.send_queue.len() as u64;
-        self.send_queue.drain(..)
+    /// Takes the next queued packet for sending (counted as sent).
+    pub(crate) fn pop_send(&mut self) -> Option<Arc<[u8]>> {
+        let p = self.send_queue.pop_front()?;
+        self.sent += 1;
+        Some(p)
     }
 }
 

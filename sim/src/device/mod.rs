@@ -54,9 +54,9 @@ use crate::hw::nvs::{EspErr, Nvs};
 use crate::mcp::McpServer;
 use crate::time::{SimDuration, SimTime, earliest};
 use crate::trace::{BootReason, Event, TraceEvent};
-use crate::voice::log::{Drop, SpeechLog};
+use crate::voice::log::Drop;
 use crate::world::WorldSpec;
-use application::Application;
+use application::{Application, inbound};
 use platform::{Platform, Power};
 use task::TaskEnd;
 
@@ -384,12 +384,24 @@ impl Device {
         self.platform.power = Power::On;
         self.platform.last_boot_at = Some(self.platform.now);
         self.app = Some(Box::new(Application::boot(&mut self.platform)));
+        if self.app.as_ref().is_some_and(|a| a.abort_pending) {
+            // An abort in the activation task happens at every boot: a boot loop, which the
+            // twin ends by leaving the board off (it would spin in zero virtual time).
+            self.platform.emit(|| Event::Note {
+                text: "the firmware aborts at every boot here (a boot loop); the twin leaves the board off".into(),
+            });
+            self.drop_everything("boot loop");
+            self.platform.power = Power::Off;
+        }
     }
 
     fn drop_everything(&mut self, why: &'static str) {
         if let Some(mut app) = self.app.take() {
-            // A reset of any kind ends TCP without a close frame (the peer sees the socket go).
-            app.drop_socket(&mut self.platform, why);
+            // A reset of any kind ends TCP without a close frame (the peer sees the socket go),
+            // MQTT without DISCONNECT.
+            if let Some(p) = app.protocol.as_mut() {
+                p.reset(&mut self.platform, why);
+            }
             let now = self.platform.now;
             app.playback.stop(&mut self.platform);
             app.audio.shut_down(&mut self.platform.audio, now);
@@ -435,20 +447,55 @@ impl Device {
         }
     }
 
+    /// Runs what is due before `now`, then `f` on the running application (if any).
+    fn on_app(&mut self, now: SimTime, f: impl FnOnce(&mut Application, &mut Platform)) {
+        self.run_before(now);
+        if let Some(app) = self.app.as_deref_mut() {
+            f(app, &mut self.platform);
+        }
+    }
+
     /// The driver finished the TCP connect + handshake of the last [`Output::WsOpen`]
     /// (`ok`: the response contained `HTTP/1.1 101`).
     pub fn handle_ws_open_result(&mut self, now: SimTime, ok: bool) {
-        self.run_before(now);
-        if let Some(app) = self.app.as_deref_mut() {
-            app.ws_open_result(&mut self.platform, ok);
-        }
+        self.on_app(now, |app, p| app.ws_open_result(p, ok));
     }
 
     /// The peer closed the WebSocket or the TCP connection broke.
     pub fn handle_ws_closed(&mut self, now: SimTime) {
+        self.on_app(now, |app, p| app.ws_closed(p));
+    }
+
+    /// The last [`Output::MqttConnect`] ended: a CONNACK with return code 0 (`accepted`), or a
+    /// refusal or connection failure (esp-mqtt retries 10 s later).
+    pub fn handle_mqtt_connack(&mut self, now: SimTime, accepted: bool) {
+        self.on_app(now, |app, p| app.mqtt_link(p, Some(accepted)));
+    }
+
+    /// The MQTT connection broke (the broker closed it, TCP failed, no PINGRESP).
+    pub fn handle_mqtt_closed(&mut self, now: SimTime) {
+        self.on_app(now, |app, p| app.mqtt_link(p, None));
+    }
+
+    /// A PUBLISH the broker delivered (any topic: the client subscribed to nothing), on the MQTT
+    /// task: a server hello, a goodbye, or a message for `OnIncomingJson`.
+    pub fn handle_mqtt_message(&mut self, now: SimTime, payload: &[u8]) -> Option<Receipt> {
         self.run_before(now);
-        if let Some(app) = self.app.as_deref_mut() {
-            app.ws_closed(&mut self.platform);
+        let app = self.app.as_deref_mut()?;
+        let receipt = inbound::mqtt_message(app, &mut self.platform, &mut self.parser, payload);
+        self.after_thread();
+        receipt
+    }
+
+    /// A datagram on the audio channel's UDP socket.
+    pub fn handle_udp(&mut self, now: SimTime, datagram: &[u8]) {
+        self.run_before(now);
+        match self.app.as_deref_mut() {
+            Some(app) => inbound::udp_datagram(app, &mut self.platform, datagram),
+            None => {
+                self.platform.speech.received(false);
+                self.platform.speech.dropped(Drop::NoChannel);
+            }
         }
     }
 
@@ -457,7 +504,7 @@ impl Device {
     pub fn handle_ws_text(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
         self.run_before(now);
         let app = self.app.as_deref_mut()?;
-        match app.receive_ws_text(&mut self.platform, &mut self.parser, frame) {
+        match inbound::ws_text(app, &mut self.platform, &mut self.parser, frame) {
             Ok(receipt) => {
                 self.after_thread();
                 receipt
@@ -595,7 +642,7 @@ impl Device {
             self.platform.speech.dropped(Drop::NoChannel);
             return;
         };
-        if let Err(announced) = app.receive_ws_binary(&mut self.platform, frame) {
+        if let Err(announced) = inbound::ws_binary(app, &mut self.platform, frame) {
             self.platform.emit(|| Event::Panicked {
                 reason: format!(
                     "std::bad_alloc: a binary frame's header announced {announced} payload bytes (more than the heap)"
@@ -623,14 +670,9 @@ impl Device {
     pub fn handle_json(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
         self.run_before(now);
         let app = self.app.as_deref_mut()?;
-        let receipt = app.receive_json(&mut self.platform, &mut self.parser, frame);
+        let receipt = inbound::json(app, &mut self.platform, &mut self.parser, frame);
         self.after_thread();
         receipt
-    }
-
-    /// What became of the speech this device was sent (all boots).
-    pub fn speech_log(&self) -> &SpeechLog {
-        &self.platform.speech
     }
 
     /// Runs to `now`, then queues `task` for the main task (nothing when the board is off).
@@ -639,17 +681,6 @@ impl Device {
         if let Some(app) = self.app.as_deref_mut() {
             app.main.schedule(task);
         }
-    }
-
-    /// The start of a speech window a listener's measurement leaves out: the decoder and
-    /// resampler settling and the amplifier starting. One value for every report of speech (the
-    /// scenario runner's `speak`, `connect --report`, the fleet's loudness).
-    pub const HEARD_GUARD: SimDuration = SimDuration::from_millis(300);
-
-    /// What the listener heard of a speech window (a session's or a sentence's): the window
-    /// after [`Device::HEARD_GUARD`], rendered (run the device past its end first).
-    pub fn heard(&self, window: &crate::voice::log::Window, signals: bool) -> (Measurement, Option<Signals>) {
-        self.render((window.start + Self::HEARD_GUARD).min(window.end), window.end, signals)
     }
 }
 

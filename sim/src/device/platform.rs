@@ -82,6 +82,55 @@ pub enum Output {
         /// When the socket object was destroyed.
         at: SimTime,
     },
+    /// Connect an MQTT 3.1.1 client (clean session, this keepalive) and report the CONNACK with
+    /// [`Device::handle_mqtt_connack`](crate::device::Device::handle_mqtt_connack); a connection
+    /// that breaks later, with
+    /// [`Device::handle_mqtt_closed`](crate::device::Device::handle_mqtt_closed). The client
+    /// subscribes to nothing (the broker delivers to the device's own topic, or nothing comes).
+    MqttConnect {
+        /// Where and as whom.
+        dial: crate::mqtt::MqttDial,
+        /// When the client started connecting.
+        at: SimTime,
+    },
+    /// Publish `payload` at QoS 0, not retained.
+    MqttPublish {
+        /// `publish_topic` from NVS.
+        topic: String,
+        /// The JSON text, as the firmware builds it.
+        payload: Vec<u8>,
+        /// When the device published it.
+        at: SimTime,
+    },
+    /// The MQTT client is gone: DISCONNECT first when `disconnect` (the client was destroyed
+    /// while connected), then the TCP connection closes (a reset sends nothing first).
+    MqttClose {
+        /// Send DISCONNECT before closing.
+        disconnect: bool,
+        /// When the client was destroyed.
+        at: SimTime,
+    },
+    /// Make the audio channel's UDP socket, connected to `host:port` (the server hello's `udp`).
+    UdpOpen {
+        /// `udp.server`.
+        host: String,
+        /// `udp.port`.
+        port: u16,
+        /// When the socket was made.
+        at: SimTime,
+    },
+    /// One datagram on the UDP socket (header + encrypted Opus).
+    UdpSend {
+        /// The datagram's bytes.
+        datagram: Vec<u8>,
+        /// When the device sent it.
+        at: SimTime,
+    },
+    /// The UDP socket was closed.
+    UdpClose {
+        /// When the socket was closed.
+        at: SimTime,
+    },
 }
 
 impl Output {

@@ -63,6 +63,13 @@ pub(crate) enum Task {
     },
     /// A state change the firmware schedules (`on_audio_channel_closed`).
     SetState(DeviceState),
+    /// The MQTT reconnect timer's `StartMqttClient(false)` (`waiting`: its `Connect()` returns).
+    RestartMqtt {
+        /// The connect was started; the task resumes when it ends.
+        waiting: bool,
+    },
+    /// A server `goodbye` for this session: `CloseAudioChannel(false)` (no goodbye back).
+    ServerGoodbye,
 }
 
 /// The voice interaction's work on the main task.
@@ -83,6 +90,8 @@ pub(crate) enum VoiceTask {
 /// `Application::Run` tests them** (`application.cc:182-242`): the derived `Ord` is that order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum EventBit {
+    /// `MAIN_EVENT_ERROR`: idle, and the alert of the protocol's last `SetError`.
+    Error,
     /// `MAIN_EVENT_STATE_CHANGED`: `HandleStateChangedEvent`.
     StateChanged,
     /// `MAIN_EVENT_PLAYBACK_DRAINED`: a deferred `listen start`.
@@ -101,6 +110,7 @@ impl EventBit {
     /// A short description for evidence.
     pub(crate) fn describe(self) -> &'static str {
         match self {
+            EventBit::Error => "error event",
             EventBit::StateChanged => "state changed event",
             EventBit::PlaybackDrained => "playback drained event",
             EventBit::ToggleChat => "toggle chat event",
@@ -134,6 +144,8 @@ impl Task {
             Task::Busy(d) => format!("busy for {d}"),
             Task::OpenChannel { .. } => "open the audio channel".into(),
             Task::SetState(s) => format!("set state {}", s.name()),
+            Task::RestartMqtt { .. } => "restart the MQTT client".into(),
+            Task::ServerGoodbye => "close the audio channel (server goodbye)".into(),
             Task::Voice(VoiceTask::TtsStart) => "tts start".into(),
             Task::Voice(VoiceTask::TtsStop) => "tts stop".into(),
             Task::Voice(VoiceTask::ListenAfterDrain) => "listen start after the drain".into(),
@@ -150,9 +162,11 @@ impl Task {
             Task::Upgrade(_) => platform.emit(|| Event::TaskDropped { what: "upgrade", why }),
             Task::PlayPrompt(_) => platform.emit(|| Event::TaskDropped { what: "sound", why }),
             Task::Busy(_) => platform.emit(|| Event::TaskDropped { what: "busy", why }),
-            Task::Voice(_) | Task::OpenChannel { .. } | Task::SetState(_) => {
-                platform.emit(|| Event::TaskDropped { what: "state", why })
-            }
+            Task::Voice(_)
+            | Task::OpenChannel { .. }
+            | Task::SetState(_)
+            | Task::RestartMqtt { .. }
+            | Task::ServerGoodbye => platform.emit(|| Event::TaskDropped { what: "state", why }),
         }
     }
 }

@@ -1,15 +1,18 @@
 //! What the user does to a board: its buttons (as the button component polls them), the
 //! wake word, speaking into the microphone, typing (as py-xiaozhi does), and the application
-//! calls those end in (`ToggleChatState`, `StartListening`, `StopListening`). The second file
-//! of `impl Device`.
+//! calls those end in (`ToggleChatState`, `StartListening`, `StopListening`); and what the
+//! user hears of the speech it was sent. The second file of `impl Device`.
 
 use std::sync::Arc;
 
+use crate::audio::measure::Measurement;
+use crate::audio::render::Signals;
 use crate::device::button::NoSuchButton;
 use crate::device::mic::Utterance;
 use crate::device::platform::Fired;
 use crate::device::{Device, task};
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
+use crate::voice::log::SpeechLog;
 
 /// What the user does.
 impl Device {
@@ -125,5 +128,21 @@ impl Device {
         if let Some(app) = self.app.as_deref_mut() {
             app.main.signal(bit);
         }
+    }
+
+    /// What became of the speech this device was sent (all boots).
+    pub fn speech_log(&self) -> &SpeechLog {
+        &self.platform.speech
+    }
+
+    /// The start of a speech window a listener's measurement leaves out: the decoder and
+    /// resampler settling and the amplifier starting. One value for every report of speech (the
+    /// scenario runner's `speak`, `connect --report`, the fleet's loudness).
+    pub const HEARD_GUARD: SimDuration = SimDuration::from_millis(300);
+
+    /// What the listener heard of a speech window (a session's or a sentence's): the window
+    /// after [`Device::HEARD_GUARD`], rendered (run the device past its end first).
+    pub fn heard(&self, window: &crate::voice::log::Window, signals: bool) -> (Measurement, Option<Signals>) {
+        self.render((window.start + Self::HEARD_GUARD).min(window.end), window.end, signals)
     }
 }

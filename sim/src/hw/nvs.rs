@@ -36,6 +36,8 @@ pub mod names {
     pub const TOKEN: &str = "token";
     /// The binary protocol version, in [`WEBSOCKET`].
     pub const VERSION: &str = "version";
+    /// The MQTT settings the OTA server hands out (`mqtt_protocol.cc:77-83`).
+    pub const MQTT: &str = "mqtt";
 }
 
 /// `NVS_KEY_NAME_MAX_SIZE - 1`.

@@ -28,6 +28,13 @@ pub enum Drop {
     /// The device took the packet and made no sound of it: 1.7.x after an abort (`aborted_`),
     /// 1.7.7 while its `tts stop` waits (docs/reference/voice.md §7).
     Silenced,
+    /// A UDP datagram the channel refused: too short, not type 1, a length that does not match,
+    /// or a sequence at or below the last one (duplicated or late; docs/reference/mqtt.md §2).
+    Refused,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Frame counts.
@@ -47,6 +54,13 @@ pub struct Counts {
     pub dropped_no_channel: u64,
     /// Taken and silenced (1.7.x after an abort, 1.7.7 while `tts stop` waits).
     pub dropped_silenced: u64,
+    /// UDP datagrams refused by the channel's checks (MQTT + UDP only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_refused: u64,
+    /// UDP datagrams accepted after a sequence gap (`wrong sequence`: packets lost or overtaken
+    /// on the way; MQTT + UDP only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub gaps: u64,
     /// Frames whose header announced more payload than the frame held (the firmware copies past
     /// its buffer; the twin fills the missing bytes with zeros).
     pub overread: u64,
@@ -64,6 +78,7 @@ impl Counts {
             Drop::Undecodable => self.dropped_undecodable += 1,
             Drop::NoChannel => self.dropped_no_channel += 1,
             Drop::Silenced => self.dropped_silenced += 1,
+            Drop::Refused => self.dropped_refused += 1,
         }
     }
 
@@ -79,6 +94,7 @@ impl Counts {
             + self.dropped_undecodable
             + self.dropped_no_channel
             + self.dropped_silenced
+            + self.dropped_refused
     }
 }
 
@@ -236,6 +252,15 @@ impl SpeechLog {
         if let Some(s) = s {
             s.received += 1;
             s.overread += u64::from(overread);
+        }
+    }
+
+    /// A UDP datagram was accepted after a sequence gap.
+    pub fn gap(&mut self) {
+        let (c, s) = self.counts();
+        c.gaps += 1;
+        if let Some(s) = s {
+            s.gaps += 1;
         }
     }
 

@@ -12,6 +12,7 @@
 //! buttons ([`Buttons`], polled on the timer task) hand it their callbacks' effects. Volatile:
 //! rebuilt at every boot from the board spec and NVS.
 
+pub(crate) mod inbound;
 mod voice;
 
 use std::sync::Arc;
@@ -30,7 +31,6 @@ use crate::device::peripherals::{Callback, Peripherals, panic};
 use crate::device::platform::{Platform, Receipt};
 use crate::device::playback::Playback;
 use crate::device::protocol::Protocol;
-use crate::device::protocol::websocket::HelloCrash;
 use crate::device::state::DeviceState;
 use crate::device::status::{self, StatusFacts, SystemFacts};
 use crate::device::task::{EventBit, RebootStage, Task, TaskEnd};
@@ -133,7 +133,7 @@ impl Application {
             state: DeviceState::Starting,
             volume,
             board,
-            protocol: Some(initialize_protocol(platform)),
+            protocol: Some(Protocol::initialize(platform)),
             uuid,
             audio,
             playback: Playback::default(),
@@ -145,10 +145,29 @@ impl Application {
         };
         app.set_state(platform, DeviceState::Activating);
         app.activate(platform);
-        app.set_state(platform, DeviceState::Idle);
-        // HandleActivationDoneEvent: the success sound, scheduled on the main task.
-        app.main.schedule(Task::PlayPrompt(Prompt::Success));
+        match app.protocol.as_mut().map(|p| p.start(platform)) {
+            // The activation task waits in the MQTT client's `Connect()`.
+            Some(Ok(true)) => {}
+            Some(Err(what)) => {
+                platform.emit(|| Event::Panicked {
+                    reason: format!("{what} (the MQTT endpoint's port)"),
+                });
+                app.abort_pending = true;
+            }
+            _ => app.activation_done(platform),
+        }
         app
+    }
+
+    /// The activation task ends (`MAIN_EVENT_ACTIVATION_DONE` → `HandleActivationDoneEvent`):
+    /// idle, the success sound scheduled on the main task.
+    pub(crate) fn activation_done(&mut self, platform: &mut Platform) {
+        if let Some(p) = self.protocol.as_mut() {
+            p.finish_activation(platform);
+        }
+        self.raise_error();
+        self.set_state(platform, DeviceState::Idle);
+        self.main.schedule(Task::PlayPrompt(Prompt::Success));
     }
 
     /// The activation task's assets step: a stored `assets/download_url` is consumed (erased)
@@ -226,75 +245,8 @@ impl Application {
         self.receive(platform, received)
     }
 
-    /// The WebSocket receive task, one text frame: the envelope parsed (length-bounded from
-    /// 2.2.6, as a C string before), then the server hello, the MCP server or the application
-    /// dispatcher. `Err` is the panic of a hello without a string `transport`.
-    pub(crate) fn receive_ws_text(
-        &mut self,
-        platform: &mut Platform,
-        parser: &mut Parser,
-        frame: &[u8],
-    ) -> Result<Option<Receipt>, HelloCrash> {
-        let limits = Limits {
-            heap_bytes: Some(platform.spec.target.free_heap),
-        };
-        let terminator = if platform.firmware.ws_parse_with_length {
-            Terminator::Length
-        } else {
-            Terminator::Nul
-        };
-        let missing_type = |platform: &mut Platform| {
-            let shown = String::from_utf8_lossy(frame).into_owned();
-            platform.log(LogLevel::Error, "WS", || format!("Missing message type, data: {shown}"));
-        };
-        let received = match parser.parse(frame, terminator, limits) {
-            Err(_) => {
-                missing_type(platform);
-                None
-            }
-            Ok(doc) => {
-                let root = doc.root();
-                match root.get(b"type").and_then(|t| t.c_string()) {
-                    None => {
-                        missing_type(platform);
-                        None
-                    }
-                    Some(b"hello") => {
-                        self.server_hello(platform, root)?;
-                        None
-                    }
-                    Some(_) => self.incoming_json(platform, root),
-                }
-            }
-        };
-        if let Some(p) = self.protocol.as_mut() {
-            p.touch(platform.now);
-        }
-        Ok(received.map(|received| self.receive(platform, received)))
-    }
-
-    /// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it).
-    pub(crate) fn receive_json(
-        &mut self,
-        platform: &mut Platform,
-        parser: &mut Parser,
-        frame: &[u8],
-    ) -> Option<Receipt> {
-        let limits = Limits {
-            heap_bytes: Some(platform.spec.target.free_heap),
-        };
-        let doc = parser.parse(frame, Terminator::Length, limits).ok()?;
-        let root = doc.root();
-        if root.get(b"type").and_then(|t| t.c_string()).is_none() {
-            platform.log(LogLevel::Warn, "Application", || "Incoming JSON message has no type");
-            return None;
-        }
-        self.incoming_json(platform, root)
-            .map(|received| self.receive(platform, received))
-    }
-
     /// Applies what the receive task decided.
-    fn receive(&mut self, platform: &mut Platform, received: Received) -> Receipt {
+    pub(super) fn receive(&mut self, platform: &mut Platform, received: Received) -> Receipt {
         match received {
             Received::Dropped { reason, log } => {
                 if let Some(line) = log {
@@ -351,13 +303,14 @@ impl Application {
     pub(crate) fn run_task(&mut self, platform: &mut Platform, task: Task) -> TaskEnd {
         match task {
             Task::Send { payload } => {
-                match &self.protocol {
+                match self.protocol.as_mut() {
                     Some(protocol) => protocol.send_mcp(platform, payload),
                     None => platform.emit(|| Event::ReplyDropped {
                         payload,
                         why: "no protocol object",
                     }),
                 }
+                self.raise_error();
                 TaskEnd::Done
             }
             Task::Call { id, tool, args } => match self.call(platform, tool, &args) {
@@ -402,6 +355,11 @@ impl Application {
                 TaskEnd::Done
             }
             Task::Voice(task) => self.run_voice_task(platform, task),
+            Task::RestartMqtt { waiting } => self.restart_mqtt(platform, waiting),
+            Task::ServerGoodbye => {
+                self.server_goodbye(platform);
+                TaskEnd::Done
+            }
         }
     }
 
@@ -416,8 +374,9 @@ impl Application {
                     // 1.x `Reboot()`: `esp_restart()` at once; the socket dies with the chip.
                     return TaskEnd::Restart(BootReason::EspRestart);
                 }
-                self.drop_socket(platform, "reboot");
-                self.protocol = None;
+                if let Some(mut protocol) = self.protocol.take() {
+                    protocol.destroy(platform, "reboot");
+                }
                 let now = platform.now;
                 self.audio.stop_playback(&mut platform.audio, now);
                 TaskEnd::Block(
@@ -486,7 +445,11 @@ impl Application {
         let thread = self.threads.iter().map(|(at, _, _)| *at).min();
         let board = earliest(self.board.timer_deadline(), self.audio.timer_deadline());
         let voice = earliest(self.playback.timer_deadline(), self.mic.timer_deadline());
-        earliest(earliest(earliest(board, voice), thread), self.buttons.deadline())
+        let protocol = self.protocol.as_ref().and_then(Protocol::timer_deadline);
+        earliest(
+            earliest(earliest(board, voice), earliest(thread, protocol)),
+            self.buttons.deadline(),
+        )
     }
 
     /// Fires every esp_timer due at `platform.now` (timer task outranks the main task).
@@ -524,6 +487,16 @@ impl Application {
         }
         if self.mic.on_tick(platform) {
             self.main.signal(EventBit::SendAudio);
+        }
+        let idle = self.state == DeviceState::Idle;
+        if let Some(p) = self.protocol.as_mut() {
+            let fired = p.fire_timers(platform, idle);
+            if fired.restart {
+                self.main.schedule(Task::RestartMqtt { waiting: false });
+            }
+            if fired.activation {
+                self.activation_done(platform);
+            }
         }
     }
 
@@ -667,28 +640,4 @@ impl UpgradeHost for Application {
         let now = platform.now;
         self.audio.stop_playback(&mut platform.audio, now);
     }
-}
-
-/// `InitializeProtocol`: the OTA answer carried a `websocket` object: its members land in NVS
-/// and the protocol is `WebsocketProtocol`; otherwise the direct link.
-fn initialize_protocol(platform: &mut Platform) -> Protocol {
-    let Some(cfg) = platform.world.websocket.clone() else {
-        return Protocol::direct();
-    };
-    let _ = platform.nvs_set(
-        names::WEBSOCKET,
-        names::URL,
-        NvsValue::Str(cfg.url.clone().into_bytes()),
-    );
-    if !cfg.token.is_empty() {
-        let _ = platform.nvs_set(
-            names::WEBSOCKET,
-            names::TOKEN,
-            NvsValue::Str(cfg.token.clone().into_bytes()),
-        );
-    }
-    if cfg.version != 0 {
-        let _ = platform.nvs_set(names::WEBSOCKET, names::VERSION, NvsValue::I32(cfg.version));
-    }
-    Protocol::websocket(&cfg)
 }

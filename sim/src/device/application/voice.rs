@@ -14,25 +14,19 @@ use crate::audio::source::Prompt;
 use crate::cjson::Item;
 use crate::device::application::Application;
 use crate::device::listening::{AbortReason, ListeningMode};
-use crate::device::platform::{Output, Platform};
+use crate::device::platform::Platform;
 use crate::device::playback::{AfterStop, Playback};
 use crate::device::protocol::base::{DEFAULT_SERVER_FRAME_DURATION, DEFAULT_SERVER_SAMPLE_RATE, LANG_ERROR};
+use crate::device::protocol::mqtt::{CONNECT_TIMEOUT, Waiter};
 use crate::device::protocol::websocket::HelloCrash;
 use crate::device::protocol::{OpenNext, OpenStage};
 use crate::device::protocol::{Protocol, ProtocolBase};
 use crate::device::state::DeviceState;
-use crate::device::task::{EventBit, RebootStage, Task, TaskEnd, VoiceTask};
-use crate::mcp::Received;
+use crate::device::task::{EventBit, Task, TaskEnd, VoiceTask};
 use crate::time::SimTime;
 use crate::trace::{Event, LogLevel};
 use crate::voice::codec::MIC_RATE;
 use crate::voice::log::Drop;
-
-fn text_of(root: Item<'_>, key: &[u8]) -> Option<String> {
-    root.get(key)
-        .and_then(|t| t.c_string())
-        .map(|t| String::from_utf8_lossy(t).into_owned())
-}
 
 impl Application {
     /// The voice interaction's scheduled lambdas.
@@ -50,6 +44,7 @@ impl Application {
     /// state handler does while playback drains).
     pub(crate) fn run_event(&mut self, platform: &mut Platform, bit: EventBit) -> TaskEnd {
         match bit {
+            EventBit::Error => self.on_error(platform),
             EventBit::StateChanged => return self.on_state_changed(platform),
             EventBit::PlaybackDrained => self.on_playback_drained(platform),
             EventBit::ToggleChat => self.toggle_chat(platform),
@@ -60,11 +55,13 @@ impl Application {
         TaskEnd::Done
     }
 
-    /// Destroys the WebSocket object if there is one (the peer sees TCP close, no close frame).
+    /// `CloseAudioChannel()`: the WebSocket object goes (the peer sees TCP close, no close
+    /// frame), or the UDP socket, with a goodbye published.
     pub(crate) fn drop_socket(&mut self, platform: &mut Platform, why: &'static str) {
         if let Some(p) = self.protocol.as_mut() {
             p.close_audio_channel(platform, why);
         }
+        self.raise_error();
     }
 
     /// `IsAudioChannelOpened()`.
@@ -72,16 +69,32 @@ impl Application {
         self.protocol.as_ref().is_some_and(|p| p.is_audio_channel_opened(now))
     }
 
-    /// The channel has to be opened before use (the WebSocket, and it is not open).
+    /// The channel has to be opened before use (WebSocket or MQTT + UDP, and it is not open).
     fn needs_open(&self, now: SimTime) -> bool {
-        !self.channel_open(now) && self.protocol.as_ref().is_some_and(|p| p.is_websocket())
+        !self.channel_open(now) && self.protocol.as_ref().is_some_and(Protocol::has_channel)
     }
 
     /// A message the protocol's base builds, sent (nothing without a protocol object).
-    fn send_message(&self, platform: &mut Platform, build: impl FnOnce(&ProtocolBase) -> Vec<u8>) {
-        if let Some(p) = &self.protocol {
+    fn send_message(&mut self, platform: &mut Platform, build: impl FnOnce(&ProtocolBase) -> Vec<u8>) {
+        if let Some(p) = self.protocol.as_mut() {
             let text = build(&p.base);
             p.send_text(platform, text);
+        }
+        self.raise_error();
+    }
+
+    /// `SetError` called back `on_network_error_`: `MAIN_EVENT_ERROR` is set.
+    pub(crate) fn raise_error(&mut self) {
+        if self.protocol.as_ref().is_some_and(|p| p.base.error_message.is_some()) {
+            self.main.signal(EventBit::Error);
+        }
+    }
+
+    /// `MAIN_EVENT_ERROR` (`application.cc:182-186`): idle, and the alert of the last error.
+    fn on_error(&mut self, platform: &mut Platform) {
+        self.set_state(platform, DeviceState::Idle);
+        if let Some(message) = self.protocol.as_mut().and_then(|p| p.base.error_message.take()) {
+            self.alert(platform, LANG_ERROR, message, "cancel", Prompt::Exclamation);
         }
     }
 
@@ -168,14 +181,19 @@ impl Application {
                 TaskEnd::Done
             }
             OpenNext::Failed => {
+                // Idle at once (`application.cc:753-758`); a SetError's alert comes with the
+                // MAIN_EVENT_ERROR of the next round.
                 self.set_state(platform, DeviceState::Idle);
-                // MAIN_EVENT_ERROR, when the failure was a SetError (`application.cc:182-186`).
-                if let Some(message) = self.protocol.as_mut().and_then(|p| p.base.error_message.take()) {
-                    self.alert(platform, LANG_ERROR, message, "cancel", Prompt::Exclamation);
-                }
+                self.raise_error();
                 TaskEnd::Done
             }
             OpenNext::Nothing => TaskEnd::Done,
+            OpenNext::Abort(what) => {
+                platform.emit(|| Event::Panicked {
+                    reason: format!("{what} (the MQTT endpoint's port)"),
+                });
+                TaskEnd::Restart(crate::trace::BootReason::Panic)
+            }
         }
     }
 
@@ -210,6 +228,57 @@ impl Application {
         }
     }
 
+    /// The driver's CONNACK (`Some(accepted)`) or a broken MQTT connection (`None`): whoever
+    /// waits in `Connect()` wakes.
+    pub(crate) fn mqtt_link(&mut self, platform: &mut Platform, connack: Option<bool>) {
+        let Some((_, m)) = self.protocol.as_mut().and_then(Protocol::mqtt_mut) else {
+            return;
+        };
+        let waiter = match connack {
+            Some(accepted) => m.connack(platform, accepted),
+            None => m.closed(platform),
+        };
+        match waiter {
+            Waiter::MainTask => self.main.wake(platform.now),
+            Waiter::Activation(_) => self.activation_done(platform),
+            Waiter::None => {}
+        }
+    }
+
+    /// The reconnect timer's `StartMqttClient(false)` on the main task, and its `Connect()`.
+    pub(super) fn restart_mqtt(&mut self, platform: &mut Platform, waiting: bool) -> TaskEnd {
+        let Some(p) = self.protocol.as_mut() else {
+            return TaskEnd::Done;
+        };
+        if waiting {
+            p.finish_restart(platform);
+            self.raise_error();
+            return TaskEnd::Done;
+        }
+        match p.restart_client(platform) {
+            Ok(true) => TaskEnd::Block(CONNECT_TIMEOUT, Task::RestartMqtt { waiting: true }),
+            Ok(false) => {
+                self.raise_error();
+                TaskEnd::Done
+            }
+            Err(what) => {
+                platform.emit(|| Event::Panicked {
+                    reason: format!("{what} (the MQTT endpoint's port)"),
+                });
+                TaskEnd::Restart(crate::trace::BootReason::Panic)
+            }
+        }
+    }
+
+    /// A server `goodbye` for this session, on the main task: `CloseAudioChannel(false)`, and
+    /// `on_audio_channel_closed` schedules idle.
+    pub(super) fn server_goodbye(&mut self, platform: &mut Platform) {
+        if let Some((base, m)) = self.protocol.as_mut().and_then(Protocol::mqtt_mut) {
+            m.close_channel(base, platform, false);
+            self.main.schedule(Task::SetState(DeviceState::Idle));
+        }
+    }
+
     /// The server hello. `Err` is the firmware's crash on a missing or non-string `transport`.
     pub(crate) fn server_hello(&mut self, platform: &mut Platform, root: Item<'_>) -> Result<(), HelloCrash> {
         let Some(protocol) = self.protocol.as_mut() else {
@@ -219,50 +288,6 @@ impl Application {
             self.main.wake(platform.now);
         }
         Ok(())
-    }
-
-    /// The application dispatcher for a non-hello JSON frame (`OnIncomingJson`).
-    pub(crate) fn incoming_json(&mut self, platform: &mut Platform, root: Item<'_>) -> Option<Received> {
-        let kind = root.get(b"type").and_then(|t| t.c_string())?;
-        match kind {
-            b"mcp" => {
-                let payload = root.get(b"payload").filter(Item::is_object)?;
-                Some(self.mcp.receive(payload))
-            }
-            b"system" => {
-                if root.get(b"command").and_then(|c| c.c_string()) == Some(b"reboot") {
-                    platform.log(LogLevel::Info, "Application", || "System command: reboot");
-                    self.main.schedule(Task::Reboot {
-                        stage: RebootStage::Enter,
-                    });
-                }
-                None
-            }
-            b"tts" | b"stt" | b"llm" => {
-                self.incoming_voice_json(platform, kind, root);
-                None
-            }
-            b"alert" => {
-                // `application.cc:624-633`: all three strings, or a warning.
-                let field = |k: &[u8]| {
-                    root.get(k)
-                        .and_then(|v| v.c_string())
-                        .map(|b| String::from_utf8_lossy(b).into_owned())
-                };
-                match (field(b"status"), field(b"message"), field(b"emotion")) {
-                    (Some(status), Some(message), Some(emotion)) => {
-                        self.alert(platform, &status, &message, &emotion, Prompt::Vibration)
-                    }
-                    _ => platform.log(
-                        LogLevel::Warn,
-                        "Application",
-                        || "Alert command requires status, message and emotion",
-                    ),
-                }
-                None
-            }
-            _ => None,
-        }
     }
 
     /// `HandleStateChangedEvent` (reads the state as it is now).
@@ -336,7 +361,7 @@ impl Application {
     /// `Alert(status, message, emotion, sound)` (`application.cc:679-689`): the warning line and
     /// the sound through the audio chain (the display's status, emotion and chat message are
     /// not modelled).
-    fn alert(&mut self, platform: &mut Platform, status: &str, message: &str, emotion: &str, sound: Prompt) {
+    pub(crate) fn alert(&mut self, platform: &mut Platform, status: &str, message: &str, emotion: &str, sound: Prompt) {
         platform.log(LogLevel::Warn, "Application", || {
             format!("Alert [{emotion}] {status}: {message}")
         });
@@ -498,12 +523,9 @@ impl Application {
         platform.log(LogLevel::Info, "Application", || format!("Wake word detected: {word}"));
         // PopWakeWordPacket → SendAudio straight from the main task (`application.cc:892-894`),
         // then the detect (`:896`).
-        let version = self.protocol.as_ref().and_then(|p| p.audio_version());
-        let at = platform.now;
         for p in self.mic.take_wake_packets() {
-            if let Some(v) = version {
-                let frame = crate::voice::frame::pack(v, &p, 0);
-                platform.push_output(Output::WsBinary { frame, at });
+            if let Some(protocol) = self.protocol.as_mut() {
+                protocol.send_audio(platform, &p);
             }
         }
         self.send_message(platform, |b| b.wake_word_detected(word));
@@ -522,56 +544,6 @@ impl Application {
             return;
         }
         self.send_message(platform, |b| b.typed_text(text));
-    }
-
-    /// `OnIncomingJson` for `tts`, `stt` and `llm` (the receive task: texts are logged here, the
-    /// state changes are scheduled on the main task).
-    fn incoming_voice_json(&mut self, platform: &mut Platform, kind: &[u8], root: Item<'_>) {
-        match kind {
-            b"tts" => {
-                let Some(state) = root.get(b"state").and_then(|s| s.c_string()) else {
-                    if !platform.firmware.tts_state_checked {
-                        // Before 2.4.0: `strcmp(state->valuestring, …)` on a missing string.
-                        platform.emit(|| Event::Panicked {
-                            reason: "LoadProhibited: tts without a string state".into(),
-                        });
-                        self.abort_pending = true;
-                    }
-                    return;
-                };
-                match state {
-                    b"start" => {
-                        platform.speech.start(platform.now);
-                        self.main.schedule(Task::Voice(VoiceTask::TtsStart));
-                    }
-                    b"stop" => {
-                        platform.speech.stop(platform.now);
-                        self.main.schedule(Task::Voice(VoiceTask::TtsStop));
-                    }
-                    b"sentence_start" => {
-                        if let Some(text) = text_of(root, b"text") {
-                            let shown = text.clone();
-                            platform.log(LogLevel::Info, "Application", || format!("<< {shown}"));
-                            platform.speech.sentence(platform.now, text);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            b"stt" => {
-                if let Some(text) = text_of(root, b"text") {
-                    platform.log(LogLevel::Info, "Application", || format!(">> {text}"));
-                }
-            }
-            b"llm" => {
-                if let Some(emotion) = text_of(root, b"emotion") {
-                    platform.emit(|| Event::Note {
-                        text: format!("emotion {emotion}"),
-                    });
-                }
-            }
-            _ => {}
-        }
     }
 
     /// The scheduled lambda of `tts start`.
@@ -623,38 +595,6 @@ impl Application {
         }
     }
 
-    /// A binary frame on the WebSocket receive task: unpacked as the protocol version says,
-    /// trusting its size field as the firmware does, then `OnIncomingAudio`. `Err` carries the
-    /// payload size of a header that announces more than the heap holds (`std::bad_alloc`: the
-    /// device panics).
-    pub(crate) fn receive_ws_binary(&mut self, platform: &mut Platform, frame: &[u8]) -> Result<(), usize> {
-        let version = match self.protocol.as_mut() {
-            Some(p) => {
-                p.touch(platform.now);
-                p.incoming_version()
-            }
-            None => 1,
-        };
-        let unpacked = crate::voice::frame::unpack(version, frame);
-        let mut payload = unpacked.payload;
-        if unpacked.overread > 0 {
-            if unpacked.announced as u64 > platform.spec.target.free_heap as u64 {
-                return Err(unpacked.announced);
-            }
-            let past = unpacked.overread;
-            platform.emit(|| Event::Note {
-                text: format!(
-                    "binary frame of {} bytes announces {} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros)",
-                    frame.len(),
-                    unpacked.announced
-                ),
-            });
-            payload.resize(unpacked.announced, 0);
-        }
-        self.incoming_audio(platform, &payload, unpacked.overread > 0);
-        Ok(())
-    }
-
     /// `OnIncomingAudio` → `PushPacketToDecodeQueue` (dropped unless speaking) → decode → output.
     pub(crate) fn incoming_audio(&mut self, platform: &mut Platform, packet: &[u8], overread: bool) {
         platform.speech.received(overread);
@@ -674,19 +614,18 @@ impl Application {
             .push(platform, &mut self.audio, self.volume, server, packet);
     }
 
-    /// `MAIN_EVENT_SEND_AUDIO`: every queued microphone packet goes out (`SendAudio`); on a
-    /// closed socket the rest is dropped.
+    /// `MAIN_EVENT_SEND_AUDIO`: every queued microphone packet goes out (`SendAudio`); when
+    /// one cannot be sent the rest is dropped (`application.cc:219-231`).
     fn send_audio(&mut self, platform: &mut Platform) {
-        let Some(version) = self.protocol.as_ref().and_then(|p| p.audio_version()) else {
+        let Some(protocol) = self.protocol.as_mut() else {
             self.mic.clear_send_queue();
             return;
         };
-        let at = platform.now;
-        // The v2 header's timestamp is 0: it is copied from the playback's timestamp queue,
-        // which only server-side AEC fills (`CONFIG_USE_SERVER_AEC`, default n; not modelled).
-        for p in self.mic.drain_send_queue() {
-            let frame = crate::voice::frame::pack(version, &p, 0);
-            platform.push_output(Output::WsBinary { frame, at });
+        while let Some(p) = self.mic.pop_send() {
+            if !protocol.send_audio(platform, &p) {
+                self.mic.clear_send_queue();
+                break;
+            }
         }
     }
 }

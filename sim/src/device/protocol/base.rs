@@ -47,12 +47,16 @@ impl Default for ProtocolBase {
 }
 
 /// `Lang::Strings::ERROR` and the protocol's error messages, zh-CN
-/// (`main/assets/locales/zh-CN/language.json:8, 28-30`; docs/reference/voice.md §4).
+/// (`main/assets/locales/zh-CN/language.json:8, 27-30`; docs/reference/voice.md §4).
 pub(crate) const LANG_ERROR: &str = "错误";
 /// `SERVER_NOT_CONNECTED`: the connect failed (`websocket_protocol.cc:171`).
 pub(crate) const SERVER_NOT_CONNECTED: &str = "无法连接服务，请稍后再试";
 /// `SERVER_TIMEOUT`: no server hello within 10 s (`websocket_protocol.cc:187`).
 pub(crate) const SERVER_TIMEOUT: &str = "等待响应超时";
+/// `SERVER_NOT_FOUND`: an MQTT open with no endpoint in NVS (`mqtt_protocol.cc:85-90`).
+pub(crate) const SERVER_NOT_FOUND: &str = "正在寻找可用服务";
+/// `SERVER_ERROR`: an MQTT publish failed (`mqtt_protocol.cc:172-176`).
+pub(crate) const SERVER_ERROR: &str = "发送失败，请检查网络";
 
 impl ProtocolBase {
     /// `SetError(message)` (`protocol.cc:51-56`): `error_occurred_`, and the application is

@@ -244,22 +244,29 @@ pub(crate) fn device_hello(version: i32, font: Option<&TextFontSpec>, glyph_push
         out.extend_from_slice(TAIL);
         return out;
     }
-    out.extend_from_slice(b",\"features\":{\"mcp\":true,\"glyph_push\":");
+    out.extend_from_slice(b",\"features\":{\"mcp\":true");
+    text_font_capabilities(&mut out, font);
+    out.extend_from_slice(TAIL);
+    out
+}
+
+/// `AddTextFontCapabilities` (2.4.0+, `protocol.cc:8-24`) after the features object's last
+/// member: `glyph_push` closes the features, then the `text_font` object when there is a font.
+pub(crate) fn text_font_capabilities(out: &mut Vec<u8>, font: Option<&TextFontSpec>) {
+    out.extend_from_slice(b",\"glyph_push\":");
     out.extend_from_slice(if font.is_some() { b"true" } else { b"false" });
     out.push(b'}');
     if let Some(f) = font {
         out.extend_from_slice(b",\"text_font\":{\"bundle\":");
-        cjson::write_string(&mut out, f.bundle.as_bytes());
+        cjson::write_string(out, f.bundle.as_bytes());
         out.extend_from_slice(b",\"charset\":");
-        cjson::write_string(&mut out, f.charset.as_bytes());
+        cjson::write_string(out, f.charset.as_bytes());
         out.extend_from_slice(b",\"size\":");
-        cjson::write_int(&mut out, f.size);
+        cjson::write_int(out, f.size);
         out.extend_from_slice(b",\"bpp\":");
-        cjson::write_int(&mut out, f.bpp);
+        cjson::write_int(out, f.bpp);
         out.push(b'}');
     }
-    out.extend_from_slice(TAIL);
-    out
 }
 
 /// The handshake request esp-ml307 writes: request line, `Host`, then every header in

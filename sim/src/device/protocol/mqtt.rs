@@ -1,0 +1,545 @@
+//! The MQTT + UDP transport (`main/protocols/mqtt_protocol.cc` at 2.4.2, esp-ml307
+//! `src/esp/esp_mqtt.cc`, esp-mqtt's client task; docs/reference/mqtt.md §4): what
+//! `MqttProtocol` adds to the base class.
+//!
+//! Control messages are MQTT publishes to `publish_topic` (the client subscribes to nothing);
+//! the audio channel is a UDP socket the server hello names, its datagrams sealed and opened by
+//! [`UdpChannel`]. The client connects when the protocol starts (on the activation task), when
+//! an open finds it disconnected, and when the 60 s reconnect timer fires while the device is
+//! idle; esp-mqtt itself also retries 10 s after every failed or broken connection. Each
+//! `Connect()` blocks its caller until the CONNACK (or 10 s). Sans-IO: the driver is told to
+//! connect, publish, open a socket, send a datagram, and reports back.
+
+use crate::board::TextFontSpec;
+use crate::cjson::{self, Item};
+use crate::device::platform::{Output, Platform};
+use crate::device::protocol::base::{
+    ProtocolBase, SERVER_ERROR, SERVER_NOT_CONNECTED, SERVER_NOT_FOUND, SERVER_TIMEOUT,
+};
+use crate::device::protocol::websocket::text_font_capabilities;
+use crate::mqtt::{Broker, MqttDial, MqttSettings};
+use crate::time::{SimDuration, SimTime};
+use crate::trace::{Event, LogLevel};
+use crate::voice::udp::{Refused, UdpChannel, parse_udp};
+
+/// `MQTT_CONNECT_TIMEOUT_MS` (esp-ml307 `esp_mqtt.h:13`): how long `Connect()` waits.
+pub(crate) const CONNECT_TIMEOUT: SimDuration = SimDuration::from_secs(10);
+/// esp-mqtt's `MQTT_RECON_DEFAULT_MS` (`mqtt_config.h:24`): its own retry after a failed or
+/// broken connection (auto-reconnect is on: esp-ml307 does not disable it).
+pub(crate) const AUTO_RECONNECT: SimDuration = SimDuration::from_secs(10);
+/// `MQTT_RECONNECT_INTERVAL_MS` (`mqtt_protocol.h:22`): the firmware's one-shot timer after a
+/// disconnect; it restarts the client only if the device is idle when it fires.
+pub(crate) const RECONNECT_INTERVAL: SimDuration = SimDuration::from_secs(60);
+
+/// Where esp-mqtt's client is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Client {
+    /// `mqtt_ == nullptr`.
+    None,
+    /// Connecting (TCP, CONNECT, waiting for the CONNACK).
+    Connecting,
+    /// `connected_`: the CONNACK accepted the client.
+    Connected,
+    /// The connection failed or broke; esp-mqtt tries again at this time.
+    Retrying(SimTime),
+}
+
+/// Who is blocked in `Connect()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waiter {
+    /// Nobody.
+    None,
+    /// The main task (an open, or the reconnect timer's scheduled restart).
+    MainTask,
+    /// The activation task (`protocol_->Start()`), until this time.
+    Activation(SimTime),
+}
+
+/// How `StartMqttClient` went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// The connect is under way: `Connect()` blocks until the CONNACK or 10 s.
+    Waiting,
+    /// It returned false at once (logged; `SetError` where the firmware sets one).
+    Failed,
+    /// `std::stoi` of the endpoint's port threw: nothing catches it, the device aborts.
+    Abort(&'static str),
+}
+
+/// `MqttProtocol`'s own members.
+#[derive(Clone, Debug)]
+pub(crate) struct MqttProtocol {
+    /// esp-mqtt's client.
+    client: Client,
+    /// What the client was started with (esp-mqtt reconnects with the same).
+    dial: Option<MqttDial>,
+    /// `publish_topic_`.
+    publish_topic: String,
+    /// Who waits for the connect.
+    pub(crate) waiter: Waiter,
+    /// The server hello arrived since the last open (`MQTT_PROTOCOL_SERVER_HELLO_EVENT`).
+    hello_received: bool,
+    /// The last accepted hello's key, nonce and counters, and where its datagrams go.
+    crypto: Option<(UdpChannel, String, u16)>,
+    /// `udp_ != nullptr`.
+    udp_open: bool,
+    /// `reconnect_timer_`, when armed.
+    reconnect_at: Option<SimTime>,
+}
+
+/// What the protocol's timers did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Fired {
+    /// The reconnect timer fired while idle: `StartMqttClient(false)` is scheduled.
+    pub(crate) restart: bool,
+    /// The activation task's `Connect()` gave up waiting.
+    pub(crate) activation: bool,
+}
+
+impl MqttProtocol {
+    /// A protocol object with no client yet.
+    pub(crate) fn new() -> Self {
+        MqttProtocol {
+            client: Client::None,
+            dial: None,
+            publish_topic: String::new(),
+            waiter: Waiter::None,
+            hello_received: false,
+            crypto: None,
+            udp_open: false,
+            reconnect_at: None,
+        }
+    }
+
+    /// esp-mqtt's `connected_`.
+    pub(crate) fn is_connected(&self) -> bool {
+        self.client == Client::Connected
+    }
+
+    /// `udp_ != nullptr`.
+    pub(crate) fn udp_open(&self) -> bool {
+        self.udp_open
+    }
+
+    /// Destroys the client (`mqtt_.reset()`: esp-mqtt sends DISCONNECT if connected).
+    pub(crate) fn destroy_client(&mut self, platform: &mut Platform) {
+        if self.client != Client::None {
+            let disconnect = self.is_connected();
+            self.client = Client::None;
+            let at = platform.now;
+            platform.push_output(Output::MqttClose { disconnect, at });
+        }
+    }
+
+    /// `~MqttProtocol` (`Reboot()` destroys the protocol): the socket goes, then the client
+    /// (DISCONNECT if connected); no goodbye.
+    pub(crate) fn destroy(&mut self, platform: &mut Platform) {
+        if std::mem::take(&mut self.udp_open) {
+            let at = platform.now;
+            platform.push_output(Output::UdpClose { at });
+        }
+        self.destroy_client(platform);
+        self.reconnect_at = None;
+    }
+
+    /// The device resets: the socket and the client go without a goodbye or a DISCONNECT.
+    pub(crate) fn reset(&mut self, platform: &mut Platform) {
+        let at = platform.now;
+        if std::mem::take(&mut self.udp_open) {
+            platform.push_output(Output::UdpClose { at });
+        }
+        if self.client != Client::None {
+            self.client = Client::None;
+            platform.push_output(Output::MqttClose { disconnect: false, at });
+        }
+    }
+
+    /// `StartMqttClient(report_error)` up to the blocking `Connect()` (`mqtt_protocol.cc:71-157`).
+    pub(crate) fn start_client(
+        &mut self,
+        base: &mut ProtocolBase,
+        platform: &mut Platform,
+        report_error: bool,
+    ) -> Start {
+        if self.client != Client::None {
+            platform.log(LogLevel::Warn, "MQTT", || "Mqtt client already started");
+            self.destroy_client(platform);
+        }
+        let settings = MqttSettings::from_nvs(&platform.nvs);
+        self.publish_topic = settings.publish_topic.clone();
+        let (host, port) = match settings.broker() {
+            Broker::NotSpecified => {
+                platform.log(LogLevel::Warn, "MQTT", || "MQTT endpoint is not specified");
+                if report_error {
+                    base.set_error(SERVER_NOT_FOUND);
+                }
+                return Start::Failed;
+            }
+            Broker::Throws(what) => {
+                let endpoint = settings.endpoint.clone();
+                platform.log(LogLevel::Info, "MQTT", || format!("Connecting to endpoint {endpoint}"));
+                return Start::Abort(what);
+            }
+            Broker::At { host, port } => (host, port),
+        };
+        let endpoint = settings.endpoint.clone();
+        platform.log(LogLevel::Info, "MQTT", || format!("Connecting to endpoint {endpoint}"));
+        if port == 8883 {
+            // esp-ml307 turns on TLS for 8883 (`esp_mqtt.cc:27-32`); the twin dials plain TCP.
+            platform.log(
+                LogLevel::Error,
+                "MQTT",
+                || "Failed to connect to endpoint, code=0 (port 8883 is MQTT over TLS; the twin dials plain TCP only)",
+            );
+            base.set_error(SERVER_NOT_CONNECTED);
+            return Start::Failed;
+        }
+        let dial = MqttDial {
+            host,
+            port,
+            client_id: settings.client_id,
+            username: settings.username,
+            password: settings.password,
+            keepalive: settings.keepalive,
+        };
+        self.dial = Some(dial.clone());
+        self.client = Client::Connecting;
+        let at = platform.now;
+        platform.push_output(Output::MqttConnect { dial, at });
+        Start::Waiting
+    }
+
+    /// The end of the blocking `Connect()`: connected, or `Failed to connect to endpoint` and
+    /// `SetError(SERVER_NOT_CONNECTED)` (esp-mqtt goes on retrying all the same).
+    pub(crate) fn finish_connect(&mut self, base: &mut ProtocolBase, platform: &mut Platform) -> bool {
+        self.waiter = Waiter::None;
+        if self.is_connected() {
+            platform.log(LogLevel::Info, "MQTT", || "Connected to endpoint");
+            return true;
+        }
+        platform.log(LogLevel::Error, "MQTT", || "Failed to connect to endpoint, code=0");
+        base.set_error(SERVER_NOT_CONNECTED);
+        false
+    }
+
+    /// The driver's CONNACK (`accepted`) or connect failure; who was waiting for it.
+    pub(crate) fn connack(&mut self, platform: &mut Platform, accepted: bool) -> Waiter {
+        if self.client != Client::Connecting {
+            return Waiter::None;
+        }
+        if accepted {
+            // OnConnected: the application dismisses its alert; the reconnect timer stops.
+            self.client = Client::Connected;
+            self.reconnect_at = None;
+            platform.emit(|| Event::Note {
+                text: "MQTT connected".into(),
+            });
+        } else {
+            self.client = Client::Retrying(platform.now + AUTO_RECONNECT);
+            platform.log(LogLevel::Error, "mqtt_client", || "MQTT connect failed");
+        }
+        self.waiter
+    }
+
+    /// The connection broke (or a connect failed before its CONNACK); who was waiting.
+    /// A broken connection arms the 60 s reconnect timer; the UDP channel stays as it is.
+    pub(crate) fn closed(&mut self, platform: &mut Platform) -> Waiter {
+        match self.client {
+            Client::Connected => {
+                self.client = Client::Retrying(platform.now + AUTO_RECONNECT);
+                platform.log(LogLevel::Info, "MQTT", || {
+                    format!(
+                        "MQTT disconnected, schedule reconnect in {} seconds",
+                        RECONNECT_INTERVAL.as_micros() / 1_000_000
+                    )
+                });
+                self.reconnect_at = Some(platform.now + RECONNECT_INTERVAL);
+                Waiter::None
+            }
+            Client::Connecting => {
+                self.client = Client::Retrying(platform.now + AUTO_RECONNECT);
+                self.waiter
+            }
+            Client::None | Client::Retrying(_) => Waiter::None,
+        }
+    }
+
+    /// The earliest of esp-mqtt's retry, the reconnect timer and the activation's wait.
+    pub(crate) fn timer_deadline(&self) -> Option<SimTime> {
+        let retry = match self.client {
+            Client::Retrying(at) => Some(at),
+            _ => None,
+        };
+        let activation = match self.waiter {
+            Waiter::Activation(until) => Some(until),
+            _ => None,
+        };
+        [retry, self.reconnect_at, activation].into_iter().flatten().min()
+    }
+
+    /// Fires what is due at `platform.now` (`idle`: the device state when the timer fires).
+    pub(crate) fn fire(&mut self, platform: &mut Platform, idle: bool) -> Fired {
+        let now = platform.now;
+        let mut fired = Fired::default();
+        if let Client::Retrying(at) = self.client
+            && at <= now
+            && let Some(dial) = self.dial.clone()
+        {
+            self.client = Client::Connecting;
+            platform.push_output(Output::MqttConnect { dial, at: now });
+        }
+        if self.reconnect_at.is_some_and(|at| at <= now) {
+            self.reconnect_at = None;
+            if idle {
+                platform.log(LogLevel::Info, "MQTT", || "Reconnecting to MQTT server");
+                fired.restart = true;
+            }
+        }
+        if let Waiter::Activation(until) = self.waiter
+            && until <= now
+        {
+            fired.activation = true;
+        }
+        fired
+    }
+
+    /// `SendText`: a publish to `publish_topic` (nothing when it is empty); on a client that is
+    /// not connected, `Failed to publish message` and `SetError(SERVER_ERROR)`.
+    pub(crate) fn send_text(&mut self, base: &mut ProtocolBase, platform: &mut Platform, text: Vec<u8>) -> bool {
+        if self.publish_topic.is_empty() {
+            return false;
+        }
+        if !self.is_connected() {
+            let shown = String::from_utf8_lossy(&text).into_owned();
+            platform.log(LogLevel::Error, "MQTT", || {
+                format!("Failed to publish message: {shown}")
+            });
+            base.set_error(SERVER_ERROR);
+            return false;
+        }
+        let at = platform.now;
+        let topic = self.publish_topic.clone();
+        platform.push_output(Output::MqttPublish {
+            topic,
+            payload: text,
+            at,
+        });
+        true
+    }
+
+    /// `OpenAudioChannel` after the client is connected: a new session, the device hello.
+    pub(crate) fn send_hello(
+        &mut self,
+        base: &mut ProtocolBase,
+        platform: &mut Platform,
+        font: Option<&TextFontSpec>,
+        glyph_push: bool,
+    ) -> bool {
+        base.error_occurred = false;
+        base.session_id.clear();
+        self.hello_received = false;
+        let hello = device_hello(font, glyph_push);
+        self.send_text(base, platform, hello)
+    }
+
+    /// After the wait for the server hello: the UDP socket to the hello's server, or (no hello)
+    /// `Failed to receive server hello` and `SetError(SERVER_TIMEOUT)`.
+    pub(crate) fn hello_arrived(&mut self, base: &mut ProtocolBase, platform: &mut Platform) -> bool {
+        let Some((_, host, port)) = self.crypto.as_ref().filter(|_| self.hello_received) else {
+            platform.log(LogLevel::Error, "MQTT", || "Failed to receive server hello");
+            base.set_error(SERVER_TIMEOUT);
+            platform.emit(|| Event::Note {
+                text: "audio channel failed: no server hello within 10 s".into(),
+            });
+            return false;
+        };
+        // `udp->Connect(udp_server_, udp_port_)`: a new socket replaces any open one.
+        let (host, port) = (host.clone(), *port);
+        let at = platform.now;
+        platform.push_output(Output::UdpOpen { host, port, at });
+        self.udp_open = true;
+        platform.emit(|| Event::Note {
+            text: "audio channel opened (UDP)".into(),
+        });
+        true
+    }
+
+    /// `ParseServerHello` (`mqtt_protocol.cc:377-467`): true when it was taken (the waiting
+    /// open wakes); each refusal is logged and the hello ignored.
+    pub(crate) fn parse_server_hello(
+        &mut self,
+        base: &mut ProtocolBase,
+        platform: &mut Platform,
+        root: Item<'_>,
+    ) -> bool {
+        if root
+            .get(b"transport")
+            .filter(|t| t.is_string())
+            .and_then(|t| t.c_string())
+            != Some(b"udp".as_slice())
+        {
+            platform.log(LogLevel::Error, "MQTT", || "Unsupported or missing transport");
+            return false;
+        }
+        if let Some(sid) = root
+            .get(b"session_id")
+            .filter(|s| s.is_string())
+            .and_then(|s| s.c_string())
+        {
+            base.session_id = sid.to_vec();
+            let shown = String::from_utf8_lossy(sid).into_owned();
+            platform.log(LogLevel::Info, "MQTT", || format!("Session ID: {shown}"));
+        }
+        if let Some(ap) = root.get(b"audio_params").filter(cjson::Item::is_object) {
+            if let Some(r) = ap.get(b"sample_rate").filter(cjson::Item::is_number) {
+                base.server_sample_rate = r.valueint();
+            }
+            if let Some(f) = ap.get(b"frame_duration").filter(cjson::Item::is_number) {
+                base.server_frame_duration = f.valueint();
+            }
+        }
+        let params = match parse_udp(root) {
+            Ok(p) => p,
+            Err(refused) => {
+                platform.log(LogLevel::Error, "MQTT", || refused.to_string());
+                return false;
+            }
+        };
+        let sid = String::from_utf8_lossy(&base.session_id).into_owned();
+        let udp = format!("{}:{}", params.server, params.port);
+        platform.emit(|| Event::Note {
+            text: format!("server hello (udp {udp}), session {sid}"),
+        });
+        self.crypto = Some((UdpChannel::new(&params), params.server, params.port));
+        self.hello_received = true;
+        true
+    }
+
+    /// A `goodbye` on the MQTT task: logged; true when its session is the current one (the
+    /// channel is then closed on the main task, without a goodbye back).
+    pub(crate) fn goodbye_matches(base: &ProtocolBase, platform: &mut Platform, root: Item<'_>) -> bool {
+        let sid = root
+            .get(b"session_id")
+            .filter(|s| s.is_string())
+            .and_then(|s| s.c_string());
+        let shown = sid.map_or_else(|| "null".to_string(), |s| String::from_utf8_lossy(s).into_owned());
+        platform.log(LogLevel::Info, "MQTT", || {
+            format!("Received goodbye message, session_id: {shown}")
+        });
+        sid == Some(base.session_id.as_slice())
+    }
+
+    /// `CloseAudioChannel(send_goodbye)`: the socket goes, the goodbye is published when the
+    /// device closes (not when the server did).
+    pub(crate) fn close_channel(&mut self, base: &mut ProtocolBase, platform: &mut Platform, send_goodbye: bool) {
+        if std::mem::take(&mut self.udp_open) {
+            let at = platform.now;
+            platform.push_output(Output::UdpClose { at });
+        }
+        platform.log(LogLevel::Info, "MQTT", || {
+            format!("Closing audio channel, send_goodbye: {}", u8::from(send_goodbye))
+        });
+        if send_goodbye {
+            let mut text = b"{\"session_id\":\"".to_vec();
+            text.extend_from_slice(&base.session_id);
+            text.extend_from_slice(b"\",\"type\":\"goodbye\"}");
+            self.send_text(base, platform, text);
+        }
+    }
+
+    /// `SendAudio`: one Opus packet as a datagram; false (the rest of the queue is dropped)
+    /// without a socket or for a payload over 65535 bytes.
+    pub(crate) fn send_audio(&mut self, platform: &mut Platform, payload: &[u8], timestamp: u32) -> bool {
+        if !self.udp_open {
+            return false;
+        }
+        let Some(datagram) = self.crypto.as_mut().and_then(|(c, _, _)| c.seal(payload, timestamp)) else {
+            let n = payload.len();
+            platform.log(LogLevel::Error, "MQTT", || {
+                format!("Invalid AES nonce or audio payload length: {n}")
+            });
+            return false;
+        };
+        let at = platform.now;
+        platform.push_output(Output::UdpSend { datagram, at });
+        true
+    }
+
+    /// The UDP receive callback: the Opus packet of an accepted datagram and whether its
+    /// sequence skipped, or `Err` with what became of it (no socket; refused, with the
+    /// firmware's log line).
+    pub(crate) fn open_datagram(
+        &mut self,
+        platform: &mut Platform,
+        datagram: &[u8],
+    ) -> Result<(Vec<u8>, bool), Option<Refused>> {
+        if !self.udp_open {
+            return Err(None);
+        }
+        let Some((channel, _, _)) = self.crypto.as_mut() else {
+            return Err(None);
+        };
+        match channel.open(datagram) {
+            Ok(opened) => {
+                let gap = opened.gap.is_some();
+                if let Some(line) = opened.gap {
+                    platform.log(LogLevel::Warn, "MQTT", || line);
+                }
+                Ok((opened.payload, gap))
+            }
+            Err(refused) => {
+                let level = if matches!(refused, Refused::Old { .. }) {
+                    LogLevel::Warn
+                } else {
+                    LogLevel::Error
+                };
+                let line = refused.to_string();
+                platform.log(level, "MQTT", || line);
+                Err(Some(refused))
+            }
+        }
+    }
+}
+
+/// `MqttProtocol::GetHelloMessage` (cJSON, key order as built; `mqtt_protocol.cc:351-375`).
+/// `CONFIG_USE_SERVER_AEC` (default off) would add `"aec":true` first in the features.
+pub(crate) fn device_hello(font: Option<&TextFontSpec>, glyph_push: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"type\":\"hello\",\"version\":3,\"transport\":\"udp\",\"features\":{\"mcp\":true");
+    if glyph_push {
+        text_font_capabilities(&mut out, font);
+    } else {
+        out.push(b'}');
+    }
+    out.extend_from_slice(
+        b",\"audio_params\":{\"format\":\"opus\",\"sample_rate\":16000,\"channels\":1,\"frame_duration\":60}}",
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hello_asks_for_udp_in_the_firmware_key_order() {
+        let font = TextFontSpec {
+            bundle: "b".into(),
+            charset: "basic".into(),
+            size: 14,
+            bpp: 1,
+        };
+        assert_eq!(
+            String::from_utf8(device_hello(None, true)).unwrap(),
+            r#"{"type":"hello","version":3,"transport":"udp","features":{"mcp":true,"glyph_push":false},"audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#
+        );
+        assert_eq!(
+            String::from_utf8(device_hello(Some(&font), true)).unwrap(),
+            r#"{"type":"hello","version":3,"transport":"udp","features":{"mcp":true,"glyph_push":true},"text_font":{"bundle":"b","charset":"basic","size":14,"bpp":1},"audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#
+        );
+        assert_eq!(
+            String::from_utf8(device_hello(Some(&font), false)).unwrap(),
+            r#"{"type":"hello","version":3,"transport":"udp","features":{"mcp":true},"audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#
+        );
+    }
+}
