@@ -3,6 +3,10 @@
 //! personalities, backend scripts and backend faults can be tested deterministically. The live
 //! version of the same pairing runs over real sockets in the binary (`server.rs`).
 //!
+//! A device an OTA answer sent to MQTT meets the same backend through a
+//! [`GatewayConn`] (xiaozhi-mqtt-gateway's behaviour): its MQTT publishes and UDP datagrams go to
+//! the gateway, whose bridge frames go to the backend, and back.
+//!
 //! Each connection is a [`ScriptedBackend`]: with no script and no fault
 //! ([`Loopback::new`]) it is a bare personality driven by hand; with [`Loopback::scripted`] it
 //! runs a script (its waits in virtual time) and commits a [`BackendFault`]. What the device
@@ -11,6 +15,7 @@
 
 use std::sync::Arc;
 
+use crate::backend::gateway::{GatewayAction, GatewayConfig, GatewayConn, route};
 use crate::backend::script::Script;
 use crate::backend::scripted::{BackendFault, ScriptedAction, ScriptedBackend};
 use crate::backend::{BackendSpec, Session, SessionReport};
@@ -45,7 +50,15 @@ pub struct Loopback {
     connections: u64,
     /// Every frame the device sent, when asked for ([`Loopback::tap`]): binary or text, when.
     tapped: Option<Vec<(SimTime, bool, Vec<u8>)>>,
+    /// The gateway of a device on MQTT + UDP, and its settings.
+    gateway: Option<GatewayConn>,
+    gateway_config: GatewayConfig,
+    /// The device has a UDP socket (the gateway's datagrams reach it).
+    udp_open: bool,
 }
+
+/// The address token of the device's UDP socket (a forged datagram comes from another).
+pub const DEVICE_UDP: u64 = 1;
 
 /// The handshake headers of a request as the server reads them.
 pub fn request_headers(request: &[u8]) -> Vec<(String, String)> {
@@ -68,7 +81,31 @@ impl Loopback {
             finished: Vec::new(),
             connections: 0,
             tapped: None,
+            gateway: None,
+            gateway_config: GatewayConfig::local(8884, "ws://127.0.0.1:8000/xiaozhi/v1/?from=mqtt_gateway"),
+            udp_open: false,
         }
+    }
+
+    /// The gateway's settings for the MQTT connections to come.
+    pub fn set_gateway_config(&mut self, config: GatewayConfig) {
+        self.gateway_config = config;
+    }
+
+    /// The gateway of the live MQTT connection, if any.
+    pub fn gateway(&self) -> Option<&GatewayConn> {
+        self.gateway.as_ref()
+    }
+
+    /// A datagram reaches the gateway from address `from` (not the device's: a forged one, with
+    /// the ssrc of the live connection), as the gateway's server routes it.
+    pub fn inject_datagram(&mut self, from: u64, datagram: &[u8]) {
+        if let Some(g) = self.gateway.as_mut()
+            && route(datagram) == Some(g.connection_id)
+        {
+            g.datagram(from, datagram);
+        }
+        self.apply();
     }
 
     /// From now on, keeps a copy of every WebSocket frame the device sends (for tests of the
@@ -112,13 +149,14 @@ impl Loopback {
     fn next_deadline(&self) -> Option<SimTime> {
         let d = self.device.poll_timeout();
         let b = self.backend.as_ref().and_then(ScriptedBackend::poll_timeout);
-        d.into_iter().chain(b).min()
+        let g = self.gateway.as_ref().and_then(GatewayConn::poll_timeout);
+        d.into_iter().chain(b).chain(g).min()
     }
 
-    /// A backend for the connection the device just opened.
-    fn accept(&mut self, now: SimTime, request: &[u8]) -> ScriptedBackend {
+    /// A backend for the connection the device (or its gateway) just opened.
+    fn accept(&mut self, now: SimTime, headers: &[(String, String)]) -> ScriptedBackend {
         self.connections += 1;
-        let session = Session::accept(self.spec.clone(), now, &request_headers(request), self.connections);
+        let session = Session::accept(self.spec.clone(), now, headers, self.connections);
         match &self.script {
             // One device: its connection count is the pairing's.
             Some((script, fault)) => ScriptedBackend::new(
@@ -160,6 +198,9 @@ impl Loopback {
             if let Some(b) = self.backend.as_mut() {
                 b.handle_timeout(d);
             }
+            if let Some(g) = self.gateway.as_mut() {
+                g.handle_timeout(d);
+            }
             self.apply();
         }
         if !rested {
@@ -179,7 +220,7 @@ impl Loopback {
             match out {
                 Output::WsOpen { request, .. } => {
                     self.finish(now);
-                    self.backend = Some(self.accept(now, &request));
+                    self.backend = Some(self.accept(now, &request_headers(&request)));
                     self.device.handle_ws_open_result(now, true);
                     self.apply();
                 }
@@ -204,24 +245,136 @@ impl Loopback {
                     }
                     self.apply();
                 }
-                // The MQTT + UDP wire is not paired here (a WebSocket backend).
-                Output::Mcp { .. }
-                | Output::Control { .. }
-                | Output::MqttConnect { .. }
-                | Output::MqttPublish { .. }
-                | Output::MqttClose { .. }
-                | Output::UdpOpen { .. }
-                | Output::UdpSend { .. }
-                | Output::UdpClose { .. } => {}
+                Output::MqttConnect { dial, .. } => {
+                    // A new TCP connection to the gateway (its random id: from the count).
+                    self.finish(now);
+                    let n = self.connections + 1;
+                    let id = (n as u32).wrapping_mul(0x9E37_79B9) | 1;
+                    let mut g = GatewayConn::new(self.gateway_config.clone(), id, n);
+                    let keepalive = u16::try_from(dial.keepalive).unwrap_or(u16::MAX);
+                    g.connect(now, &dial.client_id, &dial.username, &dial.password, keepalive);
+                    self.gateway = Some(g);
+                    self.apply();
+                }
+                Output::MqttPublish { payload, .. } => {
+                    if let Some(t) = self.tapped.as_mut() {
+                        t.push((now, false, payload.clone()));
+                    }
+                    if let Some(g) = self.gateway.as_mut() {
+                        g.publish_in(now, 0, &payload);
+                    }
+                    self.apply();
+                }
+                Output::MqttClose { .. } => {
+                    if let Some(mut g) = self.gateway.take() {
+                        g.disconnected();
+                    }
+                    self.finish(now);
+                }
+                Output::UdpOpen { .. } => self.udp_open = true,
+                Output::UdpClose { .. } => self.udp_open = false,
+                Output::UdpSend { datagram, .. } => {
+                    if let Some(t) = self.tapped.as_mut() {
+                        t.push((now, true, datagram.clone()));
+                    }
+                    if let Some(g) = self.gateway.as_mut()
+                        && route(&datagram) == Some(g.connection_id)
+                    {
+                        g.datagram(DEVICE_UDP, &datagram);
+                    }
+                    self.apply();
+                }
+                Output::Mcp { .. } | Output::Control { .. } => {}
             }
         }
         Err(NeverRests("the device kept producing output"))
     }
 
-    /// Takes every action the backend has decided, in order.
+    /// Takes every action the backend and the gateway have decided, in order, until neither has
+    /// more.
     fn apply(&mut self) {
+        for _ in 0..MAX_OUTPUTS {
+            let backend = self.apply_backend();
+            let gateway = self.apply_gateway();
+            if !backend && !gateway {
+                return;
+            }
+        }
+    }
+
+    /// The gateway's actions (to the device and to its bridge); whether there were any.
+    fn apply_gateway(&mut self) -> bool {
         let now = self.now();
+        let mut any = false;
+        while let Some(a) = self.gateway.as_mut().and_then(GatewayConn::poll_action) {
+            any = true;
+            match a {
+                GatewayAction::ConnAck(code) => self.device.handle_mqtt_connack(now, code == 0),
+                GatewayAction::Publish { payload, .. } => {
+                    self.device.handle_mqtt_message(now, payload.as_bytes());
+                }
+                GatewayAction::Datagram { bytes, to } => {
+                    if to == DEVICE_UDP && self.udp_open {
+                        self.device.handle_udp(now, &bytes);
+                    }
+                }
+                GatewayAction::Close => {
+                    self.gateway = None;
+                    self.device.handle_mqtt_closed(now);
+                }
+                GatewayAction::BridgeOpen { url, headers } => {
+                    self.finish(now);
+                    let mut b = self.accept(now, &headers);
+                    if url.ends_with("?from=mqtt_gateway") {
+                        b.session_mut().set_from_mqtt_gateway();
+                    }
+                    self.backend = Some(b);
+                    if let Some(g) = self.gateway.as_mut() {
+                        g.bridge_opened();
+                    }
+                }
+                GatewayAction::BridgeText(text) => {
+                    if let Some(b) = self.backend.as_mut() {
+                        b.handle_text(now, &text);
+                    }
+                }
+                GatewayAction::BridgeBinary(frame) => {
+                    if let Some(b) = self.backend.as_mut() {
+                        b.handle_binary(now, &frame);
+                    }
+                }
+                GatewayAction::BridgeClose => {
+                    self.finish(now);
+                    if let Some(g) = self.gateway.as_mut() {
+                        g.bridge_closed(now);
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    /// The backend's actions: to the device's WebSocket, or to the gateway's bridge; whether
+    /// there were any.
+    fn apply_backend(&mut self) -> bool {
+        let now = self.now();
+        let mut any = false;
         while let Some(a) = self.backend.as_mut().and_then(ScriptedBackend::poll_action) {
+            any = true;
+            if let Some(g) = self.gateway.as_mut() {
+                match a {
+                    ScriptedAction::Text(text) => g.bridge_text(now, &text),
+                    ScriptedAction::Binary(frame) => g.bridge_binary(&frame),
+                    ScriptedAction::Raw(_) | ScriptedAction::Close | ScriptedAction::Vanish => {
+                        self.finish(now);
+                        if let Some(g) = self.gateway.as_mut() {
+                            g.bridge_closed(now);
+                        }
+                    }
+                    ScriptedAction::ScriptDone => {}
+                }
+                continue;
+            }
             match a {
                 ScriptedAction::Text(text) => {
                     self.device.handle_ws_text(now, text.as_bytes());
@@ -241,6 +394,7 @@ impl Loopback {
                 ScriptedAction::ScriptDone => {}
             }
         }
+        any
     }
 
     /// The backend calls a tool (as its LLM decided).

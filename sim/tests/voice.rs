@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+mod common;
+
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
 use xiaozhi_sim::harness::Harness;
@@ -230,8 +232,6 @@ mod loopback_turns {
     use super::*;
     use serde_json::json;
     use xiaozhi_sim::loopback::Loopback;
-    use xiaozhi_sim::voice::codec::resample_clip;
-    use xiaozhi_sim::voice::speak::natural_duration;
 
     fn paired(yaml: &str) -> Loopback {
         let mut lb = xinnan_pair(yaml);
@@ -242,41 +242,7 @@ mod loopback_turns {
         lb
     }
 
-    /// The user says 2 s of speech; runs until the backend has found the utterance.
-    fn utter(lb: &mut Loopback) {
-        let before = lb.session().unwrap().utterances();
-        let pcm = Timbre::default().render(SimDuration::from_secs(2), 24_000);
-        let now = lb.now();
-        lb.device.say(now, &resample_clip(&pcm, 24_000, 16_000));
-        for _ in 0..100 {
-            let t = lb.now() + SimDuration::from_millis(100);
-            lb.run_until(t).unwrap();
-            if lb.session().unwrap().utterances() > before {
-                return;
-            }
-        }
-        panic!("the backend never heard the end of the utterance");
-    }
-
-    /// The backend says `text` and ends the turn; returns the device's session level (dB SPL).
-    fn reply(lb: &mut Loopback, text: &str) -> f64 {
-        let now = lb.now();
-        let s = lb.session().unwrap();
-        s.speak(
-            now,
-            text,
-            &Timbre::default(),
-            natural_duration(text).max(SimDuration::from_secs(2)),
-        );
-        s.end_turn(now);
-        let t = lb.now() + SimDuration::from_secs(5);
-        lb.run_until(t).unwrap();
-        let session = lb.device.speech_log().sessions.last().unwrap().clone();
-        assert_eq!(session.counts.dropped(), 0, "{:?}", session.counts);
-        let w = session.window.unwrap();
-        let (m, _) = lb.device.render(w.start + SimDuration::from_millis(300), w.end, false);
-        m.spl_db.unwrap()
-    }
+    use common::{reply, utter};
 
     #[test]
     fn a_voice_turn_with_xinnan_py_hears_its_reply_9_7_db_quieter_after_set_volume_40() {

@@ -3,10 +3,10 @@
 //! that reproduces how a real server drives devices (ids, delays, paging, caps, timeouts, what
 //! the LLM receives for a `true`, what happens to pending calls on close).
 //!
-//! The socket layer lives in the binary; this module is handed `now`, the handshake headers
-//! and text frames, and hands back frames to send and a report. Knows nothing about sockets.
-//! [`scripted::ScriptedBackend`] wraps a session with the script it runs and the fault it
-//! commits, for the server and for [`crate::loopback::Loopback`].
+//! The socket layer lives in the binary; this module is handed `now`, the handshake headers and
+//! text frames, and hands back frames to send and a report. [`scripted::ScriptedBackend`] wraps
+//! a session with its script and fault, for the server and [`crate::loopback::Loopback`].
+pub mod gateway;
 pub mod script;
 pub mod scripted;
 pub mod spec;

@@ -120,6 +120,9 @@ pub(crate) struct VoiceSide {
     last_loud: u64,
     /// Where Opus work is done when many sessions share it (`Session::share_codecs`).
     codecs: Option<std::sync::Arc<dyn CodecPool>>,
+    /// The connection came from xiaozhi-mqtt-gateway (`?from=mqtt_gateway`): audio both ways
+    /// has a 16-byte header (`connection.py:228, 372-398`, `sendAudioHandle.py:81-113`).
+    from_gateway: bool,
 }
 
 impl std::fmt::Debug for VoiceSide {
@@ -151,6 +154,12 @@ impl Session {
     /// judged by the VAD, then — unless audio is ignored after waking — put in the ASR buffer,
     /// which ends the utterance once the VAD says voice has stopped (`asr/base.py:61-81`).
     pub fn handle_binary(&mut self, now: SimTime, frame: &[u8]) {
+        // From the gateway: the Opus after its 16-byte header (`_process_mqtt_audio_message`).
+        let frame = if self.voice.from_gateway && frame.len() >= 16 {
+            &frame[16..]
+        } else {
+            frame
+        };
         let v = &mut self.voice;
         v.report.frames_in += 1;
         v.report.bytes_in += frame.len() as u64;
@@ -498,6 +507,10 @@ impl Session {
                 Said::Audio(p) => {
                     self.voice.report.frames_out += 1;
                     let frame = match framing {
+                        BinaryFraming::Raw if self.voice.from_gateway => {
+                            let sequence = (self.voice.report.frames_out - 1) as u32;
+                            gateway_frame(&p, sequence, now)
+                        }
                         BinaryFraming::Raw => p,
                         BinaryFraming::DeviceVersion => crate::voice::frame::pack(self.voice.version, &p, 0),
                     };
@@ -505,6 +518,12 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// The connection came from xiaozhi-mqtt-gateway (its URL ends in `?from=mqtt_gateway`):
+    /// audio both ways carries the gateway's 16-byte header.
+    pub fn set_from_mqtt_gateway(&mut self) {
+        self.voice.from_gateway = true;
     }
 
     /// Does this session's Opus work (its ear, its speech) in `pool`, shared with other
@@ -517,4 +536,18 @@ impl Session {
     pub fn voice_report(&self) -> &VoiceReport {
         &self.voice.report
     }
+}
+
+/// `_send_to_mqtt_gateway`'s frame: type 1, the length (u16) at 2, the sequence at 4, the
+/// timestamp (wall-clock ms mod 2^32; here virtual) at 8, the length (u32) at 12, then the Opus.
+fn gateway_frame(opus: &[u8], sequence: u32, now: SimTime) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + opus.len());
+    out.push(1);
+    out.push(0);
+    out.extend_from_slice(&(opus.len() as u16).to_be_bytes());
+    out.extend_from_slice(&sequence.to_be_bytes());
+    out.extend_from_slice(&((now.as_micros() / 1000) as u32).to_be_bytes());
+    out.extend_from_slice(&(opus.len() as u32).to_be_bytes());
+    out.extend_from_slice(opus);
+    out
 }

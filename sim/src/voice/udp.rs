@@ -206,6 +206,36 @@ impl UdpChannel {
         })
     }
 
+    /// How xiaozhi-mqtt-gateway opens a device's datagram (`app.js` `onUdpMessage`): only a
+    /// sequence *below* the last one is dropped (a duplicate passes), bytes past the announced
+    /// length are ignored, and nothing is checked otherwise (its server already routed it).
+    pub fn open_lenient(&mut self, datagram: &[u8]) -> Option<Opened> {
+        if datagram.len() < HEADER {
+            return None;
+        }
+        let be32 = |at: usize| u32::from_be_bytes([datagram[at], datagram[at + 1], datagram[at + 2], datagram[at + 3]]);
+        let len = usize::from(u16::from_be_bytes([datagram[2], datagram[3]]));
+        let (timestamp, sequence) = (be32(8), be32(12));
+        if sequence < self.remote_sequence || datagram.len() < HEADER + len {
+            return None;
+        }
+        let mut iv = [0u8; HEADER];
+        iv.copy_from_slice(&datagram[..HEADER]);
+        let mut payload = datagram[HEADER..HEADER + len].to_vec();
+        crypt(&self.key, &iv, &mut payload);
+        self.remote_sequence = sequence;
+        Some(Opened {
+            payload,
+            timestamp,
+            gap: None,
+        })
+    }
+
+    /// The key and the nonce (what a server hello hands out, in hex).
+    pub fn secrets(&self) -> ([u8; 16], [u8; 16]) {
+        (self.key, self.nonce)
+    }
+
     /// The last sequence number sent.
     pub fn local_sequence(&self) -> u32 {
         self.local_sequence
