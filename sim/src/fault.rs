@@ -102,3 +102,67 @@ impl<'de> serde::Deserialize<'de> for Fault {
         s.parse().map_err(serde::de::Error::custom)
     }
 }
+
+/// What the network does to the UDP audio channel's datagrams, as data (per mille each, seeded):
+/// the MQTT + UDP wire's faults (docs/reference/mqtt.md §6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UdpFaults {
+    /// Datagrams lost.
+    pub loss: u16,
+    /// Datagrams delivered twice.
+    pub duplicate: u16,
+    /// Datagrams held back and delivered after the next one.
+    pub reorder: u16,
+    /// Datagrams with one payload byte flipped (AES-CTR has no integrity check).
+    pub corrupt: u16,
+    /// The seed of the path's generator.
+    pub seed: u64,
+}
+
+/// One direction of a UDP path with [`UdpFaults`]: each datagram in, what arrives out.
+#[derive(Clone, Debug)]
+pub struct UdpPath {
+    faults: UdpFaults,
+    rng: rand_chacha::ChaCha8Rng,
+    held: Option<Vec<u8>>,
+}
+
+impl UdpPath {
+    /// A path with `faults`.
+    pub fn new(faults: UdpFaults) -> Self {
+        use rand_core::SeedableRng;
+        UdpPath {
+            faults,
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(faults.seed),
+            held: None,
+        }
+    }
+
+    fn roll(&mut self, per_mille: u16) -> bool {
+        use rand_core::RngCore;
+        per_mille > 0 && self.rng.next_u32() % 1000 < u32::from(per_mille)
+    }
+
+    /// What arrives of `datagram` (and of one held back before it), in arrival order.
+    pub fn carry(&mut self, mut datagram: Vec<u8>) -> Vec<Vec<u8>> {
+        if self.roll(self.faults.loss) {
+            return self.held.take().into_iter().collect();
+        }
+        if datagram.len() > 16 && self.roll(self.faults.corrupt) {
+            use rand_core::RngCore;
+            let at = 16 + self.rng.next_u32() as usize % (datagram.len() - 16);
+            datagram[at] ^= 0x5a;
+        }
+        if self.held.is_none() && self.roll(self.faults.reorder) {
+            self.held = Some(datagram);
+            return Vec::new();
+        }
+        let mut out = vec![datagram];
+        if self.roll(self.faults.duplicate) {
+            out.push(out[0].clone());
+        }
+        out.extend(self.held.take());
+        out
+    }
+}

@@ -20,6 +20,7 @@ use crate::backend::script::Script;
 use crate::backend::scripted::{BackendFault, ScriptedAction, ScriptedBackend};
 use crate::backend::{BackendSpec, Session, SessionReport};
 use crate::device::{Device, Output};
+use crate::fault::{UdpFaults, UdpPath};
 use crate::spec::NoFiles;
 use crate::time::SimTime;
 
@@ -55,6 +56,8 @@ pub struct Loopback {
     gateway_config: GatewayConfig,
     /// The device has a UDP socket (the gateway's datagrams reach it).
     udp_open: bool,
+    /// The network between the gateway and the device, downlink.
+    downlink: UdpPath,
 }
 
 /// The address token of the device's UDP socket (a forged datagram comes from another).
@@ -84,7 +87,13 @@ impl Loopback {
             gateway: None,
             gateway_config: GatewayConfig::local(8884, "ws://127.0.0.1:8000/xiaozhi/v1/?from=mqtt_gateway"),
             udp_open: false,
+            downlink: UdpPath::new(UdpFaults::default()),
         }
+    }
+
+    /// What the network does to the datagrams the gateway sends the device (from now on).
+    pub fn set_downlink_faults(&mut self, faults: UdpFaults) {
+        self.downlink = UdpPath::new(faults);
     }
 
     /// The gateway's settings for the MQTT connections to come.
@@ -315,7 +324,9 @@ impl Loopback {
                 }
                 GatewayAction::Datagram { bytes, to } => {
                     if to == DEVICE_UDP && self.udp_open {
-                        self.device.handle_udp(now, &bytes);
+                        for d in self.downlink.carry(bytes) {
+                            self.device.handle_udp(now, &d);
+                        }
                     }
                 }
                 GatewayAction::Close => {

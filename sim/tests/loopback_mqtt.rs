@@ -14,6 +14,7 @@ use xiaozhi_sim::backend::gateway::{GatewayConfig, password_signature};
 use xiaozhi_sim::backend::{BackendSpec, Outcome, Phase};
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Device, DeviceState};
+use xiaozhi_sim::fault::UdpFaults;
 use xiaozhi_sim::loopback::Loopback;
 use xiaozhi_sim::mqtt::MqttBlock;
 use xiaozhi_sim::time::{SimDuration, SimTime};
@@ -211,4 +212,64 @@ fn a_chat_server_url_without_from_mqtt_gateway_turns_the_reply_into_noise() {
     let c = &lb.device.speech_log().sessions.last().unwrap().counts;
     assert!(r.voice.frames_out > 0);
     assert!(c.dropped_undecodable > 0, "{c:?}");
+}
+
+/// One reply of 3 s through a downlink with `faults`; the device's counts for it.
+fn reply_through(faults: UdpFaults) -> (u64, xiaozhi_sim::voice::log::Counts) {
+    let mut lb = opened();
+    utter(&mut lb);
+    lb.set_downlink_faults(faults);
+    let now = lb.now();
+    let s = lb.session().unwrap();
+    s.speak(now, "好的", &Timbre::default(), SimDuration::from_secs(3));
+    s.end_turn(now);
+    lb.run_until(now + SimDuration::from_secs(6)).unwrap();
+    let sent = lb.reports().pop().unwrap().voice.frames_out;
+    (sent, lb.device.speech_log().sessions.last().unwrap().counts.clone())
+}
+
+#[test]
+fn udp_faults_meet_the_firmware_rules() {
+    let (sent, clean) = reply_through(UdpFaults::default());
+    assert_eq!((clean.received, clean.dropped(), clean.gaps), (sent, 0, 0), "{clean:?}");
+
+    // Loss: fewer arrive, each hole is a `wrong sequence` gap, nothing is refused.
+    let (sent, c) = reply_through(UdpFaults {
+        loss: 200,
+        seed: 1,
+        ..UdpFaults::default()
+    });
+    assert!(
+        c.received < sent && c.gaps > 0 && c.dropped_refused == 0,
+        "{sent} {c:?}"
+    );
+
+    // Duplicates: every copy is refused as `duplicate/old`.
+    let (sent, c) = reply_through(UdpFaults {
+        duplicate: 300,
+        seed: 2,
+        ..UdpFaults::default()
+    });
+    assert_eq!(c.received - c.dropped_refused, sent, "{c:?}");
+    assert!(c.dropped_refused > 0);
+
+    // Reordering: the overtaken datagram is late, refused; its place shows as a gap.
+    let (_, c) = reply_through(UdpFaults {
+        reorder: 200,
+        seed: 3,
+        ..UdpFaults::default()
+    });
+    assert!(c.dropped_refused > 0 && c.gaps > 0, "{c:?}");
+    assert_eq!(
+        c.dropped_refused, c.gaps,
+        "each overtaking leaves one gap and one late packet: {c:?}"
+    );
+
+    // Corruption: accepted (no integrity check) and decoded into whatever it decodes to.
+    let (sent, c) = reply_through(UdpFaults {
+        corrupt: 1000,
+        seed: 4,
+        ..UdpFaults::default()
+    });
+    assert_eq!((c.received, c.dropped_refused), (sent, 0), "{c:?}");
 }
