@@ -136,7 +136,9 @@ pub fn build(run: &Dialled<'_>, device: &Device, stats: &DeviceStats) -> Value {
         .collect();
     json!({
         "board": device.spec().name,
+        "wire": if device.world().mqtt.is_some() { "mqtt+udp" } else { "websocket" },
         "url": run.url,
+        "mqtt_endpoint": device.world().mqtt.as_ref().map(|m| m.endpoint.as_str()),
         "device_id": device.mac(),
         "protocol_version": run.protocol_version,
         "faults": run.faults.iter().map(|f| f.name()).collect::<Vec<_>>(),

@@ -13,10 +13,11 @@
 //! * `args`: argument parsers and argument groups several commands share (`BoardArgs`).
 //! * `boards`: the shipped board files (embedded) and `--board` resolution.
 //! * `cmd`: one module per subcommand, each its `Args` (the help text) and `run`:
-//!   * `cmd::backend`: `backend`, the WebSocket backend server on an address of your choosing;
+//!   * `cmd::backend`: `backend`, the backend server on addresses of your choosing (WebSocket,
+//!     and MQTT + UDP and OTA when asked);
 //!   * `cmd::boards`: `boards`, the shipped boards;
 //!   * `cmd::check_bounds`: `check-bounds`, the parameter-bound promises of a board;
-//!   * `cmd::connect`: `connect`, one board dialling a real backend;
+//!   * `cmd::connect`: `connect`, one board dialling a real backend (WebSocket or MQTT + UDP);
 //!   * `cmd::demo`: `demo`, the narrated scenes;
 //!   * `cmd::fleet`: `fleet`, its arguments and checks, and a call into `fleet`;
 //!   * `cmd::render`: `render`, set the volume, play a probe, measure what is heard;
@@ -37,14 +38,18 @@
 //! * `live`: the real-time driver of one device on real sockets, in short drive functions:
 //!   * `live::companion`: the `Companion` trait, the simulated users and the observers;
 //!   * `live::frame`: a text frame parsed once (`type`, `state`, the MCP payload);
+//!   * `live::mqtt`: the second wire: the MQTT client (rumqttc) and the audio's UDP socket;
 //!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
 //!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
 //! * `matrix`: the version matrix of `run --firmware A,B,…`.
 //! * `nvs_file`: `--state DIR`, the twin's NVS between runs.
-//! * `ota`: the firmware's OTA/activation request (`connect --ota`).
+//! * `ota`: the firmware's OTA/activation request and the protocol its answer leads to
+//!   (`connect --ota`).
 //! * `over_wire`: scenarios over real sockets, judged from the backend's side.
 //! * `scenarios`: scenario files found, loaded, run in virtual time, their WAV evidence.
-//! * `server`: the WebSocket backend server (a personality) of `backend`, fleets and `--wire`.
+//! * `server`: the backend server (a personality) of `backend`, fleets and `--wire`:
+//!   * `server::mqtt`: xiaozhi-mqtt-gateway's stand-in on real sockets (MQTT server, UDP);
+//!   * `server::ota`: the OTA endpoint of `backend --ota`.
 //! * `user`: the simulated user's script of `connect --script`.
 //! * `wav`: WAV evidence and optional playback.
 

@@ -10,23 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use common::{finish, listening};
-
-fn speechlike_wav(path: &std::path::Path, secs: u64) {
-    let pcm =
-        xiaozhi_sim::voice::speak::Timbre::default().render(xiaozhi_sim::time::SimDuration::from_secs(secs), 16_000);
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::create(path, spec).unwrap();
-    for s in pcm {
-        w.write_sample(s).unwrap();
-    }
-    w.finalize().unwrap();
-}
+use common::{finish, listening, speechlike_wav};
 
 #[test]
 fn connect_script_against_the_twins_backend_hears_the_reply_get_quieter() {
@@ -77,18 +61,7 @@ fn connect_script_against_the_twins_backend_hears_the_reply_get_quieter() {
     assert_eq!(code, 0, "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    let sessions = r["tts_sessions"].as_array().unwrap();
-    assert_eq!(sessions.len(), 2, "{stderr}\n{r:#}");
-    for s in sessions {
-        assert_eq!(s["frames"]["dropped"], 0, "{s:#}");
-        assert!(s["frames"]["decoded"].as_u64().unwrap() >= 30, "{s:#}");
-        assert_eq!(s["heard"]["audible"], true, "{s:#}");
-        assert_eq!(s["decode_rate"], 16000, "xinnan-py echoes the device's 16 kHz: {s:#}");
-    }
-    let before = sessions[0]["heard"]["spl_db"].as_f64().unwrap();
-    let after = sessions[1]["heard"]["spl_db"].as_f64().unwrap();
-    assert!(((after - before) + 9.7).abs() <= 0.5, "{before} → {after}");
-    assert_eq!(sessions[1]["mcp_calls"][0]["tool"], "self.audio_speaker.set_volume");
+    common::two_turns_heard_quieter_after_set_volume_40(&r, &stderr);
     // listen start at the channel's opening and after each tts stop.
     let starts = r["sent"]
         .as_array()
@@ -97,10 +70,6 @@ fn connect_script_against_the_twins_backend_hears_the_reply_get_quieter() {
         .filter(|m| m["text"].as_str().unwrap().contains("\"state\":\"start\""))
         .count();
     assert_eq!(starts, 3, "{:#}", r["sent"]);
-    let claim = &r["claims"][0];
-    assert_eq!(claim["text"], "音量已经调小了");
-    assert_eq!(claim["heard"], true);
-    assert!(claim["judgements"][0].as_str().unwrap().starts_with("unverified claim"));
     assert!(r["microphone"]["packets_sent"].as_u64().unwrap() > 100);
 }
 

@@ -4,14 +4,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{BIN, Backend, finish, listening};
+use common::{BIN, Backend, finish, listening, ota_server};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch_dir(&format!("wire-{name}"))
@@ -300,44 +300,6 @@ fn a_backend_that_is_not_there_is_a_failed_connect_and_no_hang() {
     assert_eq!(dcode, 0, "{derr}");
     assert_no_panic("connect", &derr);
     assert_eq!(connect_summary(&derr, "failed"), 1, "{derr}");
-}
-
-/// A one-shot OTA server: captures the request, answers with a `websocket` object.
-fn ota_server(answer: String) -> (u16, std::thread::JoinHandle<String>) {
-    use std::io::Write;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let handle = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = s.read(&mut buf).unwrap();
-            got.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&got).to_string();
-            if let Some(end) = text.find("\r\n\r\n") {
-                let len: usize = text[..end]
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse().unwrap())
-                    })
-                    .unwrap_or(0);
-                if got.len() >= end + 4 + len || n == 0 {
-                    break;
-                }
-            }
-        }
-        let reply = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-            answer.len()
-        );
-        s.write_all(reply.as_bytes()).unwrap();
-        String::from_utf8_lossy(&got).into_owned()
-    });
-    (port, handle)
 }
 
 #[test]

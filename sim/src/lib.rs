@@ -72,7 +72,8 @@
 //!     `backend::spec` (personalities as data), `backend::script` (the script language),
 //!     `backend::scripted` (a script and its faults run sans-IO), `backend::voice` (its ear and
 //!     voice), `backend::vad` (the server's end-of-utterance rule and text rules),
-//!     `backend::gateway` (xiaozhi-mqtt-gateway's MQTT + UDP side in front of a backend).
+//!     `backend::gateway` (xiaozhi-mqtt-gateway's MQTT + UDP side in front of a backend),
+//!     `backend::ota` (the OTA answer of xiaozhi-esp32-server: `mqtt` or `websocket` block).
 //!   * `bounds`: the bound properties of every integer parameter (cargo feature `bounds`);
 //!     `bounds::generate`: their generators.
 

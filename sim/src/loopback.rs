@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::gateway::{GatewayAction, GatewayConfig, GatewayConn, route};
+use crate::backend::gateway::{GatewayAction, GatewayConfig, GatewayConn, connection_id, route};
 use crate::backend::script::Script;
 use crate::backend::scripted::{BackendFault, ScriptedAction, ScriptedBackend};
 use crate::backend::{BackendSpec, Session, SessionReport};
@@ -258,8 +258,7 @@ impl Loopback {
                     // A new TCP connection to the gateway (its random id: from the count).
                     self.finish(now);
                     let n = self.connections + 1;
-                    let id = (n as u32).wrapping_mul(0x9E37_79B9) | 1;
-                    let mut g = GatewayConn::new(self.gateway_config.clone(), id, n);
+                    let mut g = GatewayConn::new(self.gateway_config.clone(), connection_id(n), n);
                     let keepalive = u16::try_from(dial.keepalive).unwrap_or(u16::MAX);
                     g.connect(now, &dial.client_id, &dial.username, &dial.password, keepalive);
                     self.gateway = Some(g);

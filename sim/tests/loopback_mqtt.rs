@@ -273,3 +273,23 @@ fn udp_faults_meet_the_firmware_rules() {
     });
     assert_eq!((c.received, c.dropped_refused), (sent, 0), "{c:?}");
 }
+
+#[test]
+fn the_keepalive_check_closes_at_the_first_whole_second_past_one_and_a_half_keepalives() {
+    use xiaozhi_sim::backend::gateway::{GatewayAction, GatewayConn};
+    let mut g = GatewayConn::new(GatewayConfig::local(8884, "ws://h/"), 1, 1);
+    g.connect(SimTime::from_millis(300), CLIENT, USERNAME, "", 240);
+    while g.poll_action().is_some() {}
+    // Idle for *more* than 360 s, seen by the once-a-second check: at 361 s, not at 360.3 s.
+    let due = g.poll_timeout().unwrap();
+    assert_eq!(due, SimTime::from_millis(361_000));
+    g.handle_timeout(SimTime::from_millis(360_300));
+    assert!(!g.is_closed());
+    // A PINGREQ at 200 s moves it on.
+    g.activity(SimTime::from_millis(200_000));
+    assert_eq!(g.poll_timeout(), Some(SimTime::from_millis(561_000)));
+    g.handle_timeout(SimTime::from_millis(561_000));
+    assert!(g.is_closed());
+    assert_eq!(g.poll_action(), Some(GatewayAction::Close));
+    assert_eq!(g.poll_timeout(), None);
+}

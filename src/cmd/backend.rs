@@ -37,6 +37,15 @@ use crate::server::{Server, load_personality, serve};
 /// `await utterance`, as the real server chats with them regardless. After the device aborts,
 /// the rest of that turn's `speak` lines say nothing.
 ///
+/// With --mqtt ADDR it also serves devices on MQTT + UDP the way xiaozhi-mqtt-gateway does in
+/// front of xiaozhi-esp32-server (docs/reference/mqtt.md §5): its own MQTT server that delivers to
+/// devices/p2p/<mac_> without a SUBSCRIBE, CONNACK before the password check (with
+/// --mqtt-signature-key), MCP initialize and tools/list at CONNECT with a cached tool list, the
+/// hello's UDP key and nonce, audio both ways over UDP once the device has sent a datagram, the
+/// goodbye echoed, the keepalive closed at 1.5x. The same personality, script and reports serve
+/// both wires. --ota ADDR answers activation requests as the server's OTA does: an mqtt block
+/// with --mqtt, else a websocket block.
+///
 /// With --scenario FILE the backend performs a scenario's steps on the first device that
 /// connects (across its reboots), prints the scenario's acceptance records and checks as
 /// judged from the backend's side, and exits 0 (passed) or 1 (failed or the device never
@@ -64,6 +73,103 @@ pub struct Args {
     /// Log every frame on stderr.
     #[arg(long)]
     pub verbose: bool,
+    /// Also serve devices on MQTT + UDP, listening for MQTT here (the gateway's MQTT_PORT).
+    #[arg(long, value_name = "ADDR", conflicts_with = "scenario")]
+    pub mqtt: Option<String>,
+    /// The UDP address of the audio (the gateway's UDP_PORT); default: --mqtt's host, any port.
+    #[arg(long, value_name = "ADDR", requires = "mqtt")]
+    pub udp: Option<String>,
+    /// The address the hello's `udp.server` names (the gateway's PUBLIC_IP); default: --udp's
+    /// host (127.0.0.1 when it is 0.0.0.0).
+    #[arg(long, value_name = "IP", requires = "mqtt")]
+    pub public_ip: Option<String>,
+    /// Check each device's MQTT password against this key (the gateway's MQTT_SIGNATURE_KEY; the
+    /// OTA endpoint signs with it too). Without it any password is taken.
+    #[arg(long, value_name = "KEY", requires = "mqtt")]
+    pub mqtt_signature_key: Option<String>,
+    /// Serve the OTA endpoint (POST /xiaozhi/ota/, any path) here.
+    #[arg(long, value_name = "ADDR", conflicts_with = "scenario")]
+    pub ota: Option<String>,
+}
+
+/// The second wire and the OTA endpoint, bound: what they print, and their tasks.
+async fn start_extra_wires(
+    opts: &Args,
+    ws: std::net::SocketAddr,
+    server: &Arc<Server>,
+    stop: &watch::Receiver<bool>,
+) -> Result<()> {
+    let websocket_url = format!("ws://{ws}/xiaozhi/v1/");
+    let mut gateway = None;
+    if let Some(addr) = &opts.mqtt {
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--mqtt {addr}"))?;
+        let mqtt = listener.local_addr()?;
+        let udp_addr = opts.udp.clone().unwrap_or_else(|| format!("{}:0", mqtt.ip()));
+        let udp = tokio::net::UdpSocket::bind(&udp_addr)
+            .await
+            .with_context(|| format!("--udp {udp_addr}"))?;
+        let udp_at = udp.local_addr()?;
+        let public_ip = opts.public_ip.clone().unwrap_or_else(|| {
+            if udp_at.ip().is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                udp_at.ip().to_string()
+            }
+        });
+        let config = xiaozhi_sim::backend::gateway::GatewayConfig {
+            signature_key: opts.mqtt_signature_key.clone(),
+            public_ip,
+            udp_port: udp_at.port(),
+            max_tools: 32,
+            // The integration doc's chat server URL: the suffix makes the server frame its audio
+            // for the gateway (docs/reference/mqtt.md §5).
+            chat_server: format!("{websocket_url}?from=mqtt_gateway"),
+        };
+        eprintln!(
+            "backend: MQTT gateway on {mqtt} (UDP {udp_at}, hello names {}:{}){}",
+            config.public_ip,
+            config.udp_port,
+            if config.signature_key.is_some() {
+                ", passwords checked"
+            } else {
+                ""
+            }
+        );
+        let wire = crate::server::MqttWire {
+            gateway: config,
+            max_packet: crate::server::MAX_MQTT_PACKET,
+        };
+        gateway = Some(mqtt.to_string());
+        tokio::spawn(crate::server::serve_mqtt(
+            listener,
+            udp,
+            wire,
+            server.clone(),
+            stop.clone(),
+        ));
+    }
+    if let Some(addr) = &opts.ota {
+        let listener = TcpListener::bind(addr).await.with_context(|| format!("--ota {addr}"))?;
+        let at = listener.local_addr()?;
+        let config = xiaozhi_sim::backend::ota::OtaConfig {
+            websocket_url,
+            mqtt_gateway: gateway,
+            signature_key: opts.mqtt_signature_key.clone(),
+            timezone_offset_hours: 8,
+        };
+        eprintln!(
+            "backend: OTA on http://{at}/xiaozhi/ota/ (hands out {})",
+            if config.mqtt_gateway.is_some() {
+                "mqtt"
+            } else {
+                "websocket"
+            }
+        );
+        tokio::spawn(crate::server::serve_ota(listener, config, opts.verbose, stop.clone()));
+    }
+    Ok(())
 }
 
 /// Reads stdin lines as script steps and broadcasts them to every ready connection.
@@ -118,6 +224,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         );
         let server = Server::new(spec, script, opts.verbose, true);
         let (stop_tx, stop_rx) = watch::channel(false);
+        start_extra_wires(opts, addr, &server, &stop_rx).await?;
         let serving = tokio::spawn(serve(listener, server.clone(), stop_rx));
         if from_stdin {
             tokio::spawn(stdin_commands(server.clone()));

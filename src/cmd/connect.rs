@@ -1,13 +1,17 @@
-//! `xiaozhi-twin connect`: one simulated board dialling a real xiaozhi backend over WebSocket,
-//! exactly as the firmware does (headers, hello, envelope, on-demand channel, no reconnection).
+//! `xiaozhi-twin connect`: one simulated board dialling a real xiaozhi backend over WebSocket or
+//! MQTT + UDP, exactly as the firmware does (headers, hello, envelope, on-demand channel, the
+//! protocol the OTA answer leads to).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use xiaozhi_sim::backend::ota::{OtaConfig, answer};
 use xiaozhi_sim::device::Device;
-use xiaozhi_sim::hw::nvs::Nvs;
+use xiaozhi_sim::hw::nvs::{Nvs, names};
+use xiaozhi_sim::mqtt::{Choice, MqttBlock};
 use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::trace::NvsValue;
 use xiaozhi_sim::world::WorldSpec;
 use xiaozhi_sim::world::WsConfig;
 
@@ -15,7 +19,7 @@ use crate::args::{BoardArgs, parse_std_duration};
 use crate::live::{LiveOptions, Wake, run_device};
 use crate::nvs_file;
 
-/// Dial a real xiaozhi backend over WebSocket as the firmware does.
+/// Dial a real xiaozhi backend over WebSocket or MQTT + UDP as the firmware does.
 ///
 /// The board boots, and when the simulated user acts (--wake, or --script) it dials URL with
 /// the firmware's handshake headers, sends its hello, waits 10 s for the server hello, and then
@@ -23,6 +27,14 @@ use crate::nvs_file;
 /// speech (Opus decoded, played through the board's codec, amplifier, speaker and room) and
 /// speaks into its microphone at real-time pace. A reboot closes TCP without a close frame;
 /// there is no automatic reconnection. Device events go to stderr.
+///
+/// With --ota the answer decides the wire as application.cc does: an `mqtt` block means MQTT +
+/// UDP (even beside a `websocket` block), a `websocket` block alone WebSocket, neither MQTT with
+/// whatever NVS holds. Over MQTT the client connects at boot (the device stays `activating`
+/// until the CONNACK), answers MCP before any hello, and opens the audio channel as a hello over
+/// MQTT and AES-CTR datagrams over UDP; esp-mqtt retries a lost connection after 10 s and the
+/// firmware's own timer after 60 s when idle. --mqtt ENDPOINT configures the client as
+/// xiaozhi-esp32-server's OTA would for a gateway there.
 ///
 /// Script lines (--script): wait <dur>, wake [word] [file.wav], say <file.wav>, say "typed text",
 /// press <button> [long|double|<n>x|<dur>], down <button>, up <button>, abort. A press acts
@@ -33,12 +45,34 @@ pub struct Args {
     #[command(flatten)]
     pub board: BoardArgs,
     /// Backend WebSocket URL, e.g. ws://127.0.0.1:8000/xiaozhi/v1/.
-    #[arg(long, required_unless_present = "ota")]
+    #[arg(long, required_unless_present_any = ["ota", "mqtt"], conflicts_with_all = ["ota", "mqtt"])]
     pub url: Option<String>,
     /// OTA/activation URL (e.g. http://127.0.0.1:8002/xiaozhi/ota/): POST the system info as
-    /// the firmware does and take the WebSocket URL and token from the answer.
-    #[arg(long, value_name = "URL")]
+    /// the firmware does; the answer's blocks go to NVS and choose the wire (see above).
+    #[arg(long, value_name = "URL", conflicts_with = "mqtt")]
     pub ota: Option<String>,
+    /// MQTT endpoint HOST:PORT (plain TCP; 8883, the firmware's TLS default, is refused): the
+    /// `mqtt` block xiaozhi-esp32-server's OTA hands out for a gateway there (client id
+    /// GID_<board type>@@@<mac_>@@@<mac_>, username base64 {"ip": "unknown"}, publish topic
+    /// device-server), changed by the --mqtt-* options.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub mqtt: Option<String>,
+    /// With --mqtt: sign the password as the server does (base64 HMAC-SHA256 of
+    /// `client_id|username` under this key, the gateway's MQTT_SIGNATURE_KEY).
+    #[arg(long, value_name = "KEY", requires = "mqtt")]
+    pub mqtt_signature_key: Option<String>,
+    /// With --mqtt: the client id instead of the server's.
+    #[arg(long, value_name = "ID", requires = "mqtt")]
+    pub mqtt_client_id: Option<String>,
+    /// With --mqtt: the username instead of the server's.
+    #[arg(long, value_name = "NAME", requires = "mqtt")]
+    pub mqtt_username: Option<String>,
+    /// With --mqtt: the password instead of the signed (or empty) one.
+    #[arg(long, value_name = "PASSWORD", requires = "mqtt")]
+    pub mqtt_password: Option<String>,
+    /// With --mqtt: the topic every message is published to instead of device-server.
+    #[arg(long, value_name = "TOPIC", requires = "mqtt")]
+    pub mqtt_publish_topic: Option<String>,
     /// Access token (sent as `Authorization: Bearer <token>`; empty = no header).
     #[arg(long, default_value = "")]
     pub token: String,
@@ -84,33 +118,116 @@ pub struct Args {
     pub report: Option<PathBuf>,
 }
 
-/// The WebSocket configuration: from --url/--token, or from the OTA answer with --ota.
-fn websocket_config(opts: &Args) -> Result<WsConfig> {
+/// The world the device boots in and the NVS it boots with (the OTA answer's writes included).
+fn world(opts: &Args) -> Result<(WorldSpec, Option<Nvs>)> {
+    let (ota_url, endpoint) = (opts.ota.as_deref(), opts.mqtt.as_deref());
+    if ota_url.is_none() && endpoint.is_none() {
+        return Ok((WorldSpec::dialling(websocket_config(opts, None)?), None));
+    }
+    // The same identity and NVS as the real run, booted once to make the request.
+    let mut probe = identity(opts, WorldSpec::conformance(), None)?;
+    probe.power_on(SimTime::ZERO);
+    let at = SimTime::from_millis(100);
+    probe.run_until(at);
+    let body = match (ota_url, endpoint) {
+        (Some(url), _) => crate::ota::activate(url, &probe)?,
+        (None, Some(endpoint)) => mqtt_answer(opts, endpoint, &probe)?,
+        (None, None) => unreachable!("checked above"),
+    };
+    let activation = crate::ota::parse_answer(&body)?;
+    if let Some(code) = &activation.activation_code {
+        eprintln!("ota: the server asks for activation code {code}");
+    }
+    let Some(choice) = probe.apply_ota_answer(at, body.as_bytes()) else {
+        bail!("the device could not take the OTA answer (see its log: a key NVS refuses aborts the firmware)");
+    };
+    if choice == Choice::WebSocket {
+        return Ok((WorldSpec::dialling(websocket_config(opts, activation.websocket)?), None));
+    }
+    let mut nvs = probe.nvs().clone();
+    for (key, value) in mqtt_overrides(opts) {
+        nvs.set(names::MQTT, key, NvsValue::Str(value.into_bytes()))
+            .map_err(|e| anyhow::anyhow!("--mqtt-{}: NVS refuses it ({e:?})", key.replace('_', "-")))?;
+    }
+    let block = block_of(&nvs);
+    match choice.warning() {
+        Some(w) => eprintln!("ota: {w} (docs/reference/mqtt.md §1)"),
+        None if activation.websocket.is_some() => eprintln!(
+            "ota: the answer has both an `mqtt` and a `websocket` block: the firmware uses MQTT + UDP (docs/reference/mqtt.md §1)"
+        ),
+        None => {}
+    }
+    eprintln!(
+        "ota: mqtt {} as {} (publish topic {})",
+        if block.endpoint.is_empty() {
+            "(no endpoint)"
+        } else {
+            &block.endpoint
+        },
+        block.client_id,
+        block.publish_topic
+    );
+    Ok((WorldSpec::over_mqtt(block), Some(nvs)))
+}
+
+/// `--mqtt ENDPOINT`: the answer xiaozhi-esp32-server's OTA gives this device for a gateway there.
+fn mqtt_answer(opts: &Args, endpoint: &str, probe: &Device) -> Result<String> {
+    let config = OtaConfig {
+        websocket_url: String::new(),
+        mqtt_gateway: Some(endpoint.to_string()),
+        signature_key: opts.mqtt_signature_key.clone(),
+        timezone_offset_hours: 8,
+    };
+    let headers: Vec<(String, String)> = crate::ota::headers(probe)
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let info = probe.system_info_json().context("the device is not running")?;
+    Ok(answer(&config, &headers, &info, 0))
+}
+
+/// The `--mqtt-*` settings that replace the server's, as NVS `mqtt` keys.
+fn mqtt_overrides(opts: &Args) -> Vec<(&'static str, String)> {
+    [
+        ("client_id", &opts.mqtt_client_id),
+        ("username", &opts.mqtt_username),
+        ("password", &opts.mqtt_password),
+        ("publish_topic", &opts.mqtt_publish_topic),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+    .collect()
+}
+
+/// The `mqtt` block that NVS holds (the world writes it again at boot: nothing changes).
+fn block_of(nvs: &Nvs) -> MqttBlock {
+    let s = |key: &str| String::from_utf8_lossy(nvs.get_str(names::MQTT, key).unwrap_or_default()).into_owned();
+    MqttBlock {
+        endpoint: s("endpoint"),
+        client_id: s("client_id"),
+        username: s("username"),
+        password: s("password"),
+        publish_topic: s("publish_topic"),
+        subscribe_topic: s("subscribe_topic"),
+        keepalive: nvs
+            .get(names::MQTT, "keepalive")
+            .map(|_| nvs.get_i32(names::MQTT, "keepalive", 240)),
+    }
+}
+
+/// The WebSocket configuration: from --url/--token, or from the OTA answer's `websocket` block.
+fn websocket_config(opts: &Args, answer: Option<crate::ota::WsAnswer>) -> Result<WsConfig> {
     let mut config = WsConfig {
         url: opts.url.clone().unwrap_or_default(),
         token: opts.token.clone(),
         version: opts.protocol_version,
     };
-    if let Some(ota_url) = &opts.ota {
-        // The same identity and NVS as the real run, booted once to build the request.
-        let mut probe = identity(opts, WorldSpec::conformance())?;
-        probe.power_on(SimTime::ZERO);
-        probe.run_until(SimTime::from_millis(100));
-        let answer = crate::ota::activate(ota_url, &probe)?;
+    if let Some(answer) = answer {
         eprintln!(
             "ota: websocket {} (token {})",
             answer.url,
             if answer.token.is_empty() { "none" } else { "set" }
         );
-        if answer.mqtt_too {
-            eprintln!(
-                "ota: the answer has an `mqtt` block too: the firmware would connect over MQTT + UDP \
-                 (docs/reference/mqtt.md §1); the twin dials the websocket (not firmware behaviour)"
-            );
-        }
-        if let Some(code) = &answer.activation_code {
-            eprintln!("ota: the server asks for activation code {code}");
-        }
         config.url = answer.url;
         config.token = answer.token;
         if let Some(v) = answer.version {
@@ -127,18 +244,20 @@ fn websocket_config(opts: &Args) -> Result<WsConfig> {
 }
 
 pub fn build_device(opts: &Args) -> Result<Device> {
-    let world = WorldSpec::dialling(websocket_config(opts)?);
-    identity(opts, world)
+    let (world, nvs) = world(opts)?;
+    identity(opts, world, nvs)
 }
 
-/// A device with this run's identity (MAC, UUID, saved NVS).
-fn identity(opts: &Args, world: WorldSpec) -> Result<Device> {
+/// A device with this run's identity (MAC, UUID, saved NVS, or `nvs` when given).
+fn identity(opts: &Args, world: WorldSpec, nvs: Option<Nvs>) -> Result<Device> {
     let spec = opts.board.load()?;
     let mut device = Device::new(spec, world, opts.seed);
     if let Some(mac) = &opts.device_id {
         device.set_mac(mac).map_err(|e| anyhow::anyhow!("--device-id: {e}"))?;
     }
-    if let Some(dir) = &opts.state {
+    if let Some(nvs) = nvs {
+        *device.nvs_mut() = nvs;
+    } else if let Some(dir) = &opts.state {
         let nvs = nvs_file::load(dir).with_context(|| format!("{}: cannot read the saved state", dir.display()))?;
         if let Some(nvs) = nvs {
             *device.nvs_mut() = nvs;

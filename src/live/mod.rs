@@ -12,11 +12,16 @@
 //! device's next timer or the stop signal (`drive_receive`). Every text frame is parsed once,
 //! into a [`Frame`] that every companion reads; frame types are told by their parsed `type`.
 //!
-//! Files: `net.rs` the clock and the sockets, `frame.rs` the parsed frame, `companion.rs` the
-//! trait, the users and the observers, `stats.rs` what a run leaves.
+//! A device an OTA answer sent to MQTT + UDP has an MQTT client and a UDP socket instead
+//! (`mqtt.rs`): its publishes are the text frames, its datagrams the binary ones, and the same
+//! companions see them.
+//!
+//! Files: `net.rs` the clock and the sockets, `mqtt.rs` the second wire, `frame.rs` the parsed
+//! frame, `companion.rs` the trait, the users and the observers, `stats.rs` what a run leaves.
 
 mod companion;
 mod frame;
+mod mqtt;
 mod net;
 mod stats;
 
@@ -36,6 +41,7 @@ use xiaozhi_sim::time::SimTime;
 
 pub use companion::{Companion, Counters, Recorder, Scripted, Seen, Turn, Wake, Waker};
 pub use frame::{Frame, Mcp};
+pub use mqtt::{Arrived, MqttEvent, MqttLink};
 pub use net::{Clock, Ws, dial, raw_text, read_http_head, small_ws_config};
 pub use stats::{DeviceStats, Request};
 
@@ -100,6 +106,8 @@ struct Live {
     device: Device,
     clock: Clock,
     ws: Option<Ws>,
+    /// The MQTT client and UDP socket of a device on the second wire.
+    mqtt: MqttLink,
     companions: Vec<Box<dyn Companion + Send>>,
     stats: DeviceStats,
     /// MCP requests that arrived and are not answered yet: id → when (wall).
@@ -118,6 +126,7 @@ impl Live {
         Live {
             clock,
             ws: None,
+            mqtt: MqttLink::new(device.spec().target.free_heap),
             stats: DeviceStats::default(),
             asked: BTreeMap::new(),
             stop_at: opts.duration.map(|d| Instant::now() + d),
@@ -157,6 +166,8 @@ impl Live {
 
     fn finish(mut self) -> (Device, DeviceStats) {
         self.drop_socket();
+        self.mqtt.close(false);
+        self.mqtt.close_udp();
         self.stats.boots = self.device.boots();
         for c in &mut self.companions {
             c.finish(&mut self.stats);
@@ -175,7 +186,7 @@ impl Live {
         let turn = Turn {
             now,
             clock: &self.clock,
-            open: self.ws.is_some(),
+            open: self.ws.is_some() || self.mqtt.udp_open(),
         };
         for c in &mut self.companions {
             c.act(&mut self.device, &turn);
@@ -194,39 +205,93 @@ impl Live {
                 Output::WsText { text, at } => self.send_text(at, text).await,
                 Output::WsClose { .. } => self.device_closed(),
                 Output::WsBinary { frame, .. } => self.send_binary(frame).await,
-                // This driver carries the WebSocket wire; `connect` does not boot a device that
-                // an OTA answer sends to MQTT here.
-                Output::Mcp { .. }
-                | Output::Control { .. }
-                | Output::MqttConnect { .. }
-                | Output::MqttPublish { .. }
-                | Output::MqttClose { .. }
-                | Output::UdpOpen { .. }
-                | Output::UdpSend { .. }
-                | Output::UdpClose { .. } => {}
+                Output::MqttConnect { dial, .. } => self.mqtt_connect(&dial),
+                Output::MqttPublish { topic, payload, at } => self.publish(at, &topic, payload),
+                Output::MqttClose { disconnect, .. } => {
+                    let was = self.mqtt.connected();
+                    self.mqtt.close(disconnect);
+                    if was {
+                        self.tell(Seen::Dropped);
+                    }
+                }
+                Output::UdpOpen { host, port, .. } => {
+                    if let Err(e) = self.mqtt.open_udp(&host, port).await
+                        && self.verbose
+                    {
+                        eprintln!("[{}] UDP socket to {host}:{port}: {e}", self.label);
+                    }
+                }
+                Output::UdpSend { datagram, .. } => {
+                    self.stats.binary_out += 1;
+                    if self.mqtt.send_udp(&datagram).await {
+                        self.tell(Seen::MicSent);
+                    }
+                }
+                Output::UdpClose { .. } => {
+                    if self.mqtt.udp_open() {
+                        self.mqtt.close_udp();
+                        self.tell(Seen::Closed);
+                    }
+                }
+                // The conformance recorder's direct link: nothing to carry.
+                Output::Mcp { .. } | Output::Control { .. } => {}
             }
         }
         dial
     }
 
-    async fn send_text(&mut self, at: SimTime, text: Vec<u8>) {
-        let frame = Frame::parse(&text);
+    /// Tells the companions of a text the device sends; whether a link is there to carry it.
+    fn sending(&mut self, at: SimTime, text: &[u8], linked: bool) -> bool {
+        let frame = Frame::parse(text);
         self.tell(Seen::Sent { at, frame: &frame });
-        if self.ws.is_none() {
-            return;
+        if !linked {
+            return false;
         }
         self.stats.frames_out += 1;
         if let Some(asked) = frame.reply_id().and_then(|id| self.asked.remove(&id)) {
             self.tell(Seen::Replied(asked.elapsed()));
         }
         if self.verbose {
-            eprintln!("[{}] → {}", self.label, String::from_utf8_lossy(&text));
+            eprintln!("[{}] → {}", self.label, String::from_utf8_lossy(text));
+        }
+        true
+    }
+
+    async fn send_text(&mut self, at: SimTime, text: Vec<u8>) {
+        if !self.sending(at, &text, self.ws.is_some()) {
+            return;
         }
         if let Some(sock) = self.ws.as_mut()
             && sock.send(raw_text(text)).await.is_err()
         {
             self.lost(self.clock.now());
         }
+    }
+
+    /// A publish to `publish_topic` (the model publishes only on a connected client; one the
+    /// network loses meanwhile is reported by the client's end).
+    fn publish(&mut self, at: SimTime, topic: &str, payload: Vec<u8>) {
+        if self.sending(at, &payload, self.mqtt.connected()) && !self.mqtt.publish(topic, payload) && self.verbose {
+            eprintln!("[{}] the MQTT client did not take the publish", self.label);
+        }
+    }
+
+    /// Starts the MQTT client the device asked for.
+    fn mqtt_connect(&mut self, dial: &xiaozhi_sim::mqtt::MqttDial) {
+        self.stats.connects += 1;
+        if let Err(why) = self.mqtt.connect(dial) {
+            self.mqtt_connected(false, &why);
+        }
+    }
+
+    /// The MQTT connect ended.
+    fn mqtt_connected(&mut self, ok: bool, why: &str) {
+        self.stats.connect_failures += u64::from(!ok);
+        if !ok && self.verbose {
+            eprintln!("[{}] MQTT connect failed: {why}", self.label);
+        }
+        self.device.handle_mqtt_connack(self.clock.now(), ok);
+        self.tell(Seen::Dialled(ok));
     }
 
     async fn send_binary(&mut self, frame: Vec<u8>) {
@@ -291,23 +356,18 @@ impl Live {
         self.stop_at.map_or(until, |s| until.min(s))
     }
 
-    /// Waits for a frame, the timer or the stop signal; hands a frame to the device.
+    /// Waits for a frame, a message or a datagram, the timer or the stop signal; hands what came
+    /// to the device.
     async fn drive_receive(&mut self, timer: Pin<&mut Sleep>) {
-        let Some(sock) = self.ws.as_mut() else {
-            tokio::select! {
-                _ = timer => {}
-                _ = stop_signal(&mut self.stop) => {}
-            }
-            return;
-        };
         let msg = tokio::select! {
-            msg = sock.next() => msg,
+            msg = next_frame(self.ws.as_mut()) => msg,
+            arrived = self.mqtt.next() => return self.arrived(arrived),
             _ = timer => return,
             _ = stop_signal(&mut self.stop) => return,
         };
         let now = self.clock.now();
         match msg {
-            Some(Ok(Message::Text(t))) => self.receive_text(now, t.as_str()),
+            Some(Ok(Message::Text(t))) => self.receive_text(now, t.as_bytes(), false),
             Some(Ok(Message::Binary(b))) => {
                 self.stats.binary_in += 1;
                 self.device.handle_ws_binary(now, &b);
@@ -318,12 +378,34 @@ impl Live {
         }
     }
 
-    fn receive_text(&mut self, now: SimTime, text: &str) {
+    /// What the MQTT client or the UDP socket brought.
+    fn arrived(&mut self, arrived: Arrived) {
+        let now = self.clock.now();
+        match arrived {
+            Arrived::Mqtt(MqttEvent::ConnAck(ok, why)) => self.mqtt_connected(ok, &why),
+            Arrived::Mqtt(MqttEvent::Message(payload)) => self.receive_text(now, &payload, true),
+            Arrived::Mqtt(MqttEvent::Closed(why)) => {
+                if self.verbose {
+                    eprintln!("[{}] MQTT connection lost: {why}", self.label);
+                }
+                self.device.handle_mqtt_closed(now);
+                self.tell(Seen::Dropped);
+            }
+            Arrived::Datagram(n) => {
+                self.stats.binary_in += 1;
+                self.device.handle_udp(now, self.mqtt.datagram(n));
+                self.tell(Seen::AudioIn);
+            }
+        }
+    }
+
+    /// A text frame, or an MQTT message (`mqtt`), for the device.
+    fn receive_text(&mut self, now: SimTime, text: &[u8], mqtt: bool) {
         self.stats.frames_in += 1;
         if self.verbose {
-            eprintln!("[{}] ← {text}", self.label);
+            eprintln!("[{}] ← {}", self.label, String::from_utf8_lossy(text));
         }
-        let frame = Frame::parse(text.as_bytes());
+        let frame = Frame::parse(text);
         self.stats.hellos += u64::from(frame.is_hello());
         if let Some(id) = frame.request_id() {
             // Requests the device never answers (a reboot's, a dropped one) are forgotten, oldest
@@ -335,7 +417,11 @@ impl Live {
             }
             self.asked.insert(id, Instant::now());
         }
-        self.device.handle_ws_text(now, text.as_bytes());
+        if mqtt {
+            self.device.handle_mqtt_message(now, text);
+        } else {
+            self.device.handle_ws_text(now, text);
+        }
         self.tell(Seen::Received { at: now, frame: &frame });
     }
 
@@ -346,13 +432,21 @@ impl Live {
         self.tell(Seen::Closed);
     }
 
-    /// Drops the socket; whether one was open.
+    /// Drops the WebSocket; whether one was open.
     fn drop_socket(&mut self) -> bool {
         let open = self.ws.take().is_some();
         if open {
             self.tell(Seen::Dropped);
         }
         open
+    }
+}
+
+/// The next frame of the WebSocket, or never without one.
+async fn next_frame(ws: Option<&mut Ws>) -> Option<Result<Message, tokio_tungstenite::tungstenite::Error>> {
+    match ws {
+        Some(sock) => sock.next().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -273,15 +273,20 @@ impl GatewayConn {
         self.last_activity = now;
     }
 
-    /// When the keepalive check would close the connection (1.5 × the CONNECT's keepalive
-    /// after the last activity; checked every second by the gateway).
+    /// When the keepalive check closes the connection: the gateway checks every connection once
+    /// a second, on one server-wide interval (`app.js:766-795`, taken here as the whole seconds
+    /// of the clock), and closes one idle for *more* than 1.5 × the CONNECT's keepalive
+    /// (`:360-371`): the first whole second strictly after that.
     pub fn poll_timeout(&self) -> Option<SimTime> {
-        (!self.closed && !self.keepalive.is_zero()).then(|| self.last_activity + self.keepalive)
+        (!self.closed && !self.keepalive.is_zero()).then(|| {
+            let due = (self.last_activity + self.keepalive).as_micros();
+            SimTime::from_micros((due / 1_000_000 + 1) * 1_000_000)
+        })
     }
 
-    /// The keepalive check.
+    /// The keepalive check ([`GatewayConn::poll_timeout`] is the first check that closes).
     pub fn handle_timeout(&mut self, now: SimTime) {
-        if self.poll_timeout().is_some_and(|t| now > t) {
+        if self.poll_timeout().is_some_and(|t| now >= t) {
             self.close();
         }
     }
@@ -511,11 +516,24 @@ impl GatewayConn {
         self.out.push_back(GatewayAction::BridgeBinary(frame));
     }
 
+    /// A packet the gateway cannot take (longer than `max_mqtt_payload_size`, not a CONNECT
+    /// first, a type it does not handle, malformed): `protocolError`, and the connection closes
+    /// without a word (`app.js` `close()`).
+    pub fn protocol_error(&mut self) {
+        self.close();
+    }
+
     /// The device's TCP connection is gone.
     pub fn disconnected(&mut self) {
         self.close();
         self.out.retain(|a| !matches!(a, GatewayAction::Close));
     }
+}
+
+/// The connection id (the ssrc of its datagrams) the twin gives the gateway's `n`th connection:
+/// the gateway draws a random 32-bit one; the twin scrambles the count so runs repeat.
+pub fn connection_id(n: u64) -> u32 {
+    (n as u32).wrapping_mul(0x9E37_79B9) | 1
 }
 
 /// The ssrc (connection id) of a datagram, as the gateway's server routes it: `None` for one it

@@ -1,12 +1,12 @@
-//! A xiaozhi backend as the MCP *client* (docs/reference/architecture.md §8, docs/reference/backends.md): one sans-IO state
-//! machine per device connection, driven by a [`BackendSpec`] — a *personality* written as data
-//! that reproduces how a real server drives devices (ids, delays, paging, caps, timeouts, what
-//! the LLM receives for a `true`, what happens to pending calls on close).
-//!
-//! The socket layer lives in the binary; this module is handed `now`, the handshake headers and
-//! text frames, and hands back frames to send and a report. [`scripted::ScriptedBackend`] wraps
-//! a session with its script and fault, for the server and [`crate::loopback::Loopback`].
+//! A xiaozhi backend as the MCP *client* (docs/reference/architecture.md §8,
+//! docs/reference/backends.md): one sans-IO state machine per device connection, driven by a
+//! [`BackendSpec`] — a *personality* written as data that reproduces how a real server drives
+//! devices (ids, delays, paging, caps, timeouts, what the LLM receives for a `true`, what happens
+//! to pending calls on close). Handed `now`, the headers and the frames by the socket layer (in
+//! the binary), it hands back frames to send and a report. [`scripted::ScriptedBackend`] wraps a
+//! session with its script and fault, for the server and [`crate::loopback::Loopback`].
 pub mod gateway;
+pub mod ota;
 pub mod script;
 pub mod scripted;
 pub mod spec;

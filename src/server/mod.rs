@@ -9,6 +9,15 @@
 //! connection is a short drive loop in quinn's shape: carry out the backend's actions
 //! (`Link::drive_transmit`), then wait for a frame, the backend's deadline, a stdin command or the
 //! stop signal, and hand it in.
+//!
+//! Devices on MQTT + UDP meet the same server through a stand-in of xiaozhi-mqtt-gateway
+//! (`mqtt.rs`), and `ota.rs` answers their activation requests as xiaozhi-esp32-server does.
+
+mod mqtt;
+mod ota;
+
+pub use mqtt::{MAX_MQTT_PACKET, MqttWire, serve_mqtt};
+pub use ota::serve_ota;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -67,6 +76,9 @@ pub enum Ending {
     BackendClosed,
     /// The script dropped the socket (`vanish`, `garbage`).
     BackendVanished,
+    /// The MQTT gateway closed the bridge: the device said goodbye, or its MQTT connection ended
+    /// (a device on MQTT + UDP).
+    GatewayClosed,
     /// The backend stopped (duration over, Ctrl-C) with the connection open.
     Shutdown,
 }
@@ -352,44 +364,95 @@ async fn connection(stream: TcpStream, peer: SocketAddr, n: u64, server: Arc<Ser
     let Some((mut ws, path, headers)) = accept(stream, peer, server.verbose).await else {
         return;
     };
-    let opened = server.clock.now();
-    let mut session = Session::accept(server.spec.clone(), opened, &headers, n);
-    if let Some(pool) = &server.codecs {
-        session.share_codecs(pool.clone());
-    }
-    let device_connection = server.device_connection(session.device_id());
-    if server.verbose {
-        eprintln!("backend: connection {n} from {peer} ({}), {path}", session.device_id());
-    }
+    let mut open = server.open(n, peer, path, headers);
     let commands = server.commands.subscribe();
-    let mut backend = ScriptedBackend::new(
-        session,
-        &server.script,
-        device_connection,
-        n,
-        server.fault,
-        server.wavs.clone(),
-    );
     let link = Link {
         server: &server,
         n,
-        device_connection,
+        device_connection: open.device_connection,
     };
-    let ending = link.drive(&mut backend, &mut ws, commands, stop).await;
-    let closed = server.clock.now();
-    backend.handle_closed(closed);
-    server.finish(ConnReport {
-        connection: n,
-        peer: peer.to_string(),
-        path,
-        headers,
-        device_connection,
-        opened_ms: opened.as_micros() as f64 / 1000.0,
-        closed_ms: closed.as_micros() as f64 / 1000.0,
-        ending,
-        unanswered: backend.session().unanswered(),
-        session: backend.report(),
-    });
+    let ending = link.drive(&mut open.backend, &mut ws, commands, stop).await;
+    server.close(open, ending);
+}
+
+/// A backend session on a connection that is open (a WebSocket, or a gateway's bridge).
+struct Open {
+    backend: ScriptedBackend,
+    n: u64,
+    peer: SocketAddr,
+    path: String,
+    headers: Vec<(String, String)>,
+    device_connection: u32,
+    opened: SimTime,
+    /// Utterances already written to the ear log.
+    heard: usize,
+}
+
+impl Server {
+    /// The backend of connection `n`, opened with these handshake headers.
+    fn open(&self, n: u64, peer: SocketAddr, path: String, headers: Vec<(String, String)>) -> Open {
+        let opened = self.clock.now();
+        let mut session = Session::accept(self.spec.clone(), opened, &headers, n);
+        if let Some(pool) = &self.codecs {
+            session.share_codecs(pool.clone());
+        }
+        let device_connection = self.device_connection(session.device_id());
+        if self.verbose {
+            eprintln!("backend: connection {n} from {peer} ({}), {path}", session.device_id());
+        }
+        let backend = ScriptedBackend::new(
+            session,
+            &self.script,
+            device_connection,
+            n,
+            self.fault,
+            self.wavs.clone(),
+        );
+        Open {
+            backend,
+            n,
+            peer,
+            path,
+            headers,
+            device_connection,
+            opened,
+            heard: 0,
+        }
+    }
+
+    /// The connection is over: its report.
+    fn close(&self, mut open: Open, ending: Ending) {
+        let closed = self.clock.now();
+        open.backend.handle_closed(closed);
+        self.finish(ConnReport {
+            connection: open.n,
+            peer: open.peer.to_string(),
+            path: open.path,
+            headers: open.headers,
+            device_connection: open.device_connection,
+            opened_ms: open.opened.as_micros() as f64 / 1000.0,
+            closed_ms: closed.as_micros() as f64 / 1000.0,
+            ending,
+            unanswered: open.backend.session().unanswered(),
+            session: open.backend.report(),
+        });
+    }
+
+    /// After microphone audio: the backend's own delay for a newly ended utterance goes to the
+    /// ear log (a voice fleet's built-in backend).
+    fn log_ear(&self, backend: &ScriptedBackend, heard: &mut usize) {
+        let Some(log) = &self.ear_log else { return };
+        let s = backend.session();
+        if s.utterances() > *heard {
+            *heard = s.utterances();
+            if let Some(u) = s.voice_report().utterances.last() {
+                let own = Duration::from_millis(u.frames_after_voice * 60);
+                log.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(s.device_id().to_string(), own);
+            }
+        }
+    }
 }
 
 type ServerWs = tokio_tungstenite::WebSocketStream<TcpStream>;
@@ -440,16 +503,7 @@ impl Link<'_> {
                         }
                         Some(Ok(Message::Binary(b))) => {
                             backend.handle_binary(now, &b);
-                            if let Some(log) = &self.server.ear_log {
-                                let s = backend.session();
-                                if s.utterances() > heard {
-                                    heard = s.utterances();
-                                    if let Some(u) = s.voice_report().utterances.last() {
-                                        let own = Duration::from_millis(u.frames_after_voice * 60);
-                                        log.lock().unwrap_or_else(|e| e.into_inner()).insert(s.device_id().to_string(), own);
-                                    }
-                                }
-                            }
+                            self.server.log_ear(backend, &mut heard);
                         }
                         Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
                         Some(Ok(Message::Close(_))) => return Ending::DeviceCloseFrame,

@@ -1,0 +1,247 @@
+//! The second wire over real loopback sockets, two processes in real time: `backend --mqtt --ota`
+//! (the xiaozhi-mqtt-gateway stand-in in front of xinnan-py, with a script that awaits each turn,
+//! answers, calls set_volume 40 and says so) ↔ `connect --ota` (a user who opens the channel,
+//! types one turn, speaks another and closes). The OTA answer must send the device to MQTT,
+//! discovery must come from the gateway at CONNECT, the speech must arrive over UDP and be heard
+//! 9.7 dB quieter after the call, the claim must be judged, and the goodbye must go both ways.
+
+mod common;
+
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::{finish, listening, speechlike_wav};
+
+/// The address a `backend: <what> …` line names after `prefix` (read from the backend's stderr).
+fn announced(stderr: &Receiver<String>, prefix: &str) -> String {
+    loop {
+        let line = stderr
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the backend never printed {prefix:?}"));
+        if let Some(rest) = line.split(prefix).nth(1) {
+            return rest.split([' ', '/']).next().unwrap().to_string();
+        }
+    }
+}
+
+#[test]
+fn connect_over_mqtt_udp_against_the_twins_gateway_hears_the_reply_get_quieter() {
+    let dir = common::scratch_dir("mqtt-wire");
+    speechlike_wav(&dir.join("ask.wav"), 2);
+    let backend_script = dir.join("backend.txt");
+    std::fs::write(
+        &backend_script,
+        "await utterance\nspeak \"好的，我在听\" for 2s\nawait utterance\ncall self.audio_speaker.set_volume {\"volume\": 40}\nspeak \"音量已经调小了\" for 2s\n",
+    )
+    .unwrap();
+    let user_script = dir.join("user.txt");
+    std::fs::write(
+        &user_script,
+        "press boot\nwait 2s\nsay \"把音量调小一点\"\nwait 5s\nsay ask.wav\nwait 6s\npress boot\nwait 1s\n",
+    )
+    .unwrap();
+    let report = dir.join("report.json");
+    let b = listening(&[
+        "--personality",
+        "xinnan-py",
+        "--script",
+        backend_script.to_str().unwrap(),
+        "--mqtt",
+        "127.0.0.1:0",
+        "--ota",
+        "127.0.0.1:0",
+        "--mqtt-signature-key",
+        "twin-key",
+        "--connections",
+        "1",
+        "--duration",
+        "40s",
+    ]);
+    let mqtt = announced(&b.stderr, "MQTT gateway on ");
+    let ota = announced(&b.stderr, "OTA on http://");
+    assert!(mqtt.starts_with("127.0.0.1:"), "{mqtt}");
+    let child = std::process::Command::new(common::BIN)
+        .args(["connect", "--board", "bread-compact-wifi", "--duration", "20s"])
+        .arg("--ota")
+        .arg(format!("http://{ota}/xiaozhi/ota/"))
+        .arg("--script")
+        .arg(&user_script)
+        .arg("--report")
+        .arg(&report)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, _, stderr) = finish(child, Duration::from_secs(40));
+    let (bcode, bout, berr) = finish(b.child, Duration::from_secs(30));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(bcode, 0, "{berr}");
+    assert!(
+        !stderr.contains("panicked") && !berr.contains("panicked"),
+        "{stderr}\n{berr}"
+    );
+
+    // The OTA answer sent the device to MQTT, signed, and the gateway took the password.
+    assert!(
+        stderr.contains(&format!("ota: mqtt {mqtt} as GID_bread-compact-wifi@@@")),
+        "{stderr}"
+    );
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["wire"], "mqtt+udp");
+    assert_eq!(r["mqtt_endpoint"], mqtt.as_str());
+    assert_eq!(r["connections"]["connects"], 1, "{:#}", r["connections"]);
+    assert_eq!(r["connections"]["connect_failures"], 0);
+    assert!(
+        r["connections"]["binary_out"].as_u64().unwrap() > 30,
+        "microphone datagrams"
+    );
+
+    // Discovery came from the gateway at CONNECT (ids 10000, 10001), before any hello; the
+    // server's own initialize reached the device, its tools/list did not.
+    let requests = r["mcp_requests"].as_array().unwrap();
+    let ids: Vec<(i64, &str)> = requests
+        .iter()
+        .filter_map(|q| Some((q["id"].as_i64()?, q["method"].as_str()?)))
+        .collect();
+    assert_eq!(ids[0], (10000, "initialize"), "{ids:?}");
+    assert!(ids.contains(&(10001, "tools/list")), "{ids:?}");
+    assert!(ids.contains(&(1, "initialize")), "{ids:?}");
+    assert_eq!(ids.iter().filter(|(_, m)| *m == "tools/list").count(), 1, "{ids:?}");
+
+    // A typed turn and a spoken one, each answered with speech over UDP and heard, the second
+    // 9.7 dB quieter.
+    common::two_turns_heard_quieter_after_set_volume_40(&r, &stderr);
+    let user: Vec<&str> = r["user"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["action"].as_str())
+        .collect();
+    assert!(user.iter().any(|a| a.starts_with("typed input")), "{user:?}");
+
+    // Goodbye both ways: the device's on its close, the gateway's echo after the bridge closed.
+    assert!(
+        stderr.contains(r#"→ {"session_id":""#) && stderr.contains(r#""type":"goodbye"}"#),
+        "the device's goodbye: {stderr}"
+    );
+    assert!(
+        stderr.contains(r#"← {"type":"goodbye","session_id":"#),
+        "the echo: {stderr}"
+    );
+    // The backend's report of the bridge: the device's headers as the gateway sends them.
+    let reports: Vec<Value> = bout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert_eq!(reports.len(), 1, "{bout}");
+    assert_eq!(reports[0]["ending"], "gateway_closed");
+    assert_eq!(reports[0]["path"], "/xiaozhi/v1/?from=mqtt_gateway");
+    let protocol = reports[0]["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h[0] == "protocol-version")
+        .map(|h| h[1].clone());
+    assert_eq!(protocol, Some(Value::from("2")), "{:#}", reports[0]["headers"]);
+}
+
+/// `connect` with these arguments for `secs` (frames on stderr), to completion.
+fn run_connect(args: &[&str], secs: u64) -> (i32, String) {
+    let child = std::process::Command::new(common::BIN)
+        .args(["connect", "--board", "bread-compact-wifi", "--wake", "manual"])
+        .args(["--duration", &format!("{secs}s")])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, _, stderr) = finish(child, Duration::from_secs(secs + 20));
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (code, stderr)
+}
+
+/// A `backend --mqtt` with these extra arguments; its MQTT address.
+fn mqtt_backend(extra: &[&str]) -> (common::Backend, String) {
+    let mut args = vec!["--mqtt", "127.0.0.1:0", "--duration", "15s"];
+    args.extend_from_slice(extra);
+    let b = listening(&args);
+    let mqtt = announced(&b.stderr, "MQTT gateway on ");
+    (b, mqtt)
+}
+
+fn stop(b: common::Backend) {
+    let mut c = b.child;
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+#[test]
+fn an_answer_with_both_blocks_goes_to_mqtt_as_application_cc_does() {
+    let (b, mqtt) = mqtt_backend(&[]);
+    let answer = format!(
+        r#"{{"websocket":{{"url":"ws://127.0.0.1:{}/xiaozhi/v1/","token":""}},"mqtt":{{"endpoint":"{mqtt}","client_id":"GID_test@@@02_00_00_00_00_07@@@02_00_00_00_00_07","username":"eyJpcCI6ICJ1bmtub3duIn0=","password":"","publish_topic":"device-server"}}}}"#,
+        b.port
+    );
+    let (ota_port, ota) = common::ota_server(answer);
+    let (code, stderr) = run_connect(&["--ota", &format!("http://127.0.0.1:{ota_port}/xiaozhi/ota/")], 3);
+    let _ = ota.join();
+    stop(b);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("both an `mqtt` and a `websocket` block"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("log I MQTT: Connecting to endpoint {mqtt}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("log I MQTT: Connected to endpoint"), "{stderr}");
+    // The gateway's own MCP at CONNECT reached the device, over MQTT, before any hello.
+    assert!(
+        stderr.contains(r#"← {"type":"mcp","payload":{"jsonrpc":"2.0","method":"initialize","id":10000"#),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(r#"→ {"session_id":"","type":"mcp","payload":{"jsonrpc":"2.0","id":10000,"result""#),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("WebSocket"), "no WebSocket was dialled: {stderr}");
+}
+
+#[test]
+fn an_answer_with_neither_block_is_mqtt_without_an_endpoint() {
+    let (ota_port, ota) = common::ota_server(r#"{"firmware":{"version":"2.4.2","url":""}}"#.to_string());
+    let (code, stderr) = run_connect(&["--ota", &format!("http://127.0.0.1:{ota_port}/xiaozhi/ota/")], 2);
+    let _ = ota.join();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("ota: No protocol specified in the OTA config, using MQTT"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ota: mqtt (no endpoint)"), "{stderr}");
+    assert!(
+        stderr.contains("log W MQTT: MQTT endpoint is not specified"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("connects 0 (failed 0)"), "nothing is dialled: {stderr}");
+}
+
+#[test]
+fn connect_mqtt_signs_as_the_server_does_and_a_wrong_key_is_connack_then_a_drop() {
+    let (b, mqtt) = mqtt_backend(&["--mqtt-signature-key", "right"]);
+    let (code, good) = run_connect(&["--mqtt", &mqtt, "--mqtt-signature-key", "right"], 2);
+    assert_eq!(code, 0, "{good}");
+    assert!(good.contains("log I MQTT: Connected to endpoint"), "{good}");
+    assert!(
+        good.contains(r#""method":"initialize","id":10000"#),
+        "the gateway took the password: {good}"
+    );
+    assert!(!good.contains("MQTT disconnected"), "{good}");
+    let (code, bad) = run_connect(&["--mqtt", &mqtt, "--mqtt-signature-key", "wrong"], 2);
+    stop(b);
+    assert_eq!(code, 0, "{bad}");
+    // The gateway sends CONNACK 0 before it checks the password: the firmware logs a connection,
+    // then loses it and arms its 60 s timer.
+    assert!(bad.contains("log I MQTT: Connected to endpoint"), "{bad}");
+    assert!(
+        bad.contains("MQTT disconnected, schedule reconnect in 60 seconds"),
+        "{bad}"
+    );
+    assert!(!bad.contains(r#""id":10000"#), "{bad}");
+}
