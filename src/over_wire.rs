@@ -4,7 +4,9 @@
 //!
 //! Two ways in: `xiaozhi-twin run --wire` starts both ends in this process on a loopback port;
 //! `xiaozhi-twin backend --scenario FILE` serves the scenario to whatever device connects (a
-//! `xiaozhi-twin connect` in another process, or a real board).
+//! `xiaozhi-twin connect` in another process, or a real board). Either wire: with
+//! [`Transport::Mqtt`] the device is sent to MQTT + UDP and meets the server through the gateway
+//! stand-in (`crate::server::serve_mqtt`), and the scenario runs on the gateway's bridge.
 
 use std::time::Duration;
 
@@ -18,9 +20,73 @@ use xiaozhi_sim::scenario::record::{Check, ScenarioReport};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WsConfig;
 
+use base64::Engine;
+use xiaozhi_sim::backend::gateway::GatewayConfig;
+use xiaozhi_sim::backend::ota::MQTT_USERNAME_JSON;
+use xiaozhi_sim::mqtt::MqttBlock;
+
 use crate::live::{LiveOptions, Wake, run_device};
 use crate::scenarios::Loaded;
-use crate::server::{ConnReport, Server, serve};
+use crate::server::{ConnReport, MAX_MQTT_PACKET, MqttWire, Server, serve, serve_mqtt};
+
+/// The wire a scenario runs over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// One WebSocket (the default).
+    #[default]
+    Websocket,
+    /// MQTT + UDP through the gateway stand-in, as an OTA answer with an `mqtt` block sends a
+    /// device.
+    Mqtt,
+}
+
+/// The gateway stand-in's sockets, bound: MQTT and UDP.
+pub struct MqttSockets {
+    pub mqtt: TcpListener,
+    pub udp: tokio::net::UdpSocket,
+}
+
+impl MqttSockets {
+    /// Both on loopback, any port.
+    pub async fn loopback() -> Result<MqttSockets> {
+        Ok(MqttSockets {
+            mqtt: TcpListener::bind("127.0.0.1:0").await?,
+            udp: tokio::net::UdpSocket::bind("127.0.0.1:0").await?,
+        })
+    }
+
+    /// The MQTT endpoint (`host:port`).
+    pub fn endpoint(&self) -> Result<String> {
+        Ok(self.mqtt.local_addr()?.to_string())
+    }
+
+    /// The gateway's settings for these sockets in front of the server at `ws` (its WebSocket
+    /// URL): the hello names the UDP socket (its IP, or 127.0.0.1 when it is 0.0.0.0, unless
+    /// `public_ip`), passwords checked with `key` if any, Nagle left on unless `nodelay`.
+    pub fn wire(&self, ws: &str, public_ip: Option<String>, key: Option<String>, nodelay: bool) -> Result<MqttWire> {
+        let udp = self.udp.local_addr()?;
+        let public_ip = public_ip.unwrap_or_else(|| {
+            if udp.ip().is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                udp.ip().to_string()
+            }
+        });
+        Ok(MqttWire {
+            gateway: GatewayConfig {
+                signature_key: key,
+                public_ip,
+                udp_port: udp.port(),
+                max_tools: 32,
+                // The integration doc's chat server URL: the suffix makes the server frame its
+                // audio for the gateway (docs/reference/mqtt.md §5).
+                chat_server: format!("{ws}?from=mqtt_gateway"),
+            },
+            max_packet: MAX_MQTT_PACKET,
+            nodelay,
+        })
+    }
+}
 
 /// What one scenario run over the wire produced.
 pub struct WireResult {
@@ -41,9 +107,13 @@ pub async fn serve_plan(
     limit: Duration,
     verbose: bool,
     device: Option<Device>,
+    mqtt: Option<(MqttSockets, MqttWire)>,
 ) -> Result<(Vec<ConnReport>, bool)> {
     let server = Server::new(personality, plan.script.clone(), verbose, false);
     let (stop_tx, stop_rx) = watch::channel(false);
+    if let Some((m, wire)) = mqtt {
+        tokio::spawn(serve_mqtt(m.mqtt, m.udp, wire, server.clone(), stop_rx.clone()));
+    }
     let serving = tokio::spawn(serve(listener, server.clone(), stop_rx));
     let (device_stop_tx, device_stop_rx) = watch::channel(false);
     let device_task = device.map(|device| {
@@ -82,8 +152,9 @@ pub async fn serve_plan(
 }
 
 /// The device a `run --wire` dials in with: the scenario's board, world and seed, its
-/// WebSocket settings pointing at `url`.
-pub fn twin_device(l: &Loaded, url: &str, seed: Option<u64>) -> Device {
+/// WebSocket settings pointing at `url`, or with `mqtt` the `mqtt` block xiaozhi-esp32-server's
+/// OTA hands out for a gateway at that endpoint (no password: the stand-in checks none).
+pub fn twin_device(l: &Loaded, url: &str, mqtt: Option<&str>, seed: Option<u64>) -> Device {
     let mut world = l.spec.world();
     world.websocket = Some(WsConfig {
         url: url.to_string(),
@@ -92,6 +163,19 @@ pub fn twin_device(l: &Loaded, url: &str, seed: Option<u64>) -> Device {
     });
     let seed = l.spec.seed(seed);
     let mut device = Device::new(l.board.clone(), world, seed);
+    if let Some(endpoint) = mqtt {
+        let mac = device.mac().replace(':', "_");
+        let group = format!("GID_{}", l.board.name).replace([':', ' '], "_");
+        device.world_mut().mqtt = Some(MqttBlock {
+            endpoint: endpoint.to_string(),
+            client_id: format!("{group}@@@{mac}@@@{mac}"),
+            username: base64::engine::general_purpose::STANDARD.encode(MQTT_USERNAME_JSON),
+            password: String::new(),
+            publish_topic: "device-server".into(),
+            subscribe_topic: format!("devices/p2p/{mac}"),
+            keepalive: None,
+        });
+    }
     device.set_trace(false);
     device.power_on(SimTime::ZERO);
     device
@@ -150,13 +234,14 @@ pub fn judge_reports(
     }
 }
 
-/// `run --wire` for one scenario: a backend on a loopback port, the twin dialing it.
+/// `run --wire` for one scenario: a backend on a loopback port, the twin dialing it over
+/// `transport`.
 pub fn run_one(
     l: &Loaded,
     personality: BackendSpec,
     seed: Option<u64>,
     limit: Duration,
-    verbose: bool,
+    transport: Transport,
 ) -> Result<WireResult> {
     let plan = WirePlan::of(&l.spec, &l.origin, &l.text)?;
     let name = personality.name.clone();
@@ -164,17 +249,23 @@ pub fn run_one(
     let result = runtime.block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("ws://{}/xiaozhi/v1/", listener.local_addr()?);
-        let device = twin_device(l, &url, seed);
+        let mqtt = match transport {
+            Transport::Websocket => None,
+            Transport::Mqtt => {
+                let sockets = MqttSockets::loopback().await?;
+                let wire = sockets.wire(&url, None, None, false)?;
+                Some((sockets, wire))
+            }
+        };
+        let endpoint = mqtt.as_ref().map(|(m, _)| m.endpoint()).transpose()?;
+        let device = twin_device(l, &url, endpoint.as_deref(), seed);
         let seed = l.spec.seed(seed);
-        let served = serve_plan(listener, &plan, personality.clone(), limit, verbose, Some(device)).await?;
-        anyhow::Ok(judge_reports(
-            l,
-            &plan,
-            &personality,
-            format!("{url} (backend {name})"),
-            seed,
-            served,
-        ))
+        let over = match &endpoint {
+            Some(e) => format!("mqtt://{e} + UDP (the gateway stand-in, backend {name})"),
+            None => format!("{url} (backend {name})"),
+        };
+        let served = serve_plan(listener, &plan, personality.clone(), limit, false, Some(device), mqtt).await?;
+        anyhow::Ok(judge_reports(l, &plan, &personality, over, seed, served))
     });
     runtime.shutdown_timeout(Duration::from_secs(1));
     result

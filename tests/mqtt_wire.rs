@@ -54,6 +54,9 @@ fn connect_over_mqtt_udp_against_the_twins_gateway_hears_the_reply_get_quieter()
         "127.0.0.1:0",
         "--mqtt-signature-key",
         "twin-key",
+        // Without it the typed turn's `tts start` waits behind the `stt` for an ACK and the
+        // reply's first frames are dropped (the next test); here every frame is counted.
+        "--mqtt-nodelay",
         "--connections",
         "1",
         "--duration",
@@ -144,10 +147,17 @@ fn connect_over_mqtt_udp_against_the_twins_gateway_hears_the_reply_get_quieter()
     assert_eq!(protocol, Some(Value::from("2")), "{:#}", reports[0]["headers"]);
 }
 
-/// `connect` with these arguments for `secs` (frames on stderr), to completion.
+/// `connect` with these arguments for `secs` (frames on stderr; `--wake manual` unless they
+/// say), to completion.
 fn run_connect(args: &[&str], secs: u64) -> (i32, String) {
+    let wake: &[&str] = if args.contains(&"--wake") {
+        &[]
+    } else {
+        &["--wake", "manual"]
+    };
     let child = std::process::Command::new(common::BIN)
-        .args(["connect", "--board", "bread-compact-wifi", "--wake", "manual"])
+        .args(["connect", "--board", "bread-compact-wifi"])
+        .args(wake)
         .args(["--duration", &format!("{secs}s")])
         .args(args)
         .stdout(std::process::Stdio::piped())
@@ -244,4 +254,132 @@ fn connect_mqtt_signs_as_the_server_does_and_a_wrong_key_is_connack_then_a_drop(
         "{bad}"
     );
     assert!(!bad.contains(r#""id":10000"#), "{bad}");
+}
+
+#[test]
+fn with_nagle_on_as_the_gateway_leaves_it_tts_start_waits_for_an_ack_and_the_first_audio_is_dropped() {
+    let dir = common::scratch_dir("mqtt-wire-nagle");
+    let backend_script = dir.join("backend.txt");
+    std::fs::write(&backend_script, "await utterance\nspeak \"好的，我在听\" for 2s\n").unwrap();
+    let user_script = dir.join("user.txt");
+    std::fs::write(&user_script, "press boot\nwait 1500ms\nsay \"你好\"\nwait 3s\n").unwrap();
+    let mut reports = Vec::new();
+    for nodelay in [false, true] {
+        let report = dir.join(format!("report-{nodelay}.json"));
+        let mut args = vec!["--script", backend_script.to_str().unwrap()];
+        if nodelay {
+            args.push("--mqtt-nodelay");
+        }
+        let (b, mqtt) = mqtt_backend(&args);
+        let (code, stderr) = run_connect(
+            &[
+                "--mqtt",
+                &mqtt,
+                "--script",
+                user_script.to_str().unwrap(),
+                "--report",
+                report.to_str().unwrap(),
+                "--quiet",
+            ],
+            5,
+        );
+        stop(b);
+        assert_eq!(code, 0, "{stderr}");
+        reports.push(serde_json::from_slice::<Value>(&std::fs::read(&report).unwrap()).unwrap());
+    }
+    let (nagle, nodelay) = (&reports[0], &reports[1]);
+    // The server's `stt` and `tts start` go out as two small publishes; with Nagle on, the second
+    // waits for the device's ACK of the first, while the reply's first datagrams (the server
+    // sends a few at once) arrive over UDP and find the device still listening (6 frames seen).
+    let early = nagle["frames_outside_sessions"]["dropped_wrong_state"]
+        .as_u64()
+        .unwrap();
+    assert!((1..=10).contains(&early), "{:#}", nagle["frames_outside_sessions"]);
+    let heard = |r: &Value| r["tts_sessions"][0]["frames"]["received"].as_u64().unwrap();
+    // With TCP_NODELAY the `tts start` goes out at once: fewer early frames (none on a quiet
+    // machine; under load the two sockets' order is the scheduler's) and more of the reply heard.
+    let early_nodelay = nodelay["frames_outside_sessions"]["dropped_wrong_state"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        early_nodelay < early,
+        "{early_nodelay} vs {early}: {:#}",
+        nodelay["frames_outside_sessions"]
+    );
+    assert!(heard(nagle) < heard(nodelay), "{} of {}", heard(nagle), heard(nodelay));
+}
+
+#[test]
+fn run_wire_over_mqtt_passes_the_reboot_scenario_and_says_which_wire() {
+    let child = std::process::Command::new(common::BIN)
+        .args(["run", "--wire", "--transport", "mqtt", "--personality", "cloud-gateway"])
+        .arg("scenarios/12-reboot-true-never-arrives.yaml")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, out, err) = finish(child, Duration::from_secs(30));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("1/1 scenarios passed (4 checks)"), "{out}");
+    assert!(out.contains("over the wire: mqtt://127.0.0.1:"), "{out}");
+    assert!(
+        out.contains("+ UDP (the gateway stand-in, backend cloud-gateway)"),
+        "{out}"
+    );
+    // The reboot ends the gateway's bridge, and the device comes back over MQTT with a new hello.
+    assert!(
+        out.contains("event device_rebooted — connection 1 ended (gateway_closed); connection 2 opened"),
+        "{out}"
+    );
+}
+
+#[test]
+fn backend_scenario_over_mqtt_judges_a_device_from_another_process() {
+    let be = listening(&[
+        "--scenario",
+        "scenarios/12-reboot-true-never-arrives.yaml",
+        "--personality",
+        "cloud-gateway",
+        "--mqtt",
+        "127.0.0.1:0",
+        "--duration",
+        "20s",
+    ]);
+    let mqtt = announced(&be.stderr, "MQTT gateway on ");
+    let (_, device_err) = run_connect(&["--mqtt", &mqtt, "--wake", "on-boot", "--quiet"], 6);
+    let (code, out, _) = finish(be.child, Duration::from_secs(30));
+    assert_eq!(code, 0, "the scenario passes over MQTT + UDP:\n{out}\n{device_err}");
+    assert!(out.contains(&format!("and mqtt://{mqtt} + UDP")), "{out}");
+    assert!(out.contains("pass  step 3 (line 16): readback is 10 — got 10"), "{out}");
+}
+
+#[test]
+fn run_wire_over_mqtt_writes_junit_and_html_that_reproduce_over_mqtt() {
+    let dir = common::scratch_dir("mqtt-wire-reports");
+    let (junit, html) = (dir.join("r.xml"), dir.join("r.html"));
+    let child = std::process::Command::new(common::BIN)
+        .args(["run", "--wire", "--transport", "mqtt", "--quiet"])
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--html")
+        .arg(&html)
+        .arg("scenarios/q12-wrong-type-is-missing.yaml")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, out, err) = finish(child, Duration::from_secs(40));
+    // xinnan-py never registered self.screen.snapshot: the scenario fails over either wire.
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        err.contains("--wire --transport mqtt --personality xinnan-py --seed 112"),
+        "{err}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("--wire --transport mqtt --personality xinnan-py"), "{xml}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("the gateway stand-in, backend xinnan-py"),
+        "the HTML says which wire"
+    );
 }

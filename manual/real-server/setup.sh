@@ -10,6 +10,8 @@
 #   XIAOZHI_SERVER_COMMIT  default 7475ea2b (the commit the manual checks were done at)
 #   PYTHON              default python3.11
 #   SERVER_PORT, HTTP_PORT, STANDIN_PORT, LOG_LEVEL   written into the config (8000, 8003, 8090, DEBUG)
+#   MQTT_GATEWAY, MQTT_SIGNATURE_KEY   server.mqtt_gateway (host:port; empty: the OTA hands out
+#                       WebSocket) and server.mqtt_signature_key (manual/real-gateway)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -72,6 +74,7 @@ mkdir -p "$SRC/data" "$SRC/tmp"
 grep -v -E '\{\{(local_address|weather_info)\}\}' "$SRC/agent-base-prompt.txt" >"$SRC/data/agent-base-prompt.loopback.txt"
 sed -e "s/@SERVER_PORT@/${SERVER_PORT:-8000}/g" -e "s/@HTTP_PORT@/${HTTP_PORT:-8003}/g" \
     -e "s/@STANDIN_PORT@/${STANDIN_PORT:-8090}/g" -e "s/@LOG_LEVEL@/${LOG_LEVEL:-DEBUG}/g" \
+    -e "s/@MQTT_GATEWAY@/${MQTT_GATEWAY:-}/g" -e "s/@MQTT_SIGNATURE_KEY@/${MQTT_SIGNATURE_KEY:-}/g" \
     "$HERE/config.yaml" >"$SRC/data/.config.yaml"
 # 5. The spoken utterance of the manual checks: the server's own Chinese speech sample (5.6 s).
 [ -f "$DIR/zh16k.wav" ] ||

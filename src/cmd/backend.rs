@@ -14,7 +14,8 @@ use xiaozhi_sim::backend::script::{Command, Script, SpeakVoice};
 use xiaozhi_sim::backend::{BackendSpec, Outcome};
 
 use crate::args::parse_std_duration;
-use crate::server::{Server, load_personality, serve};
+use crate::over_wire::MqttSockets;
+use crate::server::{MqttWire, Server, load_personality, serve, serve_mqtt};
 
 /// A small xiaozhi server that drives devices as a real backend does (a personality).
 ///
@@ -74,7 +75,7 @@ pub struct Args {
     #[arg(long)]
     pub verbose: bool,
     /// Also serve devices on MQTT + UDP, listening for MQTT here (the gateway's MQTT_PORT).
-    #[arg(long, value_name = "ADDR", conflicts_with = "scenario")]
+    #[arg(long, value_name = "ADDR")]
     pub mqtt: Option<String>,
     /// The UDP address of the audio (the gateway's UDP_PORT); default: --mqtt's host, any port.
     #[arg(long, value_name = "ADDR", requires = "mqtt")]
@@ -87,88 +88,74 @@ pub struct Args {
     /// OTA endpoint signs with it too). Without it any password is taken.
     #[arg(long, value_name = "KEY", requires = "mqtt")]
     pub mqtt_signature_key: Option<String>,
+    /// Set TCP_NODELAY on the devices' MQTT connections. The gateway leaves Nagle's algorithm on,
+    /// and so does the twin by default: a `tts start` written right after an `stt` then waits for
+    /// the device's ACK while the reply's first datagrams overtake it (docs/mqtt.md).
+    #[arg(long, requires = "mqtt")]
+    pub mqtt_nodelay: bool,
     /// Serve the OTA endpoint (POST /xiaozhi/ota/, any path) here.
-    #[arg(long, value_name = "ADDR", conflicts_with = "scenario")]
+    #[arg(long, value_name = "ADDR")]
     pub ota: Option<String>,
 }
 
-/// The second wire and the OTA endpoint, bound: what they print, and their tasks.
-async fn start_extra_wires(
+/// `--mqtt`/`--udp`, bound, and the gateway's settings in front of the server at `ws`; printed.
+async fn bind_mqtt(opts: &Args, ws: std::net::SocketAddr) -> Result<Option<(MqttSockets, MqttWire)>> {
+    let Some(addr) = &opts.mqtt else { return Ok(None) };
+    let mqtt = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("--mqtt {addr}"))?;
+    let at = mqtt.local_addr()?;
+    let udp_addr = opts.udp.clone().unwrap_or_else(|| format!("{}:0", at.ip()));
+    let udp = tokio::net::UdpSocket::bind(&udp_addr)
+        .await
+        .with_context(|| format!("--udp {udp_addr}"))?;
+    let sockets = MqttSockets { mqtt, udp };
+    let wire = sockets.wire(
+        &format!("ws://{ws}/xiaozhi/v1/"),
+        opts.public_ip.clone(),
+        opts.mqtt_signature_key.clone(),
+        opts.mqtt_nodelay,
+    )?;
+    eprintln!(
+        "backend: MQTT gateway on {at} (UDP {}, hello names {}:{}){}",
+        sockets.udp.local_addr()?,
+        wire.gateway.public_ip,
+        wire.gateway.udp_port,
+        if wire.gateway.signature_key.is_some() {
+            ", passwords checked"
+        } else {
+            ""
+        }
+    );
+    Ok(Some((sockets, wire)))
+}
+
+/// `--ota`: the OTA endpoint, handing out the gateway at `mqtt` if any, else the WebSocket at
+/// `ws`; printed.
+async fn start_ota(
     opts: &Args,
     ws: std::net::SocketAddr,
-    server: &Arc<Server>,
+    mqtt: Option<String>,
     stop: &watch::Receiver<bool>,
 ) -> Result<()> {
-    let websocket_url = format!("ws://{ws}/xiaozhi/v1/");
-    let mut gateway = None;
-    if let Some(addr) = &opts.mqtt {
-        let listener = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("--mqtt {addr}"))?;
-        let mqtt = listener.local_addr()?;
-        let udp_addr = opts.udp.clone().unwrap_or_else(|| format!("{}:0", mqtt.ip()));
-        let udp = tokio::net::UdpSocket::bind(&udp_addr)
-            .await
-            .with_context(|| format!("--udp {udp_addr}"))?;
-        let udp_at = udp.local_addr()?;
-        let public_ip = opts.public_ip.clone().unwrap_or_else(|| {
-            if udp_at.ip().is_unspecified() {
-                "127.0.0.1".to_string()
-            } else {
-                udp_at.ip().to_string()
-            }
-        });
-        let config = xiaozhi_sim::backend::gateway::GatewayConfig {
-            signature_key: opts.mqtt_signature_key.clone(),
-            public_ip,
-            udp_port: udp_at.port(),
-            max_tools: 32,
-            // The integration doc's chat server URL: the suffix makes the server frame its audio
-            // for the gateway (docs/reference/mqtt.md §5).
-            chat_server: format!("{websocket_url}?from=mqtt_gateway"),
-        };
-        eprintln!(
-            "backend: MQTT gateway on {mqtt} (UDP {udp_at}, hello names {}:{}){}",
-            config.public_ip,
-            config.udp_port,
-            if config.signature_key.is_some() {
-                ", passwords checked"
-            } else {
-                ""
-            }
-        );
-        let wire = crate::server::MqttWire {
-            gateway: config,
-            max_packet: crate::server::MAX_MQTT_PACKET,
-        };
-        gateway = Some(mqtt.to_string());
-        tokio::spawn(crate::server::serve_mqtt(
-            listener,
-            udp,
-            wire,
-            server.clone(),
-            stop.clone(),
-        ));
-    }
-    if let Some(addr) = &opts.ota {
-        let listener = TcpListener::bind(addr).await.with_context(|| format!("--ota {addr}"))?;
-        let at = listener.local_addr()?;
-        let config = xiaozhi_sim::backend::ota::OtaConfig {
-            websocket_url,
-            mqtt_gateway: gateway,
-            signature_key: opts.mqtt_signature_key.clone(),
-            timezone_offset_hours: 8,
-        };
-        eprintln!(
-            "backend: OTA on http://{at}/xiaozhi/ota/ (hands out {})",
-            if config.mqtt_gateway.is_some() {
-                "mqtt"
-            } else {
-                "websocket"
-            }
-        );
-        tokio::spawn(crate::server::serve_ota(listener, config, opts.verbose, stop.clone()));
-    }
+    let Some(addr) = &opts.ota else { return Ok(()) };
+    let listener = TcpListener::bind(addr).await.with_context(|| format!("--ota {addr}"))?;
+    let at = listener.local_addr()?;
+    let config = xiaozhi_sim::backend::ota::OtaConfig {
+        websocket_url: format!("ws://{ws}/xiaozhi/v1/"),
+        mqtt_gateway: mqtt,
+        signature_key: opts.mqtt_signature_key.clone(),
+        timezone_offset_hours: 8,
+    };
+    eprintln!(
+        "backend: OTA on http://{at}/xiaozhi/ota/ (hands out {})",
+        if config.mqtt_gateway.is_some() {
+            "mqtt"
+        } else {
+            "websocket"
+        }
+    );
+    tokio::spawn(crate::server::serve_ota(listener, config, opts.verbose, stop.clone()));
     Ok(())
 }
 
@@ -224,7 +211,12 @@ pub fn run(opts: &Args) -> Result<bool> {
         );
         let server = Server::new(spec, script, opts.verbose, true);
         let (stop_tx, stop_rx) = watch::channel(false);
-        start_extra_wires(opts, addr, &server, &stop_rx).await?;
+        let mqtt = bind_mqtt(opts, addr).await?;
+        let endpoint = mqtt.as_ref().map(|(m, _)| m.endpoint()).transpose()?;
+        start_ota(opts, addr, endpoint, &stop_rx).await?;
+        if let Some((m, wire)) = mqtt {
+            tokio::spawn(serve_mqtt(m.mqtt, m.udp, wire, server.clone(), stop_rx.clone()));
+        }
         let serving = tokio::spawn(serve(listener, server.clone(), stop_rx));
         if from_stdin {
             tokio::spawn(stdin_commands(server.clone()));
@@ -290,7 +282,8 @@ fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Resul
         let listener = TcpListener::bind(&opts.listen)
             .await
             .with_context(|| format!("--listen {}", opts.listen))?;
-        let url = format!("ws://{}/xiaozhi/v1/", listener.local_addr()?);
+        let ws = listener.local_addr()?;
+        let url = format!("ws://{ws}/xiaozhi/v1/");
         eprintln!(
             "backend: listening on {url} as {name}; scenario {} ({} step(s) over {} connection(s)), waiting up to {:?} for a device",
             loaded.origin,
@@ -298,9 +291,16 @@ fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Resul
             plan.connections,
             limit
         );
-        let served = crate::over_wire::serve_plan(listener, &plan, spec.clone(), limit, opts.verbose, None).await?;
+        let mqtt = bind_mqtt(opts, ws).await?;
+        let endpoint = mqtt.as_ref().map(|(m, _)| m.endpoint()).transpose()?;
+        let (_stop_ota, stop_rx) = watch::channel(false);
+        start_ota(opts, ws, endpoint.clone(), &stop_rx).await?;
+        let served = crate::over_wire::serve_plan(listener, &plan, spec.clone(), limit, opts.verbose, None, mqtt).await?;
         let seed = loaded.spec.seed(None);
-        let over = format!("{url} (backend {name})");
+        let over = match endpoint {
+            Some(e) => format!("{url} and mqtt://{e} + UDP (the gateway stand-in, backend {name})"),
+            None => format!("{url} (backend {name})"),
+        };
         anyhow::Ok(crate::over_wire::judge_reports(&loaded, &plan, &spec, over, seed, served))
     });
     runtime.shutdown_timeout(Duration::from_secs(1));

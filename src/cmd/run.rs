@@ -13,6 +13,7 @@ use xiaozhi_sim::scenario::record::ScenarioReport;
 
 use crate::args::parse_std_duration;
 use crate::matrix::{self, Cell, Matrix, Row};
+use crate::over_wire::Transport;
 use crate::scenarios::{self, Loaded};
 
 /// Run scenario files and print their acceptance records and checks.
@@ -27,6 +28,8 @@ use crate::scenarios::{self, Loaded};
 /// the scenario's call, readback and wait steps (discovery its own way, ids its own). The
 /// record is what the backend can know; expectations about the device's insides are listed
 /// as not judged. Steps that act on the device itself (play, press, faults, …) are refused.
+/// --transport mqtt sends the device to MQTT + UDP instead (an OTA answer with an `mqtt` block),
+/// through the twin's xiaozhi-mqtt-gateway stand-in in front of the same backend.
 #[derive(clap::Args)]
 pub struct Args {
     /// Scenario files or directories of them.
@@ -66,6 +69,9 @@ pub struct Args {
     /// error (exit 2), except that a one-version run skips such scenarios found in directories.
     #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
     pub firmware: Vec<String>,
+    /// With --wire: the wire the device uses (mqtt: MQTT + UDP through the gateway stand-in).
+    #[arg(long, value_enum, default_value_t = Transport::Websocket, requires = "wire")]
+    pub transport: Transport,
     /// With --wire: give up on a scenario after this long (real time).
     #[arg(long, value_parser = parse_std_duration, default_value = "60s", requires = "wire")]
     pub limit: Duration,
@@ -77,12 +83,24 @@ struct Wire<'a> {
     personality: &'a str,
     backend: BackendSpec,
     limit: Duration,
+    transport: Transport,
+}
+
+impl Wire<'_> {
+    /// The flags that reproduce this wire on a command line.
+    fn flags(&self) -> String {
+        let transport = match self.transport {
+            Transport::Websocket => "",
+            Transport::Mqtt => " --transport mqtt",
+        };
+        format!(" --wire{transport} --personality {}", self.personality)
+    }
 }
 
 impl Wire<'_> {
     /// Runs `l` over loopback sockets: its report, judged from the backend's side.
     fn run(&self, l: &Loaded, seed: Option<u64>) -> Result<ScenarioReport> {
-        let mut result = crate::over_wire::run_one(l, self.backend.clone(), seed, self.limit, false)?;
+        let mut result = crate::over_wire::run_one(l, self.backend.clone(), seed, self.limit, self.transport)?;
         crate::over_wire::require_completion(&mut result, self.limit);
         Ok(result.report)
     }
@@ -101,6 +119,7 @@ pub fn run(opts: &Args) -> Result<bool> {
             personality: &opts.personality,
             backend: crate::server::load_personality(&opts.personality)?,
             limit: opts.limit,
+            transport: opts.transport,
         })
     } else {
         None
@@ -225,7 +244,7 @@ fn run_each(
                 report.failed_checks().count(),
                 report.checks.len(),
                 l.origin,
-                wire.map_or(String::new(), |w| format!(" --wire --personality {}", w.personality)),
+                wire.map_or(String::new(), Wire::flags),
                 version.map_or(String::new(), |f| format!(" --firmware {}", f.tag)),
                 report.seed
             );
@@ -252,10 +271,7 @@ fn write_reports(
     }
     if let Some(path) = &opts.junit {
         let command = match wire {
-            Some(w) => format!(
-                "xiaozhi-twin run {{file}} --wire --personality {} --seed {{seed}}",
-                w.personality
-            ),
+            Some(w) => format!("xiaozhi-twin run {{file}}{} --seed {{seed}}", w.flags()),
             None => "xiaozhi-twin run {file} --seed {seed}".to_string(),
         };
         let command = match version {

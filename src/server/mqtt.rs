@@ -44,6 +44,10 @@ pub struct MqttWire {
     pub gateway: GatewayConfig,
     /// `max_mqtt_payload_size`.
     pub max_packet: usize,
+    /// Set TCP_NODELAY on each device's connection. The gateway does not (`net.createServer`
+    /// leaves Nagle's algorithm on), so a small publish written while an earlier one is unacked
+    /// waits for the device's ACK (docs/reference/mqtt.md §7).
+    pub nodelay: bool,
 }
 
 /// Datagrams for each live connection, by its connection id (the ssrc).
@@ -69,7 +73,9 @@ pub async fn serve_mqtt(
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
+                    if wire.nodelay {
+                        let _ = stream.set_nodelay(true);
+                    }
                     n += 1;
                     let id = connection_id(n);
                     let (tx, rx) = mpsc::unbounded_channel();
@@ -128,7 +134,9 @@ struct Link {
     bridge: Option<Open>,
     /// The UDP addresses datagrams came from, as the gateway's address tokens (index + 1).
     addrs: Vec<SocketAddr>,
-    /// Packets to write at the end of this round.
+    /// The packet being written (each is written as soon as it is made, as the gateway's
+    /// `socket.write` per packet does: with Nagle on, that is what makes a second small publish
+    /// wait for an ACK).
     out: BytesMut,
     /// A CONNECT has come (the gateway ends a connection whose first packet is not one).
     connected: bool,
@@ -302,7 +310,8 @@ impl Link {
     /// Carries out what the gateway and the bridge's backend decided, until neither has more;
     /// how the connection ended, if it did.
     async fn apply(&mut self, writer: &mut OwnedWriteHalf) -> Option<Over> {
-        let mut over = None;
+        // The acks `packets` made (SUBACK, PINGRESP).
+        let mut over = (!self.flush(writer).await).then_some(Over::Gone);
         loop {
             let backend = self.apply_backend();
             let (gateway, closed) = self.apply_gateway(writer).await;
@@ -311,9 +320,6 @@ impl Link {
                 break;
             }
         }
-        if !self.flush(writer).await {
-            over = over.or(Some(Over::Gone));
-        }
         // A gateway that closed without a `Close` action saw the device go.
         if over.is_none() && self.gateway.is_closed() {
             over = Some(Over::Gone);
@@ -321,7 +327,7 @@ impl Link {
         over
     }
 
-    /// Writes the packets of this round; false when the device's connection is gone.
+    /// Writes what is in `out`; false when the device's connection is gone.
     async fn flush(&mut self, writer: &mut OwnedWriteHalf) -> bool {
         if self.out.is_empty() {
             return true;
@@ -349,6 +355,7 @@ impl Link {
                         ConnectReturnCode::NotAuthorized
                     };
                     let _ = Packet::ConnAck(ConnAck::new(code, false)).write(&mut self.out, usize::MAX);
+                    self.flush(writer).await;
                 }
                 GatewayAction::Publish { topic, payload } => {
                     if self.server.verbose {
@@ -356,11 +363,9 @@ impl Link {
                     }
                     let publish = Publish::new(topic, QoS::AtMostOnce, payload);
                     let _ = Packet::Publish(publish).write(&mut self.out, usize::MAX);
+                    self.flush(writer).await;
                 }
                 GatewayAction::Datagram { bytes, to } => {
-                    // The gateway writes each message as it goes (Node's socket.write): a publish
-                    // decided before this datagram is on the wire before it.
-                    self.flush(writer).await;
                     let addr = usize::try_from(to).ok().and_then(|i| self.addrs.get(i.wrapping_sub(1)));
                     if let Some(addr) = addr {
                         let _ = self.udp.send_to(&bytes, *addr).await;

@@ -143,6 +143,20 @@ mod tests {
     }
 
     #[test]
+    fn the_answer_is_byte_for_byte_what_the_real_server_sent() {
+        // xiaozhi-esp32-server 7475ea2b (manual/real-server, `server.mqtt_gateway` 127.0.0.1:1883,
+        // key TwinCheck2026Key) answered this request on 2026-12-03 with exactly these bytes.
+        let seen = r#"{"server_time":{"timestamp":1796284581575,"timezone_offset":480},"firmware":{"version":"2.4.2","url":""},"mqtt":{"endpoint":"127.0.0.1:1883","client_id":"GID_bread-compact-wifi@@@02_00_00_00_00_09@@@02_00_00_00_00_09","username":"eyJpcCI6ICJ1bmtub3duIn0=","password":"MWcCiUoVbAAKCY8sEMKWNwX0mpFyqbJKBROeKGw2Uv0=","publish_topic":"device-server","subscribe_topic":"devices/p2p/02_00_00_00_00_09"}}"#;
+        let headers = vec![
+            ("Device-Id".to_string(), "02:00:00:00:00:09".to_string()),
+            ("Client-Id".to_string(), "x".to_string()),
+        ];
+        let body = br#"{"board":{"type":"bread-compact-wifi"},"application":{"version":"2.4.2"}}"#;
+        let config = config(Some("127.0.0.1:1883"), Some("TwinCheck2026Key"));
+        assert_eq!(answer(&config, &headers, body, 1_796_284_581_575), seen);
+    }
+
+    #[test]
     fn no_gateway_means_websocket_and_no_key_means_an_empty_password() {
         let a: Value =
             serde_json::from_str(&answer(&config(None, None), &headers("aa:bb:cc:00:11:22"), b"{}", 7)).unwrap();
