@@ -62,8 +62,16 @@ impl MqttSockets {
 
     /// The gateway's settings for these sockets in front of the server at `ws` (its WebSocket
     /// URL): the hello names the UDP socket (its IP, or 127.0.0.1 when it is 0.0.0.0, unless
-    /// `public_ip`), passwords checked with `key` if any, Nagle left on unless `nodelay`.
-    pub fn wire(&self, ws: &str, public_ip: Option<String>, key: Option<String>, nodelay: bool) -> Result<MqttWire> {
+    /// `public_ip`), passwords checked with `key` if any, Nagle left on unless `nodelay`; with
+    /// `broker`, a plain broker's delivery (only to subscribers) instead of the gateway's.
+    pub fn wire(
+        &self,
+        ws: &str,
+        public_ip: Option<String>,
+        key: Option<String>,
+        nodelay: bool,
+        broker: bool,
+    ) -> Result<MqttWire> {
         let udp = self.udp.local_addr()?;
         let public_ip = public_ip.unwrap_or_else(|| {
             if udp.ip().is_unspecified() {
@@ -81,6 +89,7 @@ impl MqttSockets {
                 // The integration doc's chat server URL: the suffix makes the server frame its
                 // audio for the gateway (docs/reference/mqtt.md §5).
                 chat_server: format!("{ws}?from=mqtt_gateway"),
+                needs_subscribe: broker,
             },
             max_packet: MAX_MQTT_PACKET,
             nodelay,
@@ -253,7 +262,7 @@ pub fn run_one(
             Transport::Websocket => None,
             Transport::Mqtt => {
                 let sockets = MqttSockets::loopback().await?;
-                let wire = sockets.wire(&url, None, None, false)?;
+                let wire = sockets.wire(&url, None, None, false, false)?;
                 Some((sockets, wire))
             }
         };

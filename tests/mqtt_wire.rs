@@ -383,3 +383,69 @@ fn run_wire_over_mqtt_writes_junit_and_html_that_reproduce_over_mqtt() {
         "the HTML says which wire"
     );
 }
+
+#[test]
+fn behind_a_plain_broker_the_device_never_hears_its_server() {
+    let (b, mqtt) = mqtt_backend(&["--mqtt-server", "broker"]);
+    let (code, stderr) = run_connect(&["--mqtt", &mqtt, "--wake", "on-boot"], 12);
+    let mut child = b.child;
+    let _ = child.kill();
+    let _ = child.wait();
+    let backend_log: Vec<String> = b.stderr.try_iter().collect();
+    assert_eq!(code, 0, "{stderr}");
+    // CONNACK came, so the firmware is connected; the hello goes out and nothing comes back.
+    assert!(stderr.contains("log I MQTT: Connected to endpoint"), "{stderr}");
+    assert!(
+        stderr.contains(r#"→ {"type":"hello","version":3,"transport":"udp""#),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("log E MQTT: Failed to receive server hello"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("← "), "nothing reached the device: {stderr}");
+    assert!(
+        backend_log
+            .iter()
+            .any(|l| l.contains("were not delivered: the broker delivers only to subscribers")),
+        "{backend_log:?}"
+    );
+}
+
+#[test]
+fn a_plain_broker_delivers_to_a_client_that_subscribed() {
+    use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+    let (b, mqtt) = mqtt_backend(&["--mqtt-server", "broker"]);
+    let (host, port) = mqtt.split_once(':').unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let got = runtime.block_on(async {
+        let mut options = MqttOptions::new(
+            "GID_test@@@02_00_00_00_00_01@@@02_00_00_00_00_01",
+            host,
+            port.parse().unwrap(),
+        );
+        options.set_credentials("eyJpcCI6ICJ1bmtub3duIn0=", "");
+        let (client, mut events) = AsyncClient::new(options, 10);
+        client.subscribe("devices/p2p/+", QoS::AtMostOnce).await.unwrap();
+        let hello = r#"{"type":"hello","version":3,"transport":"udp","features":{"mcp":true},"audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#;
+        client.publish("device-server", QoS::AtMostOnce, false, hello).await.unwrap();
+        let wait = async {
+            loop {
+                if let Event::Incoming(Packet::Publish(p)) = events.poll().await.unwrap() {
+                    let text = String::from_utf8_lossy(&p.payload).into_owned();
+                    if text.contains(r#""type":"hello""#) {
+                        return (p.topic, text);
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), wait).await
+    });
+    stop(b);
+    let (topic, hello) = got.expect("the server hello reaches a subscriber");
+    assert_eq!(topic, "devices/p2p/02_00_00_00_00_01");
+    assert!(hello.contains(r#""transport":"udp""#), "{hello}");
+}

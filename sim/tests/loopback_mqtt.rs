@@ -293,3 +293,53 @@ fn the_keepalive_check_closes_at_the_first_whole_second_past_one_and_a_half_keep
     assert_eq!(g.poll_action(), Some(GatewayAction::Close));
     assert_eq!(g.poll_timeout(), None);
 }
+
+#[test]
+fn behind_a_plain_broker_the_device_never_hears_its_server_and_the_open_times_out() {
+    // mosquitto, or EMQX without auto-subscribe: CONNACK, but nothing reaches a client that
+    // subscribed to nothing, and the firmware subscribes to nothing.
+    let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
+    let mut d = Device::new(Arc::new(spec), WorldSpec::over_mqtt(block("")), 5);
+    d.set_trace(true);
+    d.power_on(SimTime::ZERO);
+    let backend = BackendSpec::shipped("xinnan-py").unwrap();
+    let mut lb = Loopback::new(d, Arc::new(backend));
+    lb.set_gateway_config(GatewayConfig {
+        needs_subscribe: true,
+        ..GatewayConfig::local(8884, "ws://127.0.0.1:8000/xiaozhi/v1/?from=mqtt_gateway")
+    });
+    lb.run_until(SimTime::from_millis(1000)).unwrap();
+    assert_eq!(
+        lb.device.snapshot().state,
+        Some(DeviceState::Idle),
+        "connected: CONNACK came"
+    );
+    let now = lb.now();
+    lb.device.toggle_chat(now);
+    lb.run_until(now + SimDuration::from_secs(12)).unwrap();
+    let logged: Vec<String> = lb
+        .device
+        .drain_events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            xiaozhi_sim::trace::Event::Logged { tag, text, .. } => Some(format!("{tag}: {text}")),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        logged.contains(&"MQTT: Failed to receive server hello".to_string()),
+        "{logged:?}"
+    );
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Idle));
+    // The gateway's MCP at CONNECT, the server hello and the server's initialize: none delivered.
+    let g = lb.gateway().unwrap();
+    assert!(g.undelivered() >= 3, "{}", g.undelivered());
+    assert!(g.cached_tools().is_empty());
+    // The same run with the gateway's delivery hears the hello.
+    let mut lb = pair(&good_password());
+    let now = lb.now();
+    lb.device.toggle_chat(now);
+    lb.run_until(now + SimDuration::from_secs(3)).unwrap();
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
+    assert_eq!(lb.gateway().unwrap().undelivered(), 0);
+}

@@ -88,6 +88,12 @@ pub struct Args {
     /// OTA endpoint signs with it too). Without it any password is taken.
     #[arg(long, value_name = "KEY", requires = "mqtt")]
     pub mqtt_signature_key: Option<String>,
+    /// What serves MQTT: `gateway` (xiaozhi-mqtt-gateway: delivers to devices/p2p/<mac_>
+    /// without a SUBSCRIBE) or `broker` (a plain broker such as mosquitto, or EMQX without
+    /// auto-subscribe: delivers only to subscribers, so a device that subscribes to nothing never
+    /// hears its server).
+    #[arg(long, value_enum, default_value_t = MqttServer::Gateway, requires = "mqtt")]
+    pub mqtt_server: MqttServer,
     /// Set TCP_NODELAY on the devices' MQTT connections. The gateway leaves Nagle's algorithm on,
     /// and so does the twin by default: a `tts start` written right after an `stt` then waits for
     /// the device's ACK while the reply's first datagrams overtake it (docs/mqtt.md).
@@ -96,6 +102,15 @@ pub struct Args {
     /// Serve the OTA endpoint (POST /xiaozhi/ota/, any path) here.
     #[arg(long, value_name = "ADDR")]
     pub ota: Option<String>,
+}
+
+/// What serves the devices' MQTT (`--mqtt-server`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MqttServer {
+    /// xiaozhi-mqtt-gateway's delivery.
+    Gateway,
+    /// A plain broker's: only to subscribers.
+    Broker,
 }
 
 /// `--mqtt`/`--udp`, bound, and the gateway's settings in front of the server at `ws`; printed.
@@ -115,7 +130,13 @@ async fn bind_mqtt(opts: &Args, ws: std::net::SocketAddr) -> Result<Option<(Mqtt
         opts.public_ip.clone(),
         opts.mqtt_signature_key.clone(),
         opts.mqtt_nodelay,
+        opts.mqtt_server == MqttServer::Broker,
     )?;
+    if opts.mqtt_server == MqttServer::Broker {
+        eprintln!(
+            "backend: as a plain MQTT broker: messages reach a device only on topics it subscribed to (the firmware subscribes to none)"
+        );
+    }
     eprintln!(
         "backend: MQTT gateway on {at} (UDP {}, hello names {}:{}){}",
         sockets.udp.local_addr()?,

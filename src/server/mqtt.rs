@@ -237,6 +237,13 @@ impl Link {
         if self.server.verbose {
             eprintln!("backend: MQTT connection from {} ended ({over:?})", self.peer);
         }
+        if self.gateway.undelivered() > 0 {
+            eprintln!(
+                "backend: {} message(s) for {} were not delivered: the broker delivers only to subscribers, and the device subscribed to nothing",
+                self.gateway.undelivered(),
+                self.gateway.reply_topic().unwrap_or("the device")
+            );
+        }
     }
 
     /// A stdin command for the bridge's session.
@@ -293,7 +300,12 @@ impl Link {
                 }
                 Packet::Publish(p) => self.gateway.publish_in(now, p.qos as u8, &p.payload),
                 Packet::Subscribe(s) => {
-                    // Acked with return code 0 and otherwise ignored (`handleSubscribe`).
+                    // The gateway acks with return code 0 and ignores it (`handleSubscribe`); a
+                    // plain broker delivers from now on if a filter matches the device's topic.
+                    let topic = self.gateway.reply_topic().unwrap_or_default().to_string();
+                    if s.filters.iter().any(|f| mqttbytes::matches(&topic, &f.path)) {
+                        self.gateway.subscribed();
+                    }
                     let ack = SubAck::new(s.pkid, vec![SubscribeReasonCode::Success(QoS::AtMostOnce)]);
                     let _ = Packet::SubAck(ack).write(&mut self.out, usize::MAX);
                 }

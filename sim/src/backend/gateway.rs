@@ -43,6 +43,10 @@ pub struct GatewayConfig {
     /// The `chat_servers` entry the bridge dials; xiaozhi-esp32-server's docs have it end in
     /// `?from=mqtt_gateway`, which makes that server frame its audio for the gateway.
     pub chat_server: String,
+    /// A plain broker in front of the server instead of the gateway (mosquitto, EMQX without
+    /// auto-subscribe): a publish reaches the device only on a topic it subscribed to, and the
+    /// firmware subscribes to nothing (docs/reference/mqtt.md §5).
+    pub needs_subscribe: bool,
 }
 
 impl GatewayConfig {
@@ -55,6 +59,7 @@ impl GatewayConfig {
             udp_port,
             max_tools: 32,
             chat_server: chat_server.into(),
+            needs_subscribe: false,
         }
     }
 }
@@ -138,6 +143,10 @@ pub struct GatewayConn {
     cached_initialize: Option<Value>,
     cached_tools: Vec<Value>,
     out: VecDeque<GatewayAction>,
+    /// The device subscribed to its reply topic (what a plain broker needs to deliver).
+    subscribed: bool,
+    /// Publishes for the device that a plain broker did not deliver.
+    undelivered: u64,
     rng: ChaCha8Rng,
     closed: bool,
 }
@@ -171,6 +180,8 @@ impl GatewayConn {
             cached_initialize: None,
             cached_tools: Vec::new(),
             out: VecDeque::new(),
+            subscribed: false,
+            undelivered: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             closed: false,
         }
@@ -191,6 +202,22 @@ impl GatewayConn {
         self.channel.as_ref().map(|(_, s)| s.as_str())
     }
 
+    /// The topic the device's messages go to (`devices/p2p/<mac_>`), once CONNECT named it.
+    pub fn reply_topic(&self) -> Option<&str> {
+        self.reply_to.as_deref()
+    }
+
+    /// The device subscribed to a filter that matches [`GatewayConn::reply_topic`] (the caller
+    /// matches, with MQTT's wildcard rules): a plain broker delivers from now on.
+    pub fn subscribed(&mut self) {
+        self.subscribed = true;
+    }
+
+    /// Publishes for the device that a plain broker did not deliver (nobody subscribed).
+    pub fn undelivered(&self) -> u64 {
+        self.undelivered
+    }
+
     /// The tools cached at CONNECT.
     pub fn cached_tools(&self) -> &[Value] {
         &self.cached_tools
@@ -209,6 +236,10 @@ impl GatewayConn {
     fn publish(&mut self, now: SimTime, payload: Value) {
         // `sendPublish` counts as activity (`mqtt-protocol.js:433`).
         self.last_activity = now;
+        if self.config.needs_subscribe && !self.subscribed {
+            self.undelivered += 1;
+            return;
+        }
         if let Some(topic) = self.reply_to.clone() {
             self.out.push_back(GatewayAction::Publish {
                 topic,
