@@ -20,10 +20,8 @@ use xiaozhi_sim::scenario::record::{Check, ScenarioReport};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WsConfig;
 
-use base64::Engine;
 use xiaozhi_sim::backend::gateway::GatewayConfig;
-use xiaozhi_sim::backend::ota::MQTT_USERNAME_JSON;
-use xiaozhi_sim::mqtt::MqttBlock;
+use xiaozhi_sim::backend::ota::mqtt_block;
 
 use crate::live::{LiveOptions, Wake, run_device};
 use crate::scenarios::Loaded;
@@ -173,17 +171,8 @@ pub fn twin_device(l: &Loaded, url: &str, mqtt: Option<&str>, seed: Option<u64>)
     let seed = l.spec.seed(seed);
     let mut device = Device::new(l.board.clone(), world, seed);
     if let Some(endpoint) = mqtt {
-        let mac = device.mac().replace(':', "_");
-        let group = format!("GID_{}", l.board.name).replace([':', ' '], "_");
-        device.world_mut().mqtt = Some(MqttBlock {
-            endpoint: endpoint.to_string(),
-            client_id: format!("{group}@@@{mac}@@@{mac}"),
-            username: base64::engine::general_purpose::STANDARD.encode(MQTT_USERNAME_JSON),
-            password: String::new(),
-            publish_topic: "device-server".into(),
-            subscribe_topic: format!("devices/p2p/{mac}"),
-            keepalive: None,
-        });
+        let block = mqtt_block(endpoint, &l.board.board_type, device.mac(), None);
+        device.world_mut().mqtt = Some(block);
     }
     device.set_trace(false);
     device.power_on(SimTime::ZERO);

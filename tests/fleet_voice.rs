@@ -427,3 +427,45 @@ fn bad_fleet_input_is_one_line_and_exit_2() {
         assert!(e.contains(says), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn talking_devices_over_mqtt_udp_complete_every_turn_through_the_gateway_stand_in() {
+    let args = ["--devices", "12", "--turns", "2", "--transport", "mqtt"];
+    let (code, s) = voice_fleet("mqtt-nodelay", &[&args[..], &["--mqtt-nodelay"]].concat());
+    assert_eq!(code, 0, "{s:#}");
+    let t = &s["turns"];
+    assert_eq!(
+        (u(&t["planned"]), u(&t["completed"]), u(&t["failed"])),
+        (24, 24, 0),
+        "{s:#}"
+    );
+    assert_eq!(u(&s["devices_connected"]), 12);
+    assert_eq!(
+        u(&s["pacing"]["tts_frames_received"]),
+        24 * 15,
+        "every datagram of every reply"
+    );
+    // No loss on loopback: no gap, no refusal, no drop.
+    assert!(s["pacing"].get("udp_sequence_gaps").is_none(), "{:#}", s["pacing"]);
+    assert!(
+        s["pacing"]["frames_dropped_by_devices"].as_object().unwrap().is_empty(),
+        "{s:#}"
+    );
+    let backend = s["run"]["backend"].as_str().unwrap();
+    assert!(
+        backend.contains("over MQTT + UDP via the gateway stand-in, TCP_NODELAY"),
+        "{backend}"
+    );
+    assert_eq!(
+        (u(&s["loudness"]["replies_measured"]), u(&s["loudness"]["not_audible"])),
+        (24, 0)
+    );
+    // With Nagle on, as the real gateway leaves it, this script's `tts start` follows the `stt`
+    // at once and waits for the device's ACK: the reply's first frames arrive over UDP first and
+    // the firmware, still listening, drops them (6 a turn seen); those turns fail with the reason.
+    let (code, s) = voice_fleet("mqtt-nagle", &args);
+    assert_eq!(code, 1, "{s:#}");
+    let early = u(&s["pacing"]["frames_dropped_by_devices"]["wrong_state"]);
+    assert!(early > 0, "{:#}", s["pacing"]);
+    assert!(u(&s["turns"]["failures"]["frames_dropped"]) > 0, "{:#}", s["turns"]);
+}

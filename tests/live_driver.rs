@@ -11,7 +11,7 @@ use xiaozhi_sim::backend::script::Script;
 use xiaozhi_sim::device::{Board, Device};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_twin::fleet::mcp::{self, McpRun};
-use xiaozhi_twin::fleet::{fleet_device, loopback_backend};
+use xiaozhi_twin::fleet::{Transport, fleet_device, loopback_backend};
 use xiaozhi_twin::live::{Companion, DeviceStats, LiveOptions, Seen, Wake, run_device};
 use xiaozhi_twin::server::{Server, load_personality};
 
@@ -34,6 +34,11 @@ impl Companion for Arrived {
 /// One device of `board` in the live driver against the built-in backend (xinnan-py) running
 /// `script`, until the script is done (at most 20 s); the device, its stats and the backend.
 fn drive(script: &str, watcher: Option<Arrived>) -> (Device, DeviceStats, Arc<Server>) {
+    drive_over(script, watcher, Transport::Websocket)
+}
+
+/// [`drive`] over `transport`.
+fn drive_over(script: &str, watcher: Option<Arrived>, transport: Transport) -> (Device, DeviceStats, Arc<Server>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -42,9 +47,11 @@ fn drive(script: &str, watcher: Option<Arrived>) -> (Device, DeviceStats, Arc<Se
         let personality = load_personality("xinnan-py").unwrap();
         let server = Server::new(personality, Script::parse("test script", script).unwrap(), false, false);
         let (backend_stop_tx, backend_stop_rx) = watch::channel(false);
-        let (url, serving) = loopback_backend(server.clone(), backend_stop_rx).await.unwrap();
+        let (target, serving) = loopback_backend(server.clone(), backend_stop_rx, transport, false)
+            .await
+            .unwrap();
         let board = Board::new(xiaozhi_twin::boards::load("bread-compact-wifi").unwrap());
-        let mut device = fleet_device(&board, &url, 7);
+        let mut device = fleet_device(&board, &target, 7);
         device.set_trace(true);
         device.power_on(SimTime::ZERO);
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -80,9 +87,18 @@ fn drive(script: &str, watcher: Option<Arrived>) -> (Device, DeviceStats, Arc<Se
 
 #[test]
 fn the_live_driver_runs_a_backend_script_in_process_and_records_each_call_with_its_reply() {
-    let (device, stats, server) = drive(
+    for transport in [Transport::Websocket, Transport::Mqtt] {
+        script_in_process(transport);
+    }
+}
+
+/// The script's calls, their replies and the device's states over `transport` (MQTT + UDP: the
+/// gateway stand-in's MCP at CONNECT comes first, with ids of its own).
+fn script_in_process(transport: Transport) {
+    let (device, stats, server) = drive_over(
         "call self.get_device_status\ncall self.audio_speaker.set_volume {\"volume\": 30}\n",
         None,
+        transport,
     );
     assert_eq!(
         (stats.connects, stats.connect_failures, stats.hellos),
@@ -168,7 +184,9 @@ fn an_mcp_fleet_runs_in_process_and_every_device_completes_its_script() {
     let run = McpRun {
         spec: xiaozhi_twin::boards::load("bread-compact-wifi").unwrap(),
         devices: 3,
-        url: None,
+        external: None,
+        transport: Transport::Websocket,
+        mqtt_nodelay: false,
         personality,
         script,
         duration: Duration::from_secs(30),

@@ -27,7 +27,7 @@ use crate::fleet::mcp::{self, McpRun};
 use crate::fleet::summary::{Shard, merge_files};
 use crate::fleet::turns::{Plan, voiced_end};
 use crate::fleet::voice::{self, VoiceRun, load_utterance, turn_script};
-use crate::fleet::{capacity, open_files_for};
+use crate::fleet::{Target, Transport, capacity, open_files_for};
 use crate::server::{BackendFault, load_personality};
 
 /// Many simulated devices against one backend, with a progress bar and a summary.
@@ -46,7 +46,8 @@ use crate::server::{BackendFault, load_personality};
 /// completed / failed (and why), latencies per phase (end of speech → stt, → first audio, →
 /// tts stop; MCP request → reply), TTS pacing, throughput and what the twin itself used; exit
 /// status 0 when every planned turn completed, 1 otherwise, 2 for bad input. --find-capacity
-/// ramps the device count until --slo breaks. `fleet merge A.json B.json …` adds up the --json
+/// ramps the device count until --slo breaks. --transport mqtt sends every device to MQTT + UDP
+/// (the built-in backend behind its xiaozhi-mqtt-gateway stand-in, or --mqtt for a real one). `fleet merge A.json B.json …` adds up the --json
 /// summaries of --shard runs.
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -58,8 +59,26 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     pub devices: u32,
     /// Backend URL (default: a built-in backend on a loopback port).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "mqtt")]
     pub url: Option<String>,
+    /// The devices' wire: `websocket`, or `mqtt` (MQTT + UDP, as an OTA answer with an `mqtt`
+    /// block sends them: through the built-in backend's xiaozhi-mqtt-gateway stand-in, or to
+    /// --mqtt).
+    #[arg(long, value_enum, default_value_t = Transport::Websocket)]
+    pub transport: Transport,
+    /// A real gateway's MQTT endpoint HOST:PORT (implies --transport mqtt): every device gets the
+    /// `mqtt` block xiaozhi-esp32-server's OTA hands out for it.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub mqtt: Option<String>,
+    /// With --mqtt: sign each device's password with this key (the gateway's
+    /// MQTT_SIGNATURE_KEY, the server's mqtt_signature_key).
+    #[arg(long, value_name = "KEY", requires = "mqtt")]
+    pub mqtt_signature_key: Option<String>,
+    /// With --transport mqtt: the built-in gateway stand-in sets TCP_NODELAY. The real gateway
+    /// leaves Nagle's algorithm on, which holds a publish behind an unacked one for the
+    /// device's delayed ACK (about 40 ms here): without this flag that is in the latencies.
+    #[arg(long)]
+    pub mqtt_nodelay: bool,
     #[command(flatten)]
     pub board: BoardArgs,
     /// Stop after this long at most (with --voice: at least as long as the ramp and the turns
@@ -199,6 +218,27 @@ pub fn run(opts: &Args) -> Result<bool> {
     run_mcp(opts)
 }
 
+/// Someone else's backend (`--url` or `--mqtt`), if any.
+fn external(opts: &Args) -> Option<Target> {
+    match (&opts.url, &opts.mqtt) {
+        (Some(url), _) => Some(Target::WebSocket(url.clone())),
+        (None, Some(endpoint)) => Some(Target::Mqtt {
+            endpoint: endpoint.clone(),
+            key: opts.mqtt_signature_key.clone(),
+        }),
+        (None, None) => None,
+    }
+}
+
+/// The devices' wire: --transport, or MQTT for --mqtt.
+fn transport(opts: &Args) -> Transport {
+    if opts.mqtt.is_some() {
+        Transport::Mqtt
+    } else {
+        opts.transport
+    }
+}
+
 fn voice_run(opts: &Args) -> Result<VoiceRun> {
     let spec = opts.board.load()?;
     let (utterance, name) = load_utterance(opts.utterance.as_deref())?;
@@ -210,12 +250,14 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
         bail!("{name}: no 60 ms frame of the utterance is voice (RMS ≥ {voice_dbfs} dBFS)");
     }
     // The built-in backend's own delay is known for its own script only.
-    let ear_log = (opts.url.is_none() && opts.script.is_none()).then(Default::default);
+    let ear_log = (external(opts).is_none() && opts.script.is_none()).then(Default::default);
     Ok(VoiceRun {
         spec,
         devices: opts.devices,
         shard: opts.shard.unwrap_or(Shard { index: 0, count: 1 }),
-        url: opts.url.clone(),
+        external: external(opts),
+        transport: transport(opts),
+        mqtt_nodelay: opts.mqtt_nodelay,
         personality,
         script,
         script_text,
@@ -258,7 +300,7 @@ fn run_voice(opts: &Args) -> Result<bool> {
 
 fn run_mcp(opts: &Args) -> Result<bool> {
     let spec = opts.board.load()?;
-    let limit = open_files_for(u64::from(opts.devices), opts.url.is_none())?;
+    let limit = open_files_for(u64::from(opts.devices), external(opts).is_none(), transport(opts))?;
     eprintln!("fleet: open-files limit {limit} (raised to the hard limit when lower)");
     let script = match &opts.script {
         Some(p) => {
@@ -270,7 +312,9 @@ fn run_mcp(opts: &Args) -> Result<bool> {
     let run = McpRun {
         spec,
         devices: opts.devices,
-        url: opts.url.clone(),
+        external: external(opts),
+        transport: transport(opts),
+        mqtt_nodelay: opts.mqtt_nodelay,
         personality: load_personality(&opts.personality)?,
         script,
         duration: opts.duration,

@@ -307,10 +307,7 @@ pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, js
     })?;
     let cap = Capacity {
         slo: slo_text,
-        backend: base
-            .url
-            .clone()
-            .unwrap_or_else(|| format!("built-in ({})", base.personality.name)),
+        backend: base.backend_name(),
         knee: found.knee,
         limited_by: found.limited_by.to_string(),
         steps: found.steps,

@@ -18,7 +18,9 @@ use xiaozhi_sim::backend::{BackendSpec, Outcome};
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Board;
 
-use super::{Devices, Member, check_url, fleet_device, loopback_backend, progress_bar, rss_kib, start};
+use super::{
+    Devices, Member, Target, Transport, check_url, fleet_device, loopback_backend, progress_bar, rss_kib, start, via,
+};
 use crate::live::Counters;
 use crate::server::{Ending, Server};
 
@@ -42,7 +44,11 @@ pub struct McpRun {
     pub spec: Arc<BoardSpec>,
     pub devices: u32,
     /// Someone else's backend (`None`: the built-in one on a loopback port).
-    pub url: Option<String>,
+    pub external: Option<Target>,
+    /// The built-in backend's wire (MQTT + UDP: through the gateway stand-in).
+    pub transport: Transport,
+    /// The gateway stand-in sets TCP_NODELAY (the real gateway does not).
+    pub mqtt_nodelay: bool,
     /// The built-in backend's personality and script.
     pub personality: BackendSpec,
     pub script: Script,
@@ -119,15 +125,18 @@ async fn drive(run: &McpRun) -> Result<McpSummary> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (backend_stop_tx, backend_stop_rx) = watch::channel(false);
     // The backend: ours on a loopback port, or the one named by --url.
-    let (url, server, serving) = match &run.url {
-        Some(u) => (u.clone(), None, None),
+    let (target, server, serving) = match &run.external {
+        Some(t) => (t.clone(), None, None),
         None => {
             let server = Server::new(run.personality.clone(), run.script.clone(), false, false);
-            let (url, serving) = loopback_backend(server.clone(), backend_stop_rx).await?;
-            (url, Some(server), Some(serving))
+            let (target, serving) =
+                loopback_backend(server.clone(), backend_stop_rx, run.transport, run.mqtt_nodelay).await?;
+            (target, Some(server), Some(serving))
         }
     };
-    check_url(&url)?;
+    if let Target::WebSocket(url) = &target {
+        check_url(url)?;
+    }
     let rss_before = rss_kib();
     let counters = Arc::new(Counters::default());
     let mut devices = Devices::new();
@@ -142,7 +151,7 @@ async fn drive(run: &McpRun) -> Result<McpSummary> {
         };
         start(
             &mut devices,
-            fleet_device(&board, &url, run.seed.wrapping_add(u64::from(i))),
+            fleet_device(&board, &target, run.seed.wrapping_add(u64::from(i))),
             member,
             None,
         );
@@ -168,9 +177,9 @@ async fn drive(run: &McpRun) -> Result<McpSummary> {
         devices: run.devices,
         board: run.spec.name.clone(),
         firmware: run.spec.firmware.version.clone(),
-        backend: match &run.url {
-            Some(u) => u.clone(),
-            None => format!("built-in ({})", run.personality.name),
+        backend: match &run.external {
+            Some(t) => t.to_string(),
+            None => format!("built-in ({}{})", run.personality.name, via(&target)),
         },
         connected_peak: peak,
         hellos_completed: hellos,
@@ -187,7 +196,7 @@ async fn drive(run: &McpRun) -> Result<McpSummary> {
         rss_per_device_kib: rss_connected.saturating_sub(rss_before) as f64 / f64::from(run.devices),
         open_files_limit: run.open_files_limit,
         wall_s: started.elapsed().as_secs_f64(),
-        built_in: run.url.is_none(),
+        built_in: run.external.is_none(),
     })
 }
 

@@ -8,8 +8,9 @@
 //!   search (`capacity`).
 //!
 //! This module holds what both share: the process's own limits and costs (open files, resident
-//! memory, CPU), the built-in backend on a loopback port, and the start of one fleet device in
-//! the live driver (`crate::live`).
+//! memory, CPU), the built-in backend on a loopback port (with the gateway stand-in in front of
+//! it for a fleet on MQTT + UDP), and the start of one fleet device in the live driver
+//! (`crate::live`).
 
 pub mod capacity;
 pub mod mcp;
@@ -30,8 +31,11 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
 use crate::live::{Companion, Counters, DeviceStats, LiveOptions, Wake, run_device};
-use crate::server::{Server, serve};
+use crate::over_wire::MqttSockets;
+pub use crate::over_wire::Transport;
+use crate::server::{Server, serve, serve_mqtt};
 use turns::{Driver, Metrics, Plan};
+use xiaozhi_sim::backend::ota::mqtt_block;
 
 /// Resident set size of this process in KiB (Linux; 0 elsewhere).
 pub fn rss_kib() -> u64 {
@@ -78,11 +82,13 @@ pub fn raise_open_files_limit() -> u64 {
     }
 }
 
-/// Raises the open-files limit and checks that `devices` fit under it (a socket each, two with
-/// the built-in backend in this process); returns the limit (0: unknown).
-pub fn open_files_for(devices: u64, built_in_backend: bool) -> Result<u64> {
+/// Raises the open-files limit and checks that `devices` fit under it (a socket each, two over
+/// MQTT + UDP, one more with the built-in backend in this process); returns the limit (0:
+/// unknown).
+pub fn open_files_for(devices: u64, built_in_backend: bool, transport: Transport) -> Result<u64> {
     let limit = raise_open_files_limit();
-    let needed = devices * if built_in_backend { 2 } else { 1 } + 64;
+    let own = if transport == Transport::Mqtt { 2 } else { 1 };
+    let needed = devices * (own + u64::from(built_in_backend)) + 64;
     if limit != 0 && limit < needed {
         bail!("{devices} devices need about {needed} open files, but the limit is {limit} (raise it with `ulimit -n`)");
     }
@@ -114,12 +120,65 @@ pub fn check_url(url: &str) -> Result<()> {
     Ok(())
 }
 
-/// Serves `server` on a loopback port until `stop`; returns the URL devices dial.
-pub async fn loopback_backend(server: Arc<Server>, stop: watch::Receiver<bool>) -> Result<(String, JoinHandle<()>)> {
+/// Where a fleet's devices connect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Dial this WebSocket URL.
+    WebSocket(String),
+    /// Connect MQTT to this endpoint, with the `mqtt` block xiaozhi-esp32-server's OTA hands out
+    /// for a gateway there (the password signed with `key`).
+    Mqtt { endpoint: String, key: Option<String> },
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::WebSocket(url) => f.write_str(url),
+            Target::Mqtt { endpoint, .. } => write!(f, "mqtt://{endpoint} + UDP"),
+        }
+    }
+}
+
+/// How a built-in backend's name says the wire: nothing for WebSocket, ` over MQTT + UDP via
+/// the gateway stand-in` otherwise.
+pub fn via(target: &Target) -> &'static str {
+    match target {
+        Target::WebSocket(_) => "",
+        Target::Mqtt { .. } => ", over MQTT + UDP via the gateway stand-in",
+    }
+}
+
+/// Serves `server` on a loopback port until `stop`, over `transport` (MQTT + UDP: the gateway
+/// stand-in in front of it, Nagle on as the gateway leaves it unless `nodelay`); returns where
+/// devices connect.
+pub async fn loopback_backend(
+    server: Arc<Server>,
+    stop: watch::Receiver<bool>,
+    transport: Transport,
+    nodelay: bool,
+) -> Result<(Target, JoinHandle<()>)> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let serving = tokio::spawn(serve(listener, server, stop));
-    Ok((format!("ws://{addr}/xiaozhi/v1/"), serving))
+    let url = format!("ws://{}/xiaozhi/v1/", listener.local_addr()?);
+    match transport {
+        Transport::Websocket => Ok((Target::WebSocket(url), tokio::spawn(serve(listener, server, stop)))),
+        Transport::Mqtt => {
+            let sockets = MqttSockets::loopback().await?;
+            let endpoint = sockets.endpoint()?;
+            let wire = sockets.wire(&url, None, None, nodelay, false)?;
+            let mqtt = tokio::spawn(serve_mqtt(
+                sockets.mqtt,
+                sockets.udp,
+                wire,
+                server.clone(),
+                stop.clone(),
+            ));
+            let ws = tokio::spawn(serve(listener, server, stop));
+            let serving = tokio::spawn(async move {
+                let _ = tokio::join!(mqtt, ws);
+            });
+            Ok((Target::Mqtt { endpoint, key: None }, serving))
+        }
+    }
 }
 
 /// A progress bar on stderr (none when `hidden`).
@@ -146,14 +205,24 @@ pub struct Member {
     pub counters: Arc<Counters>,
 }
 
-/// A device of the fleet dialling `url` with the firmware's settings (its trace off).
-pub fn fleet_device(board: &Board, url: &str, seed: u64) -> Device {
-    let world = WorldSpec::dialling(WsConfig {
-        url: url.to_string(),
-        token: "test-token".into(),
-        version: 1,
-    });
-    let mut device = Device::new(board, world, seed);
+/// A device of the fleet connecting to `target` with the firmware's settings (its trace off).
+pub fn fleet_device(board: &Board, target: &Target, seed: u64) -> Device {
+    let mut device = match target {
+        Target::WebSocket(url) => {
+            let world = WorldSpec::dialling(WsConfig {
+                url: url.to_string(),
+                token: "test-token".into(),
+                version: 1,
+            });
+            Device::new(board, world, seed)
+        }
+        Target::Mqtt { endpoint, key } => {
+            let mut device = Device::new(board, WorldSpec::with_board_tasks(), seed);
+            let block = mqtt_block(endpoint, &board.spec().board_type, device.mac(), key.as_deref());
+            device.world_mut().mqtt = Some(block);
+            device
+        }
+    };
     device.set_trace(false);
     device
 }

@@ -175,8 +175,17 @@ pub struct Pacing {
     /// Gaps over 120 ms between TTS frames of one reply (the user hears a stutter).
     pub gaps_over_120ms: u64,
     pub turns_with_gaps: u64,
-    /// Frames the devices dropped by the firmware's rules, by reason.
+    /// Frames the devices dropped by the firmware's rules, by reason (over UDP `udp_refused`:
+    /// a sequence at or below the last, i.e. a duplicate or one a later datagram overtook).
     pub frames_dropped_by_devices: BTreeMap<String, u64>,
+    /// Over UDP: datagrams accepted after a sequence gap (`Received audio packet with wrong
+    /// sequence`: datagrams lost, or overtaken, before them). Absent in WebSocket runs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub udp_sequence_gaps: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The backend's speech at the listener (`--decode full`): Leq dB SPL over each reply.
@@ -420,6 +429,7 @@ impl VoiceSummary {
         p.mic_frames_sent += other.pacing.mic_frames_sent;
         p.gaps_over_120ms += other.pacing.gaps_over_120ms;
         p.turns_with_gaps += other.pacing.turns_with_gaps;
+        p.udp_sequence_gaps += other.pacing.udp_sequence_gaps;
         add_map(
             &mut p.frames_dropped_by_devices,
             &other.pacing.frames_dropped_by_devices,
@@ -532,6 +542,13 @@ impl VoiceSummary {
             f(self.latency.worst_frame_gap.p99_ms),
             drops
         );
+        let refused = p.frames_dropped_by_devices.get("udp_refused").copied().unwrap_or(0);
+        if p.udp_sequence_gaps > 0 || refused > 0 {
+            println!(
+                "UDP                {} sequence gaps (lost or overtaken datagrams), {} duplicate or late datagrams refused",
+                p.udp_sequence_gaps, refused
+            );
+        }
         if let Some(ld) = &self.loudness {
             println!(
                 "loudness           {} replies at the listener: {} … {} dB SPL (mean {}), {} not audible",

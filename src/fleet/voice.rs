@@ -31,7 +31,8 @@ use xiaozhi_sim::voice::memo::{CodecPool, SharedCodecs};
 use super::summary::{self, Latency, Loudness, Pacing, Phases, RunOf, Shard, TwinCost, VoiceSummary};
 use super::turns::{Latencies, Metrics, Plan};
 use super::{
-    Devices, Member, check_url, cpu_s, fleet_device, loopback_backend, open_files_for, progress_bar, rss_kib, start,
+    Devices, Member, Target, Transport, check_url, cpu_s, fleet_device, loopback_backend, open_files_for, progress_bar,
+    rss_kib, start, via,
 };
 use crate::live::Counters;
 use crate::server::{BackendFault, Server};
@@ -112,7 +113,12 @@ pub struct VoiceRun {
     pub spec: Arc<BoardSpec>,
     pub devices: u32,
     pub shard: Shard,
-    pub url: Option<String>,
+    /// Someone else's backend (`None`: the built-in one on a loopback port).
+    pub external: Option<Target>,
+    /// The built-in backend's wire (MQTT + UDP: through the gateway stand-in).
+    pub transport: Transport,
+    /// The gateway stand-in sets TCP_NODELAY (the real gateway does not).
+    pub mqtt_nodelay: bool,
     pub personality: BackendSpec,
     pub script: Script,
     /// The backend's script for one turn, as given (for the summary).
@@ -125,6 +131,31 @@ pub struct VoiceRun {
     pub duration: Duration,
     pub seed: u64,
     pub quiet: bool,
+}
+
+impl VoiceRun {
+    /// The backend as the summary names it: someone else's, or the built-in one with its
+    /// personality, fault and wire.
+    pub fn backend_name(&self) -> String {
+        match &self.external {
+            Some(t) => t.to_string(),
+            None => {
+                let fault = match self.fault {
+                    BackendFault::None => String::new(),
+                    f => format!(", fault {f:?}"),
+                };
+                let wire = match self.transport {
+                    Transport::Websocket => via(&Target::WebSocket(String::new())),
+                    Transport::Mqtt => via(&Target::Mqtt {
+                        endpoint: String::new(),
+                        key: None,
+                    }),
+                };
+                let nodelay = if self.mqtt_nodelay { ", TCP_NODELAY" } else { "" };
+                format!("built-in ({}{fault}{wire}{nodelay})", self.personality.name)
+            }
+        }
+    }
 }
 
 /// The utterance every device says, 16 kHz, and how the summary names it: a WAV file (any rate
@@ -207,6 +238,8 @@ struct Fleet<'a> {
 struct Part {
     connect_failures: u64,
     connected: u64,
+    /// Datagrams accepted after a sequence gap (MQTT + UDP).
+    udp_gaps: u64,
     drops: BTreeMap<String, u64>,
     loud: Loudness,
 }
@@ -264,8 +297,8 @@ impl CpuWindows {
 pub fn run(run: &VoiceRun) -> Result<VoiceSummary> {
     let ids: Vec<u32> = shard_ids(run.devices, run.shard).collect();
     let n = ids.len() as u64;
-    let limit = open_files_for(n, run.url.is_none())?;
-    if let Some(u) = &run.url {
+    let limit = open_files_for(n, run.external.is_none(), run.transport)?;
+    if let Some(Target::WebSocket(u)) = &run.external {
         check_url(u)?;
     }
     let fleet = Fleet {
@@ -407,12 +440,13 @@ impl Fleet<'_> {
         runtime.block_on(async {
             let (backend_stop_tx, backend_stop_rx) = watch::channel(false);
             let (device_stop_tx, device_stop_rx) = watch::channel(false);
-            let (url, serving, server) = match &run.url {
-                Some(u) => (u.clone(), None, None),
+            let (target, serving, server) = match &run.external {
+                Some(t) => (t.clone(), None, None),
                 None => {
                     let server = self.backend();
-                    let (url, serving) = loopback_backend(server.clone(), backend_stop_rx).await?;
-                    (url, Some(serving), Some(server))
+                    let (target, serving) =
+                        loopback_backend(server.clone(), backend_stop_rx, run.transport, run.mqtt_nodelay).await?;
+                    (target, Some(serving), Some(server))
                 }
             };
             let made: Vec<(usize, u32, Device)> = mine
@@ -421,7 +455,7 @@ impl Fleet<'_> {
                     (
                         k,
                         i,
-                        fleet_device(&self.board, &url, run.seed.wrapping_add(u64::from(i))),
+                        fleet_device(&self.board, &target, run.seed.wrapping_add(u64::from(i))),
                     )
                 })
                 .collect();
@@ -523,6 +557,7 @@ impl Fleet<'_> {
                 gaps_over_120ms: load(&m.stutters),
                 turns_with_gaps: load(&m.stuttered_turns),
                 frames_dropped_by_devices: part.drops,
+                udp_sequence_gaps: part.udp_gaps,
             },
             loudness: (self.run.decode != Decode::None).then_some(part.loud),
             turns_per_s: completed as f64 / w,
@@ -540,17 +575,7 @@ impl Fleet<'_> {
             twin_version: env!("CARGO_PKG_VERSION").into(),
             board: run.spec.name.clone(),
             firmware: run.spec.firmware.version.clone(),
-            backend: match &run.url {
-                Some(u) => u.clone(),
-                None => format!(
-                    "built-in ({}{})",
-                    run.personality.name,
-                    match run.fault {
-                        BackendFault::None => String::new(),
-                        f => format!(", fault {f:?}"),
-                    }
-                ),
-            },
+            backend: run.backend_name(),
             decode: run.decode.to_string(),
             audio: if plan.same_audio { "same" } else { "distinct" }.into(),
             utterance: run.utterance_name.clone(),
@@ -561,7 +586,7 @@ impl Fleet<'_> {
             think_s: plan.think.as_secs_f64(),
             turn_timeout_s: plan.timeout.as_secs_f64(),
             ramp_per_s: run.ramp,
-            backend_script: run.url.is_none().then(|| run.script_text.clone()),
+            backend_script: run.external.is_none().then(|| run.script_text.clone()),
         }
     }
 }
@@ -582,6 +607,7 @@ impl Part {
     fn add(&mut self, p: Part) {
         self.connect_failures += p.connect_failures;
         self.connected += p.connected;
+        self.udp_gaps += p.udp_gaps;
         for (k, v) in p.drops {
             *self.drops.entry(k).or_insert(0) += v;
         }
@@ -592,12 +618,14 @@ impl Part {
     fn measure(&mut self, device: &Device, decode_full: bool) {
         let log = device.speech_log();
         for c in log.sessions.iter().map(|s| &s.counts).chain([&log.outside]) {
+            self.udp_gaps += c.gaps;
             for (k, v) in [
                 ("wrong_state", c.dropped_wrong_state),
                 ("queue_full", c.dropped_queue_full),
                 ("undecodable", c.dropped_undecodable),
                 ("no_channel", c.dropped_no_channel),
                 ("silenced", c.dropped_silenced),
+                ("udp_refused", c.dropped_refused),
             ] {
                 if v > 0 {
                     *self.drops.entry(k.into()).or_insert(0) += v;

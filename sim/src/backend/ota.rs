@@ -7,6 +7,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::gateway::password_signature;
+use crate::mqtt::MqttBlock;
 
 /// What the server's config says about its endpoints.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,28 +68,41 @@ pub fn answer(config: &OtaConfig, headers: &[(String, String)], body: &[u8], now
     });
     match &config.mqtt_gateway {
         Some(endpoint) if !endpoint.is_empty() => {
-            let group = format!("GID_{model}").replace([':', ' '], "_");
-            let mac = device_id.replace(':', "_");
-            let client = format!("{group}@@@{mac}@@@{mac}");
-            let username = base64::engine::general_purpose::STANDARD.encode(MQTT_USERNAME_JSON);
-            let password = config
-                .signature_key
-                .as_deref()
-                .filter(|k| !k.is_empty())
-                .map(|k| password_signature(&format!("{client}|{username}"), k))
-                .unwrap_or_default();
+            let b = mqtt_block(endpoint, &model, device_id, config.signature_key.as_deref());
             root["mqtt"] = json!({
-                "endpoint": endpoint,
-                "client_id": client,
-                "username": username,
-                "password": password,
-                "publish_topic": "device-server",
-                "subscribe_topic": format!("devices/p2p/{mac}"),
+                "endpoint": b.endpoint,
+                "client_id": b.client_id,
+                "username": b.username,
+                "password": b.password,
+                "publish_topic": b.publish_topic,
+                "subscribe_topic": b.subscribe_topic,
             });
         }
         _ => root["websocket"] = json!({"url": config.websocket_url, "token": ""}),
     }
     root.to_string()
+}
+
+/// The `mqtt` block the server hands a device of board type `model` and MAC `device_id` for a
+/// gateway at `endpoint`, its password signed with `key` (empty without one).
+pub fn mqtt_block(endpoint: &str, model: &str, device_id: &str, key: Option<&str>) -> MqttBlock {
+    let group = format!("GID_{model}").replace([':', ' '], "_");
+    let mac = device_id.replace(':', "_");
+    let client_id = format!("{group}@@@{mac}@@@{mac}");
+    let username = base64::engine::general_purpose::STANDARD.encode(MQTT_USERNAME_JSON);
+    let password = key
+        .filter(|k| !k.is_empty())
+        .map(|k| password_signature(&format!("{client_id}|{username}"), k))
+        .unwrap_or_default();
+    MqttBlock {
+        endpoint: endpoint.to_string(),
+        client_id,
+        username,
+        password,
+        publish_topic: "device-server".into(),
+        subscribe_topic: format!("devices/p2p/{mac}"),
+        keepalive: None,
+    }
 }
 
 #[cfg(test)]
