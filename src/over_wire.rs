@@ -22,6 +22,7 @@ use xiaozhi_sim::world::WsConfig;
 
 use xiaozhi_sim::backend::gateway::GatewayConfig;
 use xiaozhi_sim::backend::ota::mqtt_block;
+use xiaozhi_sim::fault::UdpFaults;
 
 use crate::live::{LiveOptions, Wake, run_device};
 use crate::scenarios::Loaded;
@@ -91,6 +92,7 @@ impl MqttSockets {
             },
             max_packet: MAX_MQTT_PACKET,
             nodelay,
+            udp_faults: UdpFaults::default(),
         })
     }
 }

@@ -49,6 +49,9 @@ pub enum Action {
         pressed: bool,
     },
     Abort,
+    /// A third party forges a datagram on the device's UDP audio channel (MQTT + UDP): its ssrc,
+    /// sent to the server from another socket.
+    Forge,
 }
 
 /// A line of the script.
@@ -104,10 +107,12 @@ pub fn parse(path: &Path, text: &str, buttons: &[ButtonSpec]) -> Result<Vec<Line
             }
             "abort" if tail.is_empty() => Action::Abort,
             "abort" => return Err(fail(tail_col, "`abort` takes no argument".into())),
+            "forge" if tail.is_empty() => Action::Forge,
+            "forge" => return Err(fail(tail_col, "`forge` takes no argument".into())),
             other => {
                 return Err(fail(
                     col(trimmed),
-                    format!("unknown action `{other}`: use wait, wake, say, press, down, up or abort"),
+                    format!("unknown action `{other}`: use wait, wake, say, press, down, up, abort or forge"),
                 ));
             }
         };

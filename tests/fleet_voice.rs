@@ -469,3 +469,29 @@ fn talking_devices_over_mqtt_udp_complete_every_turn_through_the_gateway_stand_i
     assert!(early > 0, "{:#}", s["pacing"]);
     assert!(u(&s["turns"]["failures"]["frames_dropped"]) > 0, "{:#}", s["turns"]);
 }
+
+#[test]
+fn udp_faults_on_a_fleet_show_in_its_udp_counters() {
+    let args = [
+        "--devices",
+        "6",
+        "--transport",
+        "mqtt",
+        "--mqtt-nodelay",
+        "--udp-fault",
+        "loss:100,duplicate:100,seed:9",
+    ];
+    let (_, s) = voice_fleet("mqtt-udp-faults", &args);
+    let p = &s["pacing"];
+    // Loss shows as gaps the firmware accepts; duplicates are refused as old.
+    assert!(u(&p["udp_sequence_gaps"]) > 0, "{p:#}");
+    assert!(u(&p["frames_dropped_by_devices"]["udp_refused"]) > 0, "{p:#}");
+    assert!(
+        s["run"]["backend"]
+            .as_str()
+            .unwrap()
+            .contains("UDP loss 100‰ duplicate 100‰"),
+        "{:#}",
+        s["run"]
+    );
+}

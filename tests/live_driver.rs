@@ -47,7 +47,7 @@ fn drive_over(script: &str, watcher: Option<Arrived>, transport: Transport) -> (
         let personality = load_personality("xinnan-py").unwrap();
         let server = Server::new(personality, Script::parse("test script", script).unwrap(), false, false);
         let (backend_stop_tx, backend_stop_rx) = watch::channel(false);
-        let (target, serving) = loopback_backend(server.clone(), backend_stop_rx, transport, false)
+        let (target, serving) = loopback_backend(server.clone(), backend_stop_rx, transport, Default::default())
             .await
             .unwrap();
         let board = Board::new(xiaozhi_twin::boards::load("bread-compact-wifi").unwrap());
@@ -186,7 +186,7 @@ fn an_mcp_fleet_runs_in_process_and_every_device_completes_its_script() {
         devices: 3,
         external: None,
         transport: Transport::Websocket,
-        mqtt_nodelay: false,
+        gateway: Default::default(),
         personality,
         script,
         duration: Duration::from_secs(30),

@@ -258,35 +258,12 @@ fn connect_mqtt_signs_as_the_server_does_and_a_wrong_key_is_connack_then_a_drop(
 
 #[test]
 fn with_nagle_on_as_the_gateway_leaves_it_tts_start_waits_for_an_ack_and_the_first_audio_is_dropped() {
-    let dir = common::scratch_dir("mqtt-wire-nagle");
-    let backend_script = dir.join("backend.txt");
-    std::fs::write(&backend_script, "await utterance\nspeak \"好的，我在听\" for 2s\n").unwrap();
-    let user_script = dir.join("user.txt");
-    std::fs::write(&user_script, "press boot\nwait 1500ms\nsay \"你好\"\nwait 3s\n").unwrap();
-    let mut reports = Vec::new();
-    for nodelay in [false, true] {
-        let report = dir.join(format!("report-{nodelay}.json"));
-        let mut args = vec!["--script", backend_script.to_str().unwrap()];
-        if nodelay {
-            args.push("--mqtt-nodelay");
-        }
-        let (b, mqtt) = mqtt_backend(&args);
-        let (code, stderr) = run_connect(
-            &[
-                "--mqtt",
-                &mqtt,
-                "--script",
-                user_script.to_str().unwrap(),
-                "--report",
-                report.to_str().unwrap(),
-                "--quiet",
-            ],
-            5,
-        );
-        stop(b);
-        assert_eq!(code, 0, "{stderr}");
-        reports.push(serde_json::from_slice::<Value>(&std::fs::read(&report).unwrap()).unwrap());
-    }
+    let backend = "await utterance\nspeak \"好的，我在听\" for 2s\n";
+    let user = "press boot\nwait 1500ms\nsay \"你好\"\nwait 3s\n";
+    let reports = [
+        scripted_pair("mqtt-wire-nagle", user, backend, &[], 5),
+        scripted_pair("mqtt-wire-nodelay", user, backend, &["--mqtt-nodelay"], 5),
+    ];
     let (nagle, nodelay) = (&reports[0], &reports[1]);
     // The server's `stt` and `tts start` go out as two small publishes; with Nagle on, the second
     // waits for the device's ACK of the first, while the reply's first datagrams (the server
@@ -448,4 +425,80 @@ fn a_plain_broker_delivers_to_a_client_that_subscribed() {
     let (topic, hello) = got.expect("the server hello reaches a subscriber");
     assert_eq!(topic, "devices/p2p/02_00_00_00_00_01");
     assert!(hello.contains(r#""transport":"udp""#), "{hello}");
+}
+
+/// `connect --mqtt` with `user` as its script against `backend --mqtt` with `backend` as its
+/// script and `extra` flags; the device's report.
+fn scripted_pair(name: &str, user: &str, backend: &str, extra: &[&str], secs: u64) -> Value {
+    let dir = common::scratch_dir(name);
+    let (user_script, backend_script) = (dir.join("user.txt"), dir.join("backend.txt"));
+    std::fs::write(&user_script, user).unwrap();
+    std::fs::write(&backend_script, backend).unwrap();
+    let mut args = vec!["--script", backend_script.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (b, mqtt) = mqtt_backend(&args);
+    let report = dir.join("report.json");
+    let (code, stderr) = run_connect(
+        &[
+            "--mqtt",
+            &mqtt,
+            "--script",
+            user_script.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+            "--quiet",
+        ],
+        secs,
+    );
+    stop(b);
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap()
+}
+
+const TURN: &str = "press boot\nwait 1500ms\nsay \"你好\"\nwait 4s\n";
+const REPLY: &str = "await utterance\nspeak \"好的，我在听\" for 3s\n";
+
+#[test]
+fn udp_loss_on_the_gateway_s_path_shows_as_sequence_gaps_the_firmware_accepts() {
+    let r = scripted_pair(
+        "mqtt-udp-loss",
+        TURN,
+        REPLY,
+        &["--mqtt-nodelay", "--udp-fault", "loss:150,seed:3"],
+        6,
+    );
+    let s = &r["tts_sessions"][0]["frames"];
+    // A lost datagram: the next one is accepted with `Received audio packet with wrong sequence`.
+    let gaps = s["gaps"].as_u64().unwrap_or(0);
+    assert!(gaps > 0, "{s:#}");
+    assert!(s["received"].as_u64().unwrap() < 50, "{s:#}");
+    assert_eq!(
+        s["dropped_refused"].as_u64().unwrap_or(0),
+        0,
+        "loss alone refuses nothing: {s:#}"
+    );
+}
+
+#[test]
+fn a_forged_datagram_with_the_channel_s_ssrc_takes_the_rest_of_the_reply_away() {
+    let user = "press boot\nwait 1500ms\nsay \"你好\"\nwait 1s\nforge\nwait 3s\n";
+    let r = scripted_pair("mqtt-forge", user, REPLY, &["--mqtt-nodelay"], 7);
+    let actions: Vec<&str> = r["user"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["action"].as_str())
+        .collect();
+    let forge = actions.iter().find(|a| a.starts_with("forge")).unwrap();
+    assert!(forge.contains("with this channel's ssrc, to 127.0.0.1:"), "{actions:?}");
+    // The gateway re-pointed its downlink at the forger's socket: the device heard the reply's
+    // first second or so, then nothing more of it.
+    let s = &r["tts_sessions"][0]["frames"];
+    let received = s["received"].as_u64().unwrap();
+    assert!((5..40).contains(&received), "{s:#}");
+    // Without the forgery the same turn hears the reply (its 50 frames, but for one that may
+    // overtake its `tts start` on a busy machine).
+    let whole = scripted_pair("mqtt-no-forge", TURN, REPLY, &["--mqtt-nodelay"], 6);
+    let all = whole["tts_sessions"][0]["frames"]["received"].as_u64().unwrap();
+    assert!(all >= 48, "{:#}", whole["tts_sessions"]);
 }

@@ -166,3 +166,77 @@ impl UdpPath {
         out
     }
 }
+
+/// A `--udp-fault` that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "udp fault `{0}`: expected KIND:PER_MILLE[,…] with KIND loss, duplicate, reorder or corrupt (0–1000), and optionally seed:N; e.g. loss:50,reorder:10"
+)]
+pub struct BadUdpFaults(pub String);
+
+impl FromStr for UdpFaults {
+    type Err = BadUdpFaults;
+    /// `loss:50,duplicate:20,reorder:10,corrupt:5,seed:7` (per mille; any subset, any order).
+    fn from_str(s: &str) -> Result<UdpFaults, BadUdpFaults> {
+        let bad = || BadUdpFaults(s.to_string());
+        let mut f = UdpFaults::default();
+        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            let (kind, value) = part.trim().split_once(':').ok_or_else(bad)?;
+            if kind == "seed" {
+                f.seed = value.parse().map_err(|_| bad())?;
+                continue;
+            }
+            let n: u16 = value.parse().ok().filter(|n| *n <= 1000).ok_or_else(bad)?;
+            match kind {
+                "loss" => f.loss = n,
+                "duplicate" => f.duplicate = n,
+                "reorder" => f.reorder = n,
+                "corrupt" => f.corrupt = n,
+                _ => return Err(bad()),
+            }
+        }
+        Ok(f)
+    }
+}
+
+impl UdpFaults {
+    /// No fault at all (the seed aside).
+    pub fn is_none(&self) -> bool {
+        self.loss == 0 && self.duplicate == 0 && self.reorder == 0 && self.corrupt == 0
+    }
+
+    /// The same faults under another seed (each connection and direction its own stream).
+    pub fn reseeded(self, seed: u64) -> UdpFaults {
+        UdpFaults {
+            seed: self.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(seed),
+            ..self
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_udp_fault_spec_reads_per_mille_kinds_and_refuses_the_rest() {
+        let f: UdpFaults = "loss:50, reorder:10,corrupt:5,seed:7".parse().unwrap();
+        assert_eq!(
+            f,
+            UdpFaults {
+                loss: 50,
+                duplicate: 0,
+                reorder: 10,
+                corrupt: 5,
+                seed: 7
+            }
+        );
+        assert!("".parse::<UdpFaults>().unwrap().is_none());
+        for bad in ["loss", "loss:1001", "loss:-1", "jitter:5", "seed:x", "loss:5;dup:1"] {
+            assert!(bad.parse::<UdpFaults>().is_err(), "{bad}");
+        }
+        let e = "jitter:5".parse::<UdpFaults>().unwrap_err().to_string();
+        assert!(e.contains("loss, duplicate, reorder or corrupt"), "{e}");
+        assert_ne!(f.reseeded(1).seed, f.reseeded(2).seed);
+    }
+}

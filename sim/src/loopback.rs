@@ -381,6 +381,8 @@ impl Loopback {
                             g.bridge_closed(now);
                         }
                     }
+                    // The gateway's bridge closes and the device's MQTT connection drops.
+                    ScriptedAction::Disconnect => g.drop_connection(),
                     ScriptedAction::ScriptDone => {}
                 }
                 continue;
@@ -395,7 +397,7 @@ impl Loopback {
                     self.device.handle_ws_closed(now);
                     self.device_told = true;
                 }
-                ScriptedAction::Close | ScriptedAction::Vanish => {
+                ScriptedAction::Close | ScriptedAction::Vanish | ScriptedAction::Disconnect => {
                     if !self.device_told {
                         self.device.handle_ws_closed(now);
                     }

@@ -343,3 +343,57 @@ fn behind_a_plain_broker_the_device_never_hears_its_server_and_the_open_times_ou
     assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
     assert_eq!(lb.gateway().unwrap().undelivered(), 0);
 }
+
+#[test]
+fn a_script_that_disconnects_mid_reply_leaves_the_device_speaking_while_esp_mqtt_reconnects() {
+    use xiaozhi_sim::backend::script::Script;
+    use xiaozhi_sim::backend::scripted::BackendFault;
+    use xiaozhi_sim::trace::Event;
+    let spec = BoardSpec::from_yaml("b.yaml", BREAD).unwrap();
+    let mut d = Device::new(Arc::new(spec), WorldSpec::over_mqtt(block("")), 5);
+    d.set_trace(true);
+    d.power_on(SimTime::ZERO);
+    // 50 frames of reply, and 1 s into them the gateway drops the device's MQTT connection.
+    let script = Script::parse(
+        "s",
+        "await utterance\nspeak \"好的，我在听\" for 3s\nwait 1s\ndisconnect\n",
+    )
+    .unwrap();
+    let backend = Arc::new(BackendSpec::shipped("xinnan-py").unwrap());
+    let mut lb = Loopback::scripted(d, backend, script, BackendFault::None);
+    lb.run_until(SimTime::from_millis(1000)).unwrap();
+    let first = lb.gateway().unwrap().connection_id;
+    let now = lb.now();
+    lb.device.toggle_chat(now);
+    lb.run_until(now + SimDuration::from_secs(3)).unwrap();
+    utter(&mut lb);
+    let t = lb.now() + SimDuration::from_secs(4);
+    lb.run_until(t).unwrap();
+    let logged = |lb: &mut Loopback| -> Vec<String> {
+        lb.device
+            .drain_events()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                Event::Logged { tag, text, .. } => Some(format!("{tag}: {text}")),
+                _ => None,
+            })
+            .collect()
+    };
+    assert!(logged(&mut lb).contains(&"MQTT: MQTT disconnected, schedule reconnect in 60 seconds".to_string()));
+    // The rest of the reply and its `tts stop` never come; the UDP channel stays open, and the
+    // device stays speaking.
+    let session = lb.device.speech_log().sessions.last().unwrap().clone();
+    assert!(session.counts.received < 50, "{:?}", session.counts);
+    assert_eq!(session.stopped, None);
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Speaking));
+    // esp-mqtt connects again on its own within 10 s: a new gateway connection runs its MCP.
+    let t = lb.now() + SimDuration::from_secs(10);
+    lb.run_until(t).unwrap();
+    let g = lb.gateway().unwrap();
+    assert_ne!(g.connection_id, first);
+    assert_eq!(g.cached_tools().len(), 6);
+    // Nothing ends the turn: two minutes on, the device is still speaking (a user's click would).
+    let t = lb.now() + SimDuration::from_secs(120);
+    lb.run_until(t).unwrap();
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Speaking));
+}

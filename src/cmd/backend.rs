@@ -25,7 +25,8 @@ use crate::server::{MqttWire, Server, load_personality, serve, serve_mqtt};
 /// (headers, exchanges with timestamps, unanswered ids, how it ended). Personalities:
 /// xinnan-py (default), rust-first-page, go-eager, mcp-go-strict, cloud-gateway,
 /// java-cap32, or a YAML file. Script steps: call/send <tool> [json], wait <dur>,
-/// raw <payload>, frame <text>, garbage, vanish, close, await utterance,
+/// raw <payload>, frame <text>, garbage, vanish, close, disconnect (the device's connection
+/// drops: over MQTT the gateway drops its MQTT connection), await utterance,
 /// speak "<text>" [for <dur>] [tone <Hz> <dBFS> | wav <file>]; `@N` limits a step to a
 /// device's Nth connection.
 ///
@@ -99,6 +100,10 @@ pub struct Args {
     /// the device's ACK while the reply's first datagrams overtake it (docs/mqtt.md).
     #[arg(long, requires = "mqtt")]
     pub mqtt_nodelay: bool,
+    /// What the network does to the audio datagrams between the gateway and each device, both
+    /// ways, per mille and seeded: e.g. loss:50,duplicate:20,reorder:10,corrupt:5,seed:7.
+    #[arg(long, value_name = "SPEC", requires = "mqtt")]
+    pub udp_fault: Option<xiaozhi_sim::fault::UdpFaults>,
     /// Serve the OTA endpoint (POST /xiaozhi/ota/, any path) here.
     #[arg(long, value_name = "ADDR")]
     pub ota: Option<String>,
@@ -125,13 +130,17 @@ async fn bind_mqtt(opts: &Args, ws: std::net::SocketAddr) -> Result<Option<(Mqtt
         .await
         .with_context(|| format!("--udp {udp_addr}"))?;
     let sockets = MqttSockets { mqtt, udp };
-    let wire = sockets.wire(
+    let mut wire = sockets.wire(
         &format!("ws://{ws}/xiaozhi/v1/"),
         opts.public_ip.clone(),
         opts.mqtt_signature_key.clone(),
         opts.mqtt_nodelay,
         opts.mqtt_server == MqttServer::Broker,
     )?;
+    if let Some(f) = opts.udp_fault {
+        wire.udp_faults = f;
+        eprintln!("backend: UDP faults per mille: {f:?}");
+    }
     if opts.mqtt_server == MqttServer::Broker {
         eprintln!(
             "backend: as a plain MQTT broker: messages reach a device only on topics it subscribed to (the firmware subscribes to none)"

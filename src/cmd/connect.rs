@@ -37,7 +37,9 @@ use crate::nvs_file;
 /// xiaozhi-esp32-server's OTA would for a gateway there.
 ///
 /// Script lines (--script): wait <dur>, wake [word] [file.wav], say <file.wav>, say "typed text",
-/// press <button> [long|double|<n>x|<dur>], down <button>, up <button>, abort. A press acts
+/// press <button> [long|double|<n>x|<dur>], down <button>, up <button>, abort, forge (over MQTT +
+/// UDP: a datagram with the channel's ssrc sent to the server from another socket, as a third
+/// party on the network could; xiaozhi-mqtt-gateway then sends it the rest of the reply). A press acts
 /// as the board's callbacks do: BOOT toggles the chat about 0.2 s after a click (a hold does
 /// nothing), the touch button is push-to-talk (`press touch 3s`, or `down touch` … `up touch`).
 #[derive(clap::Args)]

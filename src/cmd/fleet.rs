@@ -27,7 +27,7 @@ use crate::fleet::mcp::{self, McpRun};
 use crate::fleet::summary::{Shard, merge_files};
 use crate::fleet::turns::{Plan, voiced_end};
 use crate::fleet::voice::{self, VoiceRun, load_utterance, turn_script};
-use crate::fleet::{Target, Transport, capacity, open_files_for};
+use crate::fleet::{GatewayNet, Target, Transport, capacity, open_files_for};
 use crate::server::{BackendFault, load_personality};
 
 /// Many simulated devices against one backend, with a progress bar and a summary.
@@ -79,6 +79,11 @@ pub struct Args {
     /// device's delayed ACK (about 40 ms here): without this flag that is in the latencies.
     #[arg(long)]
     pub mqtt_nodelay: bool,
+    /// With --transport mqtt: what the network does to the datagrams between the built-in
+    /// gateway stand-in and each device, both ways, per mille and seeded (each device its own
+    /// stream), e.g. loss:20,reorder:10; the summary counts the gaps and refusals it causes.
+    #[arg(long, value_name = "SPEC")]
+    pub udp_fault: Option<xiaozhi_sim::fault::UdpFaults>,
     #[command(flatten)]
     pub board: BoardArgs,
     /// Stop after this long at most (with --voice: at least as long as the ramp and the turns
@@ -239,6 +244,14 @@ fn transport(opts: &Args) -> Transport {
     }
 }
 
+/// The built-in gateway stand-in's network.
+fn gateway_net(opts: &Args) -> GatewayNet {
+    GatewayNet {
+        nodelay: opts.mqtt_nodelay,
+        udp_faults: opts.udp_fault.unwrap_or_default(),
+    }
+}
+
 fn voice_run(opts: &Args) -> Result<VoiceRun> {
     let spec = opts.board.load()?;
     let (utterance, name) = load_utterance(opts.utterance.as_deref())?;
@@ -257,7 +270,7 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
         shard: opts.shard.unwrap_or(Shard { index: 0, count: 1 }),
         external: external(opts),
         transport: transport(opts),
-        mqtt_nodelay: opts.mqtt_nodelay,
+        gateway: gateway_net(opts),
         personality,
         script,
         script_text,
@@ -314,7 +327,7 @@ fn run_mcp(opts: &Args) -> Result<bool> {
         devices: opts.devices,
         external: external(opts),
         transport: transport(opts),
-        mqtt_nodelay: opts.mqtt_nodelay,
+        gateway: gateway_net(opts),
         personality: load_personality(&opts.personality)?,
         script,
         duration: opts.duration,

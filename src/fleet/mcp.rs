@@ -19,7 +19,8 @@ use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Board;
 
 use super::{
-    Devices, Member, Target, Transport, check_url, fleet_device, loopback_backend, progress_bar, rss_kib, start, via,
+    Devices, GatewayNet, Member, Target, Transport, check_url, fleet_device, loopback_backend, progress_bar, rss_kib,
+    start, via,
 };
 use crate::live::Counters;
 use crate::server::{Ending, Server};
@@ -47,8 +48,8 @@ pub struct McpRun {
     pub external: Option<Target>,
     /// The built-in backend's wire (MQTT + UDP: through the gateway stand-in).
     pub transport: Transport,
-    /// The gateway stand-in sets TCP_NODELAY (the real gateway does not).
-    pub mqtt_nodelay: bool,
+    /// The built-in gateway stand-in's network (MQTT + UDP).
+    pub gateway: GatewayNet,
     /// The built-in backend's personality and script.
     pub personality: BackendSpec,
     pub script: Script,
@@ -130,7 +131,7 @@ async fn drive(run: &McpRun) -> Result<McpSummary> {
         None => {
             let server = Server::new(run.personality.clone(), run.script.clone(), false, false);
             let (target, serving) =
-                loopback_backend(server.clone(), backend_stop_rx, run.transport, run.mqtt_nodelay).await?;
+                loopback_backend(server.clone(), backend_stop_rx, run.transport, run.gateway).await?;
             (target, Some(server), Some(serving))
         }
     };

@@ -36,6 +36,7 @@ pub use crate::over_wire::Transport;
 use crate::server::{Server, serve, serve_mqtt};
 use turns::{Driver, Metrics, Plan};
 use xiaozhi_sim::backend::ota::mqtt_block;
+use xiaozhi_sim::fault::UdpFaults;
 
 /// Resident set size of this process in KiB (Linux; 0 elsewhere).
 pub fn rss_kib() -> u64 {
@@ -148,14 +149,22 @@ pub fn via(target: &Target) -> &'static str {
     }
 }
 
+/// The network of a fleet's built-in gateway stand-in (MQTT + UDP).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatewayNet {
+    /// TCP_NODELAY on each device's MQTT connection (the real gateway leaves Nagle on).
+    pub nodelay: bool,
+    /// What the network does to the datagrams, both ways.
+    pub udp_faults: UdpFaults,
+}
+
 /// Serves `server` on a loopback port until `stop`, over `transport` (MQTT + UDP: the gateway
-/// stand-in in front of it, Nagle on as the gateway leaves it unless `nodelay`); returns where
-/// devices connect.
+/// stand-in in front of it, on the network `net` says); returns where devices connect.
 pub async fn loopback_backend(
     server: Arc<Server>,
     stop: watch::Receiver<bool>,
     transport: Transport,
-    nodelay: bool,
+    net: GatewayNet,
 ) -> Result<(Target, JoinHandle<()>)> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("ws://{}/xiaozhi/v1/", listener.local_addr()?);
@@ -164,7 +173,8 @@ pub async fn loopback_backend(
         Transport::Mqtt => {
             let sockets = MqttSockets::loopback().await?;
             let endpoint = sockets.endpoint()?;
-            let wire = sockets.wire(&url, None, None, nodelay, false)?;
+            let mut wire = sockets.wire(&url, None, None, net.nodelay, false)?;
+            wire.udp_faults = net.udp_faults;
             let mqtt = tokio::spawn(serve_mqtt(
                 sockets.mqtt,
                 sockets.udp,

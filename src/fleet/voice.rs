@@ -13,6 +13,7 @@
 //! then run on one thread, with no cross-thread wake-ups per audio frame.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,8 +32,8 @@ use xiaozhi_sim::voice::memo::{CodecPool, SharedCodecs};
 use super::summary::{self, Latency, Loudness, Pacing, Phases, RunOf, Shard, TwinCost, VoiceSummary};
 use super::turns::{Latencies, Metrics, Plan};
 use super::{
-    Devices, Member, Target, Transport, check_url, cpu_s, fleet_device, loopback_backend, open_files_for, progress_bar,
-    rss_kib, start, via,
+    Devices, GatewayNet, Member, Target, Transport, check_url, cpu_s, fleet_device, loopback_backend, open_files_for,
+    progress_bar, rss_kib, start, via,
 };
 use crate::live::Counters;
 use crate::server::{BackendFault, Server};
@@ -117,8 +118,8 @@ pub struct VoiceRun {
     pub external: Option<Target>,
     /// The built-in backend's wire (MQTT + UDP: through the gateway stand-in).
     pub transport: Transport,
-    /// The gateway stand-in sets TCP_NODELAY (the real gateway does not).
-    pub mqtt_nodelay: bool,
+    /// The built-in gateway stand-in's network (MQTT + UDP).
+    pub gateway: GatewayNet,
     pub personality: BackendSpec,
     pub script: Script,
     /// The backend's script for one turn, as given (for the summary).
@@ -151,8 +152,19 @@ impl VoiceRun {
                         key: None,
                     }),
                 };
-                let nodelay = if self.mqtt_nodelay { ", TCP_NODELAY" } else { "" };
-                format!("built-in ({}{fault}{wire}{nodelay})", self.personality.name)
+                let mut net = String::new();
+                if self.gateway.nodelay {
+                    net.push_str(", TCP_NODELAY");
+                }
+                let f = self.gateway.udp_faults;
+                if !f.is_none() {
+                    let _ = write!(
+                        net,
+                        ", UDP loss {}‰ duplicate {}‰ reorder {}‰ corrupt {}‰",
+                        f.loss, f.duplicate, f.reorder, f.corrupt
+                    );
+                }
+                format!("built-in ({}{fault}{wire}{net})", self.personality.name)
             }
         }
     }
@@ -445,7 +457,7 @@ impl Fleet<'_> {
                 None => {
                     let server = self.backend();
                     let (target, serving) =
-                        loopback_backend(server.clone(), backend_stop_rx, run.transport, run.mqtt_nodelay).await?;
+                        loopback_backend(server.clone(), backend_stop_rx, run.transport, run.gateway).await?;
                     (target, Some(serving), Some(server))
                 }
             };

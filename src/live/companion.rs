@@ -28,7 +28,17 @@ pub trait Companion {
     fn seen(&mut self, _what: &Seen<'_>, _device: &Device) {}
     /// The run is over: leave what was kept in the device's stats.
     fn finish(&mut self, _stats: &mut DeviceStats) {}
+    /// Datagrams a third party sends from a socket of its own (a user's `forge`), taken.
+    fn forged(&mut self) -> Vec<Forged> {
+        Vec::new()
+    }
 }
+
+/// A datagram sent from outside the device: where to, and its bytes.
+pub type Forged = (String, u16, Vec<u8>);
+
+/// The payload of a `forge`d datagram: not Opus the device's key made (the forger has none).
+const FORGED_PAYLOAD: [u8; 40] = [0xA5; 40];
 
 /// What a user knows when it is its turn.
 pub struct Turn<'a> {
@@ -145,6 +155,8 @@ pub struct Scripted {
     label: String,
     /// What was done (ms, line, action).
     done: Vec<(f64, usize, String)>,
+    /// Datagrams forged and not yet sent.
+    forged: Vec<Forged>,
 }
 
 impl Scripted {
@@ -156,6 +168,7 @@ impl Scripted {
             verbose,
             label,
             done: Vec::new(),
+            forged: Vec::new(),
         }
     }
 }
@@ -163,20 +176,45 @@ impl Scripted {
 impl Companion for Scripted {
     fn act(&mut self, device: &mut Device, turn: &Turn<'_>) {
         while self.at < self.lines.len() && Instant::now() >= self.next {
-            let line = &self.lines[self.at];
+            let (at, n) = (self.at, self.lines[self.at].line);
             self.at += 1;
             let now = turn.clock.now();
-            let (takes, shown) = act(device, now, &line.action);
+            let (takes, shown) = match &self.lines[at].action {
+                Action::Forge => (Duration::ZERO, self.forge(device, now)),
+                action => act(device, now, action),
+            };
             if self.verbose {
-                eprintln!("[{}] user (line {}): {shown}", self.label, line.line);
+                eprintln!("[{}] user (line {n}): {shown}", self.label);
             }
-            self.done.push((ms(now), line.line, shown));
+            self.done.push((ms(now), n, shown));
             self.next = Instant::now() + takes;
         }
     }
 
     fn finish(&mut self, stats: &mut DeviceStats) {
         stats.user = std::mem::take(&mut self.done);
+    }
+
+    fn forged(&mut self) -> Vec<Forged> {
+        std::mem::take(&mut self.forged)
+    }
+}
+
+impl Scripted {
+    /// `forge`: a datagram with the device's channel's ssrc, queued for another socket; how the
+    /// action is shown.
+    fn forge(&mut self, device: &mut Device, now: SimTime) -> String {
+        match device.forged_datagram(now, &FORGED_PAYLOAD) {
+            Some((host, port, datagram)) => {
+                let shown = format!(
+                    "forge: a {}-byte datagram with this channel's ssrc, to {host}:{port} from another socket",
+                    datagram.len()
+                );
+                self.forged.push((host, port, datagram));
+                shown
+            }
+            None => "forge: no open MQTT + UDP audio channel, nothing sent".into(),
+        }
     }
 }
 
@@ -214,6 +252,7 @@ fn act(device: &mut Device, now: SimTime, action: &Action) -> (Duration, String)
             device.toggle_chat(now);
             (Duration::ZERO, "abort (BOOT click)".into())
         }
+        Action::Forge => (Duration::ZERO, "forge (not by this user)".into()),
         Action::Button { button, pressed } => {
             // The script's buttons were checked against the board when it was read.
             let _ = device.button(now, button, *pressed);

@@ -39,7 +39,7 @@ use xiaozhi_sim::device::url::Endpoint;
 use xiaozhi_sim::device::{Device, Output};
 use xiaozhi_sim::time::SimTime;
 
-pub use companion::{Companion, Counters, Recorder, Scripted, Seen, Turn, Wake, Waker};
+pub use companion::{Companion, Counters, Forged, Recorder, Scripted, Seen, Turn, Wake, Waker};
 pub use frame::{Frame, Mcp};
 pub use mqtt::{Arrived, MqttEvent, MqttLink};
 pub use net::{Clock, Ws, dial, raw_text, read_http_head, small_ws_config};
@@ -147,6 +147,7 @@ impl Live {
             let now = self.clock.now();
             self.device.run_until(now);
             self.drive_users(now);
+            self.drive_forged().await;
             self.device.run_until(now);
             if let Some((endpoint, request)) = self.drive_transmit().await {
                 self.drive_dial(&endpoint, &request).await;
@@ -190,6 +191,22 @@ impl Live {
         };
         for c in &mut self.companions {
             c.act(&mut self.device, &turn);
+        }
+    }
+
+    /// Sends what the companions forged, from a socket that is not the device's.
+    async fn drive_forged(&mut self) {
+        let forged: Vec<Forged> = self.companions.iter_mut().flat_map(|c| c.forged()).collect();
+        for (host, port, datagram) in forged {
+            let sent = async {
+                let socket = tokio::net::UdpSocket::bind(("0.0.0.0", 0)).await?;
+                socket.send_to(&datagram, (host.as_str(), port)).await
+            };
+            if let Err(e) = sent.await
+                && self.verbose
+            {
+                eprintln!("[{}] forge to {host}:{port}: {e}", self.label);
+            }
         }
     }
 

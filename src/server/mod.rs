@@ -546,7 +546,8 @@ impl Link<'_> {
                     let _ = ws.close(None).await;
                     return Some(Ending::BackendClosed);
                 }
-                ScriptedAction::Vanish => return Some(Ending::BackendVanished),
+                // Over WebSocket, the device's connection dropping is the backend vanishing.
+                ScriptedAction::Vanish | ScriptedAction::Disconnect => return Some(Ending::BackendVanished),
                 ScriptedAction::ScriptDone => {
                     self.server.script_done(self.device_connection);
                     Ok(())

@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use xiaozhi_sim::backend::gateway::{GatewayAction, GatewayConfig, GatewayConn, connection_id, route};
 use xiaozhi_sim::backend::script::Command;
 use xiaozhi_sim::backend::scripted::ScriptedAction;
+use xiaozhi_sim::fault::{UdpFaults, UdpPath};
 
 use super::{Ending, Open, Server};
 
@@ -48,6 +49,9 @@ pub struct MqttWire {
     /// leaves Nagle's algorithm on), so a small publish written while an earlier one is unacked
     /// waits for the device's ACK (docs/reference/mqtt.md §7).
     pub nodelay: bool,
+    /// What the network does to the datagrams, both ways (each connection and direction its
+    /// own seeded stream; docs/reference/mqtt.md §6).
+    pub udp_faults: UdpFaults,
 }
 
 /// Datagrams for each live connection, by its connection id (the ssrc).
@@ -140,6 +144,9 @@ struct Link {
     out: BytesMut,
     /// A CONNECT has come (the gateway ends a connection whose first packet is not one).
     connected: bool,
+    /// The network between the gateway and the device: to it, and from it.
+    down: UdpPath,
+    up: UdpPath,
 }
 
 /// How a round ended the connection.
@@ -172,6 +179,8 @@ impl Link {
             addrs: Vec::new(),
             out: BytesMut::with_capacity(1024),
             connected: false,
+            down: UdpPath::new(wire.udp_faults.reseeded(2 * n)),
+            up: UdpPath::new(wire.udp_faults.reseeded(2 * n + 1)),
         }
     }
 
@@ -209,7 +218,9 @@ impl Link {
                 },
                 Some((from, datagram)) = datagrams.recv() => {
                     let token = self.token(from);
-                    self.gateway.datagram(token, &datagram);
+                    for d in self.up.carry(datagram) {
+                        self.gateway.datagram(token, &d);
+                    }
                 }
                 _ = &mut timer => {
                     let now = clock.now();
@@ -379,8 +390,10 @@ impl Link {
                 }
                 GatewayAction::Datagram { bytes, to } => {
                     let addr = usize::try_from(to).ok().and_then(|i| self.addrs.get(i.wrapping_sub(1)));
-                    if let Some(addr) = addr {
-                        let _ = self.udp.send_to(&bytes, *addr).await;
+                    if let Some(addr) = addr.copied() {
+                        for d in self.down.carry(bytes) {
+                            let _ = self.udp.send_to(&d, addr).await;
+                        }
                     }
                 }
                 GatewayAction::Close => over = Some(Over::Closed),
@@ -446,6 +459,8 @@ impl Link {
                     self.end_bridge(Ending::BackendClosed);
                     self.gateway.bridge_closed(now);
                 }
+                // The gateway drops the device: the bridge closes, then the TCP connection.
+                ScriptedAction::Disconnect => self.gateway.drop_connection(),
                 ScriptedAction::ScriptDone => {
                     if let Some(b) = &self.bridge {
                         self.server.script_done(b.device_connection);

@@ -554,6 +554,12 @@ impl GatewayConn {
         self.close();
     }
 
+    /// The gateway drops the device's connection (a restart, a network fault: the script's
+    /// `disconnect`): the bridge closes and the TCP connection with it, without a word.
+    pub fn drop_connection(&mut self) {
+        self.close();
+    }
+
     /// The device's TCP connection is gone.
     pub fn disconnected(&mut self) {
         self.close();

@@ -51,6 +51,10 @@ pub enum Command {
     Garbage,
     /// `vanish`: drop TCP without a close frame (the backend process lives on).
     Vanish,
+    /// `disconnect`: the device's connection drops. Over WebSocket that is `vanish`; over MQTT +
+    /// UDP the gateway drops the device's MQTT connection (the bridge ends with it, and the
+    /// device's UDP socket stays open).
+    Disconnect,
     /// `close`: a WebSocket close frame.
     Close,
     /// `await utterance`: wait until the device has said something.
@@ -242,11 +246,12 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, ScriptLineError> {
                 format!("`{word}` needs the text to send"),
             ));
         }
-        "garbage" | "vanish" | "close" if !tail.is_empty() => {
+        "garbage" | "vanish" | "close" | "disconnect" if !tail.is_empty() => {
             return Err(ScriptLineError::at(tail_col, format!("`{word}` takes no argument")));
         }
         "garbage" => Command::Garbage,
         "vanish" => Command::Vanish,
+        "disconnect" => Command::Disconnect,
         "close" => Command::Close,
         "await" if tail == "utterance" => Command::AwaitUtterance,
         "await" => {

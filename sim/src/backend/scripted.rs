@@ -180,6 +180,9 @@ pub enum ScriptedAction {
     Close,
     /// Drop TCP without a close frame; the connection is over (the backend vanished).
     Vanish,
+    /// The device's connection drops (`disconnect`): over WebSocket as [`ScriptedAction::Vanish`];
+    /// over MQTT + UDP the gateway drops the device's MQTT connection.
+    Disconnect,
     /// Not a frame: the script has run to its end (no `call` waits for its reply).
     ScriptDone,
 }
@@ -541,6 +544,7 @@ impl ScriptedBackend {
                 self.life = Life::Lingering(now + GARBAGE_LINGER);
             }
             Command::Vanish => self.end_with(ScriptedAction::Vanish),
+            Command::Disconnect => self.end_with(ScriptedAction::Disconnect),
             Command::Close => self.session.close(),
             Command::Speak { text, duration, voice } => {
                 let text = fill(&text, self.session.device_id(), self.heard.max(1) as u64);

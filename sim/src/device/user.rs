@@ -79,6 +79,19 @@ impl Device {
         self.schedule(now, task::Task::Voice(task::VoiceTask::WakeWord(word.to_string())));
     }
 
+    /// What an eavesdropper on this device's open UDP audio channel could send its server from
+    /// another address: a datagram with the channel's ssrc and next sequence number and an
+    /// unencrypted payload of `payload`, and the server's address (`None` without an open MQTT +
+    /// UDP channel). The device sends nothing; `connect --script`'s `forge` sends it from a
+    /// socket of its own. A gateway that re-points its downlink at every datagram with the right
+    /// ssrc (xiaozhi-mqtt-gateway does) then sends the rest of the reply there.
+    pub fn forged_datagram(&mut self, now: SimTime, payload: &[u8]) -> Option<(String, u16, Vec<u8>)> {
+        self.run_until(now);
+        let app = self.app.as_deref_mut()?;
+        let (_, m) = app.protocol.as_mut()?.mqtt_mut()?;
+        m.forgery(payload)
+    }
+
     /// The user says the wake word `word` as `samples_16k`: the end of the wake-word cache the
     /// device sends before `listen detect` when it wakes from Idle.
     pub fn wake_word_saying(&mut self, now: SimTime, word: &str, samples_16k: &[i16]) {

@@ -231,6 +231,19 @@ impl UdpChannel {
         })
     }
 
+    /// What a third party who saw this channel's datagrams on the wire can send the server: the
+    /// same header (type 1, the ssrc from the nonce), the next sequence number, and `payload` as
+    /// it is (it has no key, and nothing checks one: docs/reference/mqtt.md §5). The channel's
+    /// own counters are not touched.
+    pub fn forged(&self, payload: &[u8]) -> Vec<u8> {
+        let len = u16::try_from(payload.len()).unwrap_or(u16::MAX);
+        let mut out = self.nonce.to_vec();
+        out[2..4].copy_from_slice(&len.to_be_bytes());
+        out[12..16].copy_from_slice(&self.local_sequence.wrapping_add(1).to_be_bytes());
+        out.extend_from_slice(&payload[..usize::from(len)]);
+        out
+    }
+
     /// The key and the nonce (what a server hello hands out, in hex).
     pub fn secrets(&self) -> ([u8; 16], [u8; 16]) {
         (self.key, self.nonce)

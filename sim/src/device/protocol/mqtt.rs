@@ -447,6 +447,13 @@ impl MqttProtocol {
         }
     }
 
+    /// A forged datagram for the channel's server (`UdpChannel::forged`) and where it goes;
+    /// `None` without an open channel.
+    pub(crate) fn forgery(&self, payload: &[u8]) -> Option<(String, u16, Vec<u8>)> {
+        let (channel, host, port) = self.crypto.as_ref().filter(|_| self.udp_open)?;
+        Some((host.clone(), *port, channel.forged(payload)))
+    }
+
     /// `SendAudio`: one Opus packet as a datagram; false (the rest of the queue is dropped)
     /// without a socket or for a payload over 65535 bytes.
     pub(crate) fn send_audio(&mut self, platform: &mut Platform, payload: &[u8], timestamp: u32) -> bool {
