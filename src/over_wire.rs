@@ -26,7 +26,7 @@ use xiaozhi_sim::fault::UdpFaults;
 
 use crate::live::{LiveOptions, Wake, run_device};
 use crate::scenarios::Loaded;
-use crate::server::{ConnReport, MAX_MQTT_PACKET, MqttWire, Server, serve, serve_mqtt};
+use crate::server::{ConnReport, MAX_MQTT_PACKET, MqttWire, Server, bind_udp, serve, serve_mqtt};
 
 /// The wire a scenario runs over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -50,7 +50,7 @@ impl MqttSockets {
     pub async fn loopback() -> Result<MqttSockets> {
         Ok(MqttSockets {
             mqtt: TcpListener::bind("127.0.0.1:0").await?,
-            udp: tokio::net::UdpSocket::bind("127.0.0.1:0").await?,
+            udp: bind_udp(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?,
         })
     }
 

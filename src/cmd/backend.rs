@@ -126,9 +126,12 @@ async fn bind_mqtt(opts: &Args, ws: std::net::SocketAddr) -> Result<Option<(Mqtt
         .with_context(|| format!("--mqtt {addr}"))?;
     let at = mqtt.local_addr()?;
     let udp_addr = opts.udp.clone().unwrap_or_else(|| format!("{}:0", at.ip()));
-    let udp = tokio::net::UdpSocket::bind(&udp_addr)
+    let udp_at = tokio::net::lookup_host(&udp_addr)
         .await
-        .with_context(|| format!("--udp {udp_addr}"))?;
+        .ok()
+        .and_then(|mut a| a.next())
+        .with_context(|| format!("--udp {udp_addr}: not an address"))?;
+    let udp = crate::server::bind_udp(udp_at).with_context(|| format!("--udp {udp_addr}"))?;
     let sockets = MqttSockets { mqtt, udp };
     let mut wire = sockets.wire(
         &format!("ws://{ws}/xiaozhi/v1/"),

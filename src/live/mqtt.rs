@@ -108,7 +108,9 @@ impl MqttLink {
         options
             .set_keep_alive(Duration::from_secs(keepalive))
             .set_clean_session(true)
-            .set_max_packet_size(self.max_packet, self.max_packet);
+            .set_max_packet_size(self.max_packet, self.max_packet)
+            // QoS 0 only: no publish is ever in flight (rumqttc keeps a slot per allowed one).
+            .set_inflight(1);
         if !dial.username.is_empty() || !dial.password.is_empty() {
             options.set_credentials(dial.username.clone(), dial.password.clone());
         }

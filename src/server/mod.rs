@@ -16,7 +16,7 @@
 mod mqtt;
 mod ota;
 
-pub use mqtt::{MAX_MQTT_PACKET, MqttWire, serve_mqtt};
+pub use mqtt::{MAX_MQTT_PACKET, MqttWire, bind_udp, serve_mqtt};
 pub use ota::serve_ota;
 
 use std::collections::BTreeMap;

@@ -54,6 +54,25 @@ pub struct MqttWire {
     pub udp_faults: UdpFaults,
 }
 
+/// The receive buffer asked for on the gateway's UDP socket: every device's microphone arrives
+/// there (16.7 datagrams a second each while it listens), so the kernel's default (208 KiB here)
+/// overflows with a few thousand devices. The kernel caps it at `net.core.rmem_max`.
+const UDP_RECV_BUFFER: usize = 32 << 20;
+
+/// The gateway's UDP socket on `addr`, with a large receive buffer.
+pub fn bind_udp(addr: std::net::SocketAddr) -> std::io::Result<UdpSocket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    // Best effort: a smaller buffer still works, it only drops sooner under load.
+    let _ = socket.set_recv_buffer_size(UDP_RECV_BUFFER);
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    UdpSocket::from_std(socket.into())
+}
+
 /// Datagrams for each live connection, by its connection id (the ssrc).
 type Routes = Mutex<HashMap<u32, mpsc::UnboundedSender<(SocketAddr, Vec<u8>)>>>;
 
