@@ -25,7 +25,8 @@
 //!     `board::builtin`: the built-in behaviours a board file can name; `board::button`: its
 //!     buttons and the callbacks of their gestures; `board::by_firmware`: board facts by
 //!     firmware tag.
-//!   * `firmware`: the upstream tags and their behaviour switches; `world`: Wi-Fi, HTTP hosts,
+//!   * `firmware`: the upstream tags and their behaviour switches (`firmware::mqtt`: where the
+//!     MQTT + UDP protocol differs by tag); `world`: Wi-Fi, HTTP hosts,
 //!     OTA, room, WebSocket config; `fault`: faults as data; `mqtt`: the MQTT protocol's
 //!     data (the protocol an OTA answer leads to, its NVS writes, the client settings).
 //!   * `mcp`: the MCP tool layer: `mcp::server` (`McpServer`, `ParseMessage`'s receive half,

@@ -140,15 +140,16 @@ pub struct MqttSettings {
 }
 
 impl MqttSettings {
-    /// The settings as NVS holds them (missing strings are empty).
-    pub fn from_nvs(nvs: &Nvs) -> Self {
+    /// The settings as NVS holds them (missing strings are empty; `keepalive` defaults to
+    /// `keepalive_default`, [`crate::firmware::MqttRules::keepalive_default`]).
+    pub fn from_nvs(nvs: &Nvs, keepalive_default: i32) -> Self {
         let s = |key: &str| String::from_utf8_lossy(nvs.get_str("mqtt", key).unwrap_or_default()).into_owned();
         MqttSettings {
             endpoint: s("endpoint"),
             client_id: s("client_id"),
             username: s("username"),
             password: s("password"),
-            keepalive: nvs.get_i32("mqtt", "keepalive", 240),
+            keepalive: nvs.get_i32("mqtt", "keepalive", keepalive_default),
             publish_topic: s("publish_topic"),
         }
     }
@@ -316,13 +317,13 @@ mod tests {
     #[test]
     fn the_settings_come_from_nvs_with_a_240_s_keepalive_by_default() {
         let mut nvs = Nvs::new(0x4000);
-        let s = MqttSettings::from_nvs(&nvs);
+        let s = MqttSettings::from_nvs(&nvs, 240);
         assert_eq!((s.keepalive, s.broker()), (240, Broker::NotSpecified));
         nvs.set("mqtt", "endpoint", NvsValue::Str(b"gw:1883".to_vec())).unwrap();
         nvs.set("mqtt", "publish_topic", NvsValue::Str(b"device-server".to_vec()))
             .unwrap();
         nvs.set("mqtt", "keepalive", NvsValue::I32(60)).unwrap();
-        let s = MqttSettings::from_nvs(&nvs);
+        let s = MqttSettings::from_nvs(&nvs, 240);
         assert_eq!(s.publish_topic, "device-server");
         assert_eq!(s.keepalive, 60);
         assert_eq!(

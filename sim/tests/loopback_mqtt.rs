@@ -397,3 +397,37 @@ fn a_script_that_disconnects_mid_reply_leaves_the_device_speaking_while_esp_mqtt
     lb.run_until(t).unwrap();
     assert_eq!(lb.device.snapshot().state, Some(DeviceState::Speaking));
 }
+
+#[test]
+fn a_1_9_4_device_answers_the_gateway_s_goodbye_echo_with_another_and_the_gateway_lets_it_be() {
+    // Up to 2.1.0 a server goodbye for the session closes with `CloseAudioChannel()`, which
+    // always publishes a goodbye; the gateway echoes every bridge close, but answers nothing to a
+    // goodbye once its bridge is gone (`app.js:520-524`): two goodbyes from the device, no loop.
+    for (tag, device_goodbyes) in [("1.9.4", 2), ("2.4.2", 1)] {
+        let spec = BoardSpec::from_yaml("b.yaml", BREAD)
+            .unwrap()
+            .with_firmware(tag)
+            .unwrap();
+        let mut d = Device::new(Arc::new(spec), WorldSpec::over_mqtt(block(&good_password())), 5);
+        d.power_on(SimTime::ZERO);
+        let mut lb = Loopback::new(d, Arc::new(BackendSpec::shipped("xinnan-py").unwrap()));
+        lb.set_gateway_config(GatewayConfig {
+            signature_key: Some("key".into()),
+            ..GatewayConfig::local(8884, "ws://127.0.0.1:8000/xiaozhi/v1/?from=mqtt_gateway")
+        });
+        lb.tap();
+        lb.run_until(SimTime::from_millis(1000)).unwrap();
+        let now = lb.now();
+        lb.device.toggle_chat(now);
+        lb.run_until(now + SimDuration::from_secs(3)).unwrap();
+        let now = lb.now();
+        lb.device.toggle_chat(now);
+        lb.run_until(now + SimDuration::from_secs(3)).unwrap();
+        let goodbyes = sent(&mut lb)
+            .iter()
+            .filter(|m| m.contains(r#""type":"goodbye""#))
+            .count();
+        assert_eq!(goodbyes, device_goodbyes, "{tag}");
+        assert_eq!(lb.device.snapshot().state, Some(DeviceState::Idle), "{tag}");
+    }
+}

@@ -57,7 +57,7 @@ fn an_answer_with_an_mqtt_block_is_stored_and_leads_to_mqtt() {
         ],
         "the empty token over nothing is not written"
     );
-    let s = MqttSettings::from_nvs(d.nvs());
+    let s = MqttSettings::from_nvs(d.nvs(), 240);
     assert_eq!(
         s.broker(),
         Broker::At {

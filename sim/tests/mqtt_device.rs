@@ -9,10 +9,13 @@ use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
 use xiaozhi_sim::mqtt::MqttBlock;
 use xiaozhi_sim::time::{SimDuration, SimTime};
-use xiaozhi_sim::trace::Event;
 use xiaozhi_sim::voice::codec::Encoder;
 use xiaozhi_sim::voice::udp::{UdpChannel, UdpParams};
 use xiaozhi_sim::world::WorldSpec;
+
+mod common;
+
+use common::{logs, outputs, published};
 
 const KEY: &str = "00112233445566778899aabbccddeeff";
 const NONCE: &str = "01000000deadbeef0000000000000000";
@@ -34,32 +37,6 @@ fn booted() -> Device {
     let mut d = Device::new(Arc::new(spec), WorldSpec::over_mqtt(block()), 3);
     d.power_on(SimTime::ZERO);
     d
-}
-
-fn outputs(d: &mut Device) -> Vec<Output> {
-    std::iter::from_fn(|| d.poll_output()).collect()
-}
-
-fn published(out: &[Output]) -> Vec<String> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::MqttPublish { topic, payload, .. } => {
-                assert_eq!(topic, "device-server");
-                Some(String::from_utf8_lossy(payload).into_owned())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn logs(d: &mut Device) -> Vec<String> {
-    d.drain_events()
-        .into_iter()
-        .filter_map(|e| match e.kind {
-            Event::Logged { level, tag, text } => Some(format!("{} {tag}: {text}", level.letter())),
-            _ => None,
-        })
-        .collect()
 }
 
 /// One 60 ms Opus packet of a 24 kHz tone, as a TTS encoder makes it.

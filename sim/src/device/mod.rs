@@ -58,6 +58,7 @@ use crate::voice::log::Drop;
 use crate::world::WorldSpec;
 use application::{Application, inbound};
 use platform::{Platform, Power};
+use protocol::websocket::HelloCrash;
 use task::TaskEnd;
 
 pub use button::NoSuchButton;
@@ -482,9 +483,25 @@ impl Device {
     pub fn handle_mqtt_message(&mut self, now: SimTime, payload: &[u8]) -> Option<Receipt> {
         self.run_before(now);
         let app = self.app.as_deref_mut()?;
-        let receipt = inbound::mqtt_message(app, &mut self.platform, &mut self.parser, payload);
-        self.after_thread();
-        receipt
+        let handled = inbound::mqtt_message(app, &mut self.platform, &mut self.parser, payload);
+        self.after_receive(handled)
+    }
+
+    /// After a receive task handled a message: the work it scheduled, or the firmware's crash
+    /// (a panic, and the device boots again).
+    fn after_receive(&mut self, handled: Result<Option<Receipt>, HelloCrash>) -> Option<Receipt> {
+        match handled {
+            Ok(receipt) => {
+                self.after_thread();
+                receipt
+            }
+            Err(crash) => {
+                let reason = crash.to_string();
+                self.platform.emit(|| Event::Panicked { reason });
+                self.restart(BootReason::Panic);
+                None
+            }
+        }
     }
 
     /// A datagram on the audio channel's UDP socket.
@@ -504,18 +521,8 @@ impl Device {
     pub fn handle_ws_text(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
         self.run_before(now);
         let app = self.app.as_deref_mut()?;
-        match inbound::ws_text(app, &mut self.platform, &mut self.parser, frame) {
-            Ok(receipt) => {
-                self.after_thread();
-                receipt
-            }
-            Err(crash) => {
-                let reason = crash.to_string();
-                self.platform.emit(|| Event::Panicked { reason });
-                self.restart(BootReason::Panic);
-                None
-            }
-        }
+        let handled = inbound::ws_text(app, &mut self.platform, &mut self.parser, frame);
+        self.after_receive(handled)
     }
 
     /// Everything scheduled but not yet run, described (for evidence).

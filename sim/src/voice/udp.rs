@@ -87,6 +87,73 @@ pub fn parse_udp(root: Item<'_>) -> Result<UdpParams, HelloRefused> {
     })
 }
 
+/// What firmware before 2.4.0 makes of the `udp` block it does not check (v2.2.6
+/// `mqtt_protocol.cc:345-366`; 1.7.5–2.3.0 alike): a refusal, or where it crashes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OldUdp {
+    /// No `udp` object: logged, the hello ignored.
+    #[error("UDP is not specified")]
+    NoUdp,
+    /// `cJSON_GetObjectItem(udp, "…")->valuestring` of a missing item, or the NULL `valuestring`
+    /// of one that is not a string: the firmware dereferences it.
+    #[error("server hello: `udp.{0}` is missing or not a string: NULL dereference in ParseServerHello")]
+    Null(&'static str),
+    /// A key or nonce that does not decode to 16 bytes: mbedtls reads 16 key bytes and the
+    /// header code writes 16 nonce bytes whatever the string's length (undefined behaviour;
+    /// the twin stops the device here rather than guess).
+    #[error(
+        "server hello: `udp.{what}` decodes to {len} bytes, not 16: undefined behaviour in ParseServerHello (the twin stops the device)"
+    )]
+    Length {
+        /// `key` or `nonce`.
+        what: &'static str,
+        /// The decoded length.
+        len: usize,
+    },
+}
+
+/// `DecodeHexString` before 2.4.0 (v2.2.6 `mqtt_protocol.cc:368-385`): pairs of characters,
+/// each a hex digit or 0 (`CharToHex` returns 0 for anything else); an odd last character
+/// pairs with the string's terminating NUL.
+fn hex_lenient(text: &[u8]) -> Vec<u8> {
+    let nibble = |c: u8| char::from(c).to_digit(16).map_or(0, |d| d as u8);
+    text.chunks(2)
+        .map(|p| nibble(p[0]) << 4 | p.get(1).map_or(0, |c| nibble(*c)))
+        .collect()
+}
+
+/// The hello's `udp` block as firmware before 2.4.0 reads it: nothing checked, a non-number
+/// port read as its `valueint` (0) and truncated to 16 bits by the socket's `htons`.
+pub fn parse_udp_old(root: Item<'_>) -> Result<UdpParams, OldUdp> {
+    let udp = root.get(b"udp").filter(Item::is_object).ok_or(OldUdp::NoUdp)?;
+    let string = |name: &'static str| {
+        udp.get(name.as_bytes())
+            .filter(Item::is_string)
+            .and_then(|i| i.c_string())
+            .ok_or(OldUdp::Null(name))
+    };
+    let server = string("server")?;
+    let port = udp.get(b"port").ok_or(OldUdp::Null("port"))?;
+    let port = if port.is_number() { port.valueint() } else { 0 };
+    let (key, nonce) = (string("key")?, string("nonce")?);
+    let sixteen = |what: &'static str, text: &[u8]| -> Result<[u8; 16], OldUdp> {
+        let bytes = hex_lenient(text);
+        <[u8; 16]>::try_from(bytes.as_slice()).map_err(|_| OldUdp::Length { what, len: bytes.len() })
+    };
+    let nonce = sixteen("nonce", nonce)?;
+    let key = sixteen("key", key)?;
+    Ok(UdpParams {
+        server: String::from_utf8_lossy(server).into_owned(),
+        port: port as u16,
+        key,
+        nonce,
+    })
+}
+
+/// The size check before 2.4.0: `data.size() < sizeof(aes_nonce_)`, a `std::string` (24 bytes
+/// on the ESP32's 32-bit libstdc++), not the 16-byte header.
+pub const OLD_MIN_DATAGRAM: usize = 24;
+
 /// Why an incoming datagram was not audio: the firmware's log line for it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
@@ -110,6 +177,14 @@ pub enum Refused {
         /// The datagram's sequence.
         sequence: u32,
         /// The last accepted sequence.
+        last: u32,
+    },
+    /// Before 2.4.0: a sequence *below* the last accepted one (a warning; a duplicate passes).
+    #[error("Received audio packet with old sequence: {sequence}, expected: {last}")]
+    OldBefore24 {
+        /// The datagram's sequence.
+        sequence: u32,
+        /// The last accepted sequence (printed as `expected`).
         last: u32,
     },
 }
@@ -191,6 +266,12 @@ impl UdpChannel {
                 last: self.remote_sequence,
             });
         }
+        Ok(self.accept(datagram, timestamp, sequence))
+    }
+
+    /// A datagram the checks let through: the gap warning when its sequence skipped, the payload
+    /// decrypted with the datagram's own header as the counter block, the remote sequence moved.
+    fn accept(&mut self, datagram: &[u8], timestamp: u32, sequence: u32) -> Opened {
         let expected = self.remote_sequence.wrapping_add(1);
         let gap = (sequence != expected)
             .then(|| format!("Received audio packet with wrong sequence: {sequence}, expected: {expected}"));
@@ -199,11 +280,33 @@ impl UdpChannel {
         let mut payload = datagram[HEADER..].to_vec();
         crypt(&self.key, &iv, &mut payload);
         self.remote_sequence = sequence;
-        Ok(Opened {
+        Opened {
             payload,
             timestamp,
             gap,
-        })
+        }
+    }
+
+    /// The receive callback before 2.4.0 (v2.2.6 `mqtt_protocol.cc:243-287`): under 24 bytes
+    /// dropped, the type checked, a sequence below the last dropped (a duplicate is accepted with
+    /// the gap warning and played again), the header's length not read: everything after the
+    /// header is decrypted.
+    pub fn open_before_2_4(&mut self, datagram: &[u8]) -> Result<Opened, Refused> {
+        if datagram.len() < OLD_MIN_DATAGRAM {
+            return Err(Refused::Short(datagram.len()));
+        }
+        if datagram[0] != 0x01 {
+            return Err(Refused::Type(datagram[0]));
+        }
+        let be32 = |at: usize| u32::from_be_bytes([datagram[at], datagram[at + 1], datagram[at + 2], datagram[at + 3]]);
+        let (timestamp, sequence) = (be32(8), be32(12));
+        if sequence < self.remote_sequence {
+            return Err(Refused::OldBefore24 {
+                sequence,
+                last: self.remote_sequence,
+            });
+        }
+        Ok(self.accept(datagram, timestamp, sequence))
     }
 
     /// How xiaozhi-mqtt-gateway opens a device's datagram (`app.js` `onUdpMessage`): only a

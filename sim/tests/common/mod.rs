@@ -1,8 +1,12 @@
 //! Helpers shared by the sim crate's test files: one voice turn against a loopback backend
-//! (the user speaks, the backend replies), whatever wire carries it.
+//! (the user speaks, the backend replies), whatever wire carries it; what a device driven by
+//! hand emitted and logged. Each file uses only some of them.
+#![allow(dead_code)]
 
+use xiaozhi_sim::device::{Device, Output};
 use xiaozhi_sim::loopback::Loopback;
 use xiaozhi_sim::time::SimDuration;
+use xiaozhi_sim::trace::Event;
 use xiaozhi_sim::voice::codec::resample_clip;
 use xiaozhi_sim::voice::speak::{Timbre, natural_duration};
 
@@ -42,4 +46,34 @@ pub fn reply(lb: &mut Loopback, text: &str) -> f64 {
     let w = session.window.unwrap();
     let (m, _) = lb.device.render(w.start + SimDuration::from_millis(300), w.end, false);
     m.spl_db.unwrap()
+}
+
+/// Everything the device emitted since the last call.
+pub fn outputs(d: &mut Device) -> Vec<Output> {
+    std::iter::from_fn(|| d.poll_output()).collect()
+}
+
+/// The MQTT publishes among `out` (each to `device-server`), as text.
+pub fn published(out: &[Output]) -> Vec<String> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::MqttPublish { topic, payload, .. } => {
+                assert_eq!(topic, "device-server");
+                Some(String::from_utf8_lossy(payload).into_owned())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Log lines (`L TAG: text`) and panics (`panic: reason`) since the last call.
+pub fn logs(d: &mut Device) -> Vec<String> {
+    d.drain_events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            Event::Logged { level, tag, text } => Some(format!("{} {tag}: {text}", level.letter())),
+            Event::Panicked { reason } => Some(format!("panic: {reason}")),
+            _ => None,
+        })
+        .collect()
 }

@@ -115,13 +115,14 @@ pub(crate) fn ws_binary(app: &mut Application, platform: &mut Platform, frame: &
 /// The MQTT task, one message (`OnMessage`, `mqtt_protocol.cc:113-146`): parsed as a C string;
 /// `hello` goes to `ParseServerHello`, a `goodbye` for this session closes the channel (on the
 /// main task, without a goodbye back), anything else to `OnIncomingJson`. Every message that
-/// parsed with a string `type` counts as inbound traffic for the 120 s channel timeout.
+/// parsed with a string `type` counts as inbound traffic for the 120 s channel timeout. `Err`
+/// is where firmware before 2.4.0 (hello) or 2.3.0 (goodbye) crashes.
 pub(crate) fn mqtt_message(
     app: &mut Application,
     platform: &mut Platform,
     parser: &mut Parser,
     payload: &[u8],
-) -> Option<Receipt> {
+) -> Result<Option<Receipt>, HelloCrash> {
     let limits = Limits {
         heap_bytes: Some(platform.spec.target.free_heap),
     };
@@ -130,27 +131,23 @@ pub(crate) fn mqtt_message(
         platform.log(LogLevel::Error, "MQTT", || {
             format!("Failed to parse json message {shown}")
         });
-        return None;
+        return Ok(None);
     };
     let root = doc.root();
     let Some(kind) = root.get(b"type").filter(Item::is_string).and_then(|t| t.c_string()) else {
         platform.log(LogLevel::Error, "MQTT", || "Message type is invalid");
-        return None;
+        return Ok(None);
     };
     let received = match kind {
         b"hello" => {
-            // MqttProtocol's hello never crashes (it checks `cJSON_IsString`).
-            let _ = app.server_hello(platform, root);
+            app.server_hello(platform, root)?;
             None
         }
         b"goodbye" => {
-            let matches = app
-                .protocol
-                .as_mut()
-                .and_then(|p| p.mqtt_mut())
-                .is_some_and(|(base, _)| {
-                    crate::device::protocol::mqtt::MqttProtocol::goodbye_matches(base, platform, root)
-                });
+            let matches = match app.protocol.as_mut().and_then(|p| p.mqtt_mut()) {
+                Some((base, _)) => crate::device::protocol::mqtt::MqttProtocol::goodbye_matches(base, platform, root)?,
+                None => false,
+            };
             if matches {
                 app.main.schedule(Task::ServerGoodbye);
             }
@@ -161,7 +158,7 @@ pub(crate) fn mqtt_message(
     if let Some(p) = app.protocol.as_mut() {
         p.touch(platform.now);
     }
-    received.map(|received| app.receive(platform, received))
+    Ok(received.map(|received| app.receive(platform, received)))
 }
 
 /// The UDP socket's receive callback (`mqtt_protocol.cc:266-334`): a datagram the channel

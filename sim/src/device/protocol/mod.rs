@@ -222,7 +222,7 @@ impl Protocol {
     ) -> Result<bool, HelloCrash> {
         match &mut self.transport {
             Transport::WebSocket(ws) => ws.parse_server_hello(&mut self.base, platform, root),
-            Transport::Mqtt(m) => Ok(m.parse_server_hello(&mut self.base, platform, root)),
+            Transport::Mqtt(m) => m.parse_server_hello(&mut self.base, platform, root),
             Transport::Direct => Ok(false),
         }
     }

@@ -16,11 +16,13 @@ use crate::device::platform::{Output, Platform};
 use crate::device::protocol::base::{
     ProtocolBase, SERVER_ERROR, SERVER_NOT_CONNECTED, SERVER_NOT_FOUND, SERVER_TIMEOUT,
 };
+use crate::device::protocol::websocket::HelloCrash;
 use crate::device::protocol::websocket::text_font_capabilities;
+use crate::firmware::ServerGoodbye;
 use crate::mqtt::{Broker, MqttDial, MqttSettings};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{Event, LogLevel};
-use crate::voice::udp::{Refused, UdpChannel, parse_udp};
+use crate::voice::udp::{OldUdp, Refused, UdpChannel, parse_udp, parse_udp_old};
 
 /// `MQTT_CONNECT_TIMEOUT_MS` (esp-ml307 `esp_mqtt.h:13`): how long `Connect()` waits.
 pub(crate) const CONNECT_TIMEOUT: SimDuration = SimDuration::from_secs(10);
@@ -165,7 +167,7 @@ impl MqttProtocol {
             platform.log(LogLevel::Warn, "MQTT", || "Mqtt client already started");
             self.destroy_client(platform);
         }
-        let settings = MqttSettings::from_nvs(&platform.nvs);
+        let settings = MqttSettings::from_nvs(&platform.nvs, platform.firmware.mqtt.keepalive_default);
         self.publish_topic = settings.publish_topic.clone();
         let (host, port) = match settings.broker() {
             Broker::NotSpecified => {
@@ -217,7 +219,11 @@ impl MqttProtocol {
             platform.log(LogLevel::Info, "MQTT", || "Connected to endpoint");
             return true;
         }
-        platform.log(LogLevel::Error, "MQTT", || "Failed to connect to endpoint, code=0");
+        if platform.firmware.mqtt.connect_error_code {
+            platform.log(LogLevel::Error, "MQTT", || "Failed to connect to endpoint, code=0");
+        } else {
+            platform.log(LogLevel::Error, "MQTT", || "Failed to connect to endpoint");
+        }
         base.set_error(SERVER_NOT_CONNECTED);
         false
     }
@@ -247,13 +253,18 @@ impl MqttProtocol {
         match self.client {
             Client::Connected => {
                 self.client = Client::Retrying(platform.now + AUTO_RECONNECT);
-                platform.log(LogLevel::Info, "MQTT", || {
-                    format!(
-                        "MQTT disconnected, schedule reconnect in {} seconds",
-                        RECONNECT_INTERVAL.as_micros() / 1_000_000
-                    )
-                });
-                self.reconnect_at = Some(platform.now + RECONNECT_INTERVAL);
+                if platform.firmware.mqtt.reconnect_timer {
+                    platform.log(LogLevel::Info, "MQTT", || {
+                        format!(
+                            "MQTT disconnected, schedule reconnect in {} seconds",
+                            RECONNECT_INTERVAL.as_micros() / 1_000_000
+                        )
+                    });
+                    self.reconnect_at = Some(platform.now + RECONNECT_INTERVAL);
+                } else {
+                    // Before 1.9.0 nothing but esp-mqtt's own retry and the next open reconnect.
+                    platform.log(LogLevel::Info, "MQTT", || "Disconnected from endpoint");
+                }
                 Waiter::None
             }
             Client::Connecting => {
@@ -365,21 +376,29 @@ impl MqttProtocol {
     }
 
     /// `ParseServerHello` (`mqtt_protocol.cc:377-467`): true when it was taken (the waiting
-    /// open wakes); each refusal is logged and the hello ignored.
+    /// open wakes); each refusal is logged and the hello ignored. Before 2.4.0 nothing is
+    /// checked (v2.2.6 `:322-366`): `Err` is where that firmware crashes.
     pub(crate) fn parse_server_hello(
         &mut self,
         base: &mut ProtocolBase,
         platform: &mut Platform,
         root: Item<'_>,
-    ) -> bool {
-        if root
-            .get(b"transport")
-            .filter(|t| t.is_string())
-            .and_then(|t| t.c_string())
-            != Some(b"udp".as_slice())
-        {
-            platform.log(LogLevel::Error, "MQTT", || "Unsupported or missing transport");
-            return false;
+    ) -> Result<bool, HelloCrash> {
+        let strict = platform.firmware.mqtt.strict;
+        let transport = root.get(b"transport");
+        let text = transport.filter(|t| t.is_string()).and_then(|t| t.c_string());
+        if text != Some(b"udp".as_slice()) {
+            if strict {
+                platform.log(LogLevel::Error, "MQTT", || "Unsupported or missing transport");
+                return Ok(false);
+            }
+            // `strcmp(transport->valuestring, "udp")`, then the log prints it.
+            let Some(text) = text else {
+                return Err(HelloCrash::TransportNotAString);
+            };
+            let shown = String::from_utf8_lossy(text).into_owned();
+            platform.log(LogLevel::Error, "MQTT", || format!("Unsupported transport: {shown}"));
+            return Ok(false);
         }
         if let Some(sid) = root
             .get(b"session_id")
@@ -398,11 +417,22 @@ impl MqttProtocol {
                 base.server_frame_duration = f.valueint();
             }
         }
-        let params = match parse_udp(root) {
-            Ok(p) => p,
-            Err(refused) => {
-                platform.log(LogLevel::Error, "MQTT", || refused.to_string());
-                return false;
+        let params = if strict {
+            match parse_udp(root) {
+                Ok(p) => p,
+                Err(refused) => {
+                    platform.log(LogLevel::Error, "MQTT", || refused.to_string());
+                    return Ok(false);
+                }
+            }
+        } else {
+            match parse_udp_old(root) {
+                Ok(p) => p,
+                Err(OldUdp::NoUdp) => {
+                    platform.log(LogLevel::Error, "MQTT", || OldUdp::NoUdp.to_string());
+                    return Ok(false);
+                }
+                Err(crash) => return Err(HelloCrash::OldUdp(crash)),
             }
         };
         let sid = String::from_utf8_lossy(&base.session_id).into_owned();
@@ -412,21 +442,36 @@ impl MqttProtocol {
         });
         self.crypto = Some((UdpChannel::new(&params), params.server, params.port));
         self.hello_received = true;
-        true
+        Ok(true)
     }
 
-    /// A `goodbye` on the MQTT task: logged; true when its session is the current one (the
-    /// channel is then closed on the main task, without a goodbye back).
-    pub(crate) fn goodbye_matches(base: &ProtocolBase, platform: &mut Platform, root: Item<'_>) -> bool {
-        let sid = root
-            .get(b"session_id")
-            .filter(|s| s.is_string())
-            .and_then(|s| s.c_string());
-        let shown = sid.map_or_else(|| "null".to_string(), |s| String::from_utf8_lossy(s).into_owned());
+    /// A `goodbye` on the MQTT task: logged; true when it closes the channel (on the main task).
+    /// 2.3.0 onwards: a string `session_id` equal to the current one; before, a missing one too,
+    /// and one that is not a string is compared as a NULL C string (`Err`: a crash).
+    pub(crate) fn goodbye_matches(
+        base: &ProtocolBase,
+        platform: &mut Platform,
+        root: Item<'_>,
+    ) -> Result<bool, HelloCrash> {
+        let item = root.get(b"session_id");
+        let sid = item.filter(|s| s.is_string()).and_then(|s| s.c_string());
+        let shown = match (item, sid) {
+            (_, Some(s)) => String::from_utf8_lossy(s).into_owned(),
+            // Before 2.3.0 the log prints `valuestring` of any item: NULL, as newlib prints it.
+            (Some(_), None) if platform.firmware.mqtt.goodbye != ServerGoodbye::StringEqual => "(null)".into(),
+            _ => "null".into(),
+        };
         platform.log(LogLevel::Info, "MQTT", || {
             format!("Received goodbye message, session_id: {shown}")
         });
-        sid == Some(base.session_id.as_slice())
+        match platform.firmware.mqtt.goodbye {
+            ServerGoodbye::StringEqual => Ok(sid == Some(base.session_id.as_slice())),
+            _ => match (item, sid) {
+                (None, _) => Ok(true),
+                (Some(_), Some(s)) => Ok(s == base.session_id.as_slice()),
+                (Some(_), None) => Err(HelloCrash::GoodbyeSessionNotAString),
+            },
+        }
     }
 
     /// `CloseAudioChannel(send_goodbye)`: the socket goes, the goodbye is published when the
@@ -436,9 +481,16 @@ impl MqttProtocol {
             let at = platform.now;
             platform.push_output(Output::UdpClose { at });
         }
-        platform.log(LogLevel::Info, "MQTT", || {
-            format!("Closing audio channel, send_goodbye: {}", u8::from(send_goodbye))
-        });
+        // Up to 2.1.0 `CloseAudioChannel()` has no parameter and no log, and always publishes
+        // the goodbye, after a server goodbye too (v1.7.5 `:151-164`).
+        let send_goodbye = if platform.firmware.mqtt.goodbye == ServerGoodbye::EchoedMissingOrEqual {
+            true
+        } else {
+            platform.log(LogLevel::Info, "MQTT", || {
+                format!("Closing audio channel, send_goodbye: {}", u8::from(send_goodbye))
+            });
+            send_goodbye
+        };
         if send_goodbye {
             let mut text = b"{\"session_id\":\"".to_vec();
             text.extend_from_slice(&base.session_id);
@@ -486,7 +538,12 @@ impl MqttProtocol {
         let Some((channel, _, _)) = self.crypto.as_mut() else {
             return Err(None);
         };
-        match channel.open(datagram) {
+        let opened = if platform.firmware.mqtt.strict {
+            channel.open(datagram)
+        } else {
+            channel.open_before_2_4(datagram)
+        };
+        match opened {
             Ok(opened) => {
                 let gap = opened.gap.is_some();
                 if let Some(line) = opened.gap {
@@ -495,7 +552,7 @@ impl MqttProtocol {
                 Ok((opened.payload, gap))
             }
             Err(refused) => {
-                let level = if matches!(refused, Refused::Old { .. }) {
+                let level = if matches!(refused, Refused::Old { .. } | Refused::OldBefore24 { .. }) {
                     LogLevel::Warn
                 } else {
                     LogLevel::Error

@@ -52,6 +52,13 @@ pub(crate) enum HelloCrash {
     /// `transport->valuestring` of a missing or non-string `transport` (a null pointer).
     #[error("server hello without a string `transport`: NULL dereference in ParseServerHello")]
     TransportNotAString,
+    /// MQTT before 2.4.0: the `udp` block read without checks.
+    #[error("{0}")]
+    OldUdp(crate::voice::udp::OldUdp),
+    /// MQTT before 2.3.0: a `goodbye` whose `session_id` is not a string is compared as a NULL
+    /// C string.
+    #[error("goodbye with a `session_id` that is not a string: NULL dereference in OnMessage")]
+    GoodbyeSessionNotAString,
 }
 
 impl WebsocketProtocol {

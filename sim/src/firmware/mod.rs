@@ -9,6 +9,10 @@
 //! [`FirmwareSpec`] is a board file's `firmware:` section. Knows nothing about devices or
 //! runtime state.
 
+mod mqtt;
+
+pub use mqtt::{MqttRules, ServerGoodbye};
+
 use std::fmt;
 
 use serde::Deserialize;
@@ -205,6 +209,8 @@ pub struct Firmware {
     /// wake word while speaking only aborts and one while listening does nothing (v2.2.2
     /// `application.cc:796-797`).
     pub wake_word_barge_in: bool,
+    /// Where the MQTT + UDP protocol differs between tags (docs/reference/mqtt.md §8).
+    pub mqtt: MqttRules,
 }
 
 /// What a `tts stop` that arrives before playback has drained does to the speech still queued
@@ -371,6 +377,7 @@ impl Firmware {
             },
             abort_silences: minor("1.7."),
             wake_word_barge_in: line >= Line::L8 || matches!(tag, "2.2.3" | "2.2.4" | "2.2.6"),
+            mqtt: MqttRules::of(version_key(tag).unwrap_or_default()),
         }
     }
 
@@ -493,7 +500,7 @@ impl Constraint {
 }
 
 /// `1.9.2_2` → (1, 9, 2, 2); `2.4.2` → (2, 4, 2, 0); `None` when malformed.
-fn version_key(v: &str) -> Option<(u32, u32, u32, u32)> {
+pub(crate) fn version_key(v: &str) -> Option<(u32, u32, u32, u32)> {
     let v = v.strip_prefix('v').unwrap_or(v);
     let (numbers, suffix) = v.split_once('_').unwrap_or((v, "0"));
     let parts: Vec<&str> = numbers.split('.').collect();
