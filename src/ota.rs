@@ -7,9 +7,11 @@
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use xiaozhi_sim::device::Device;
-use xiaozhi_sim::hw::nvs::names;
-use xiaozhi_sim::mqtt::Choice;
+use xiaozhi_sim::device::{Board, Device};
+use xiaozhi_sim::hw::nvs::{Nvs, names};
+use xiaozhi_sim::mqtt::{Choice, MqttBlock};
+use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
 /// What an OTA answer configures.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +77,75 @@ pub fn parse_answer(body: &str) -> Result<Activation> {
             .pointer("/activation/code")
             .and_then(Value::as_str)
             .map(str::to_string),
+    })
+}
+
+/// The wire an OTA answer sends a device to.
+#[derive(Clone, Debug)]
+pub enum Wire {
+    /// The `websocket` block's URL and token.
+    WebSocket(WsAnswer),
+    /// MQTT + UDP with the settings NVS now holds (the answer's writes on top of the device's
+    /// own NVS), and that NVS.
+    Mqtt(MqttBlock, Box<Nvs>),
+}
+
+/// The answer `body` taken by `probe` (a running device with the identity and NVS of the one
+/// that will boot) at `at`, as `Ota::CheckVersion` and `application.cc` take it: the blocks
+/// written to NVS, then the wire chosen.
+pub fn apply(probe: &mut Device, at: SimTime, body: &str) -> Result<(Activation, Wire)> {
+    let activation = parse_answer(body)?;
+    let Some(choice) = probe.apply_ota_answer(at, body.as_bytes()) else {
+        bail!("the device could not take the OTA answer (see its log: a key NVS refuses aborts the firmware)");
+    };
+    let wire = if choice == Choice::WebSocket {
+        let ws = activation
+            .websocket
+            .clone()
+            .context("`websocket` block without a URL")?;
+        Wire::WebSocket(ws)
+    } else {
+        Wire::Mqtt(block_of(probe.nvs()), Box::new(probe.nvs().clone()))
+    };
+    Ok((activation, wire))
+}
+
+/// The `mqtt` block that NVS holds (a world with it writes it again at boot: nothing changes).
+pub fn block_of(nvs: &Nvs) -> MqttBlock {
+    let s = |key: &str| String::from_utf8_lossy(nvs.get_str(names::MQTT, key).unwrap_or_default()).into_owned();
+    MqttBlock {
+        endpoint: s("endpoint"),
+        client_id: s("client_id"),
+        username: s("username"),
+        password: s("password"),
+        publish_topic: s("publish_topic"),
+        subscribe_topic: s("subscribe_topic"),
+        keepalive: nvs
+            .get(names::MQTT, "keepalive")
+            .map(|_| nvs.get_i32(names::MQTT, "keepalive", 240)),
+    }
+}
+
+/// A device of board `board` and seed `seed` (its MAC and UUID) activates at `ota_url`: the
+/// world it boots in and the NVS to boot with (`None`: its own). What a fleet device does
+/// before it powers on (blocking: one HTTP request).
+pub fn activate_device(board: &Board, seed: u64, ota_url: &str) -> Result<(WorldSpec, Option<Nvs>)> {
+    let mut probe = Device::new(board, WorldSpec::conformance(), seed);
+    probe.set_trace(false);
+    probe.power_on(SimTime::ZERO);
+    let at = SimTime::from_millis(100);
+    probe.run_until(at);
+    let body = activate(ota_url, &probe)?;
+    Ok(match apply(&mut probe, at, &body)?.1 {
+        Wire::WebSocket(ws) => (
+            WorldSpec::dialling(WsConfig {
+                url: ws.url,
+                token: ws.token,
+                version: ws.version.unwrap_or(1),
+            }),
+            None,
+        ),
+        Wire::Mqtt(block, nvs) => (WorldSpec::over_mqtt(block), Some(*nvs)),
     })
 }
 

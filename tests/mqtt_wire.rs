@@ -502,3 +502,57 @@ fn a_forged_datagram_with_the_channel_s_ssrc_takes_the_rest_of_the_reply_away() 
     let all = whole["tts_sessions"][0]["frames"]["received"].as_u64().unwrap();
     assert!(all >= 48, "{:#}", whole["tts_sessions"]);
 }
+
+#[test]
+fn a_fleet_behind_an_ota_goes_where_each_answer_sends_it() {
+    let dir = common::scratch_dir("mqtt-fleet-ota");
+    let script = dir.join("backend.txt");
+    std::fs::write(&script, "await utterance\nspeak \"好的\" for 900ms\n").unwrap();
+    // With a gateway the OTA hands out `mqtt` blocks; without one, `websocket` blocks.
+    for (gateway, path) in [(true, "/xiaozhi/v1/?from=mqtt_gateway"), (false, "/xiaozhi/v1/")] {
+        let mut args = vec![
+            "--script",
+            script.to_str().unwrap(),
+            "--ota",
+            "127.0.0.1:0",
+            "--connections",
+            "3",
+        ];
+        args.extend(["--duration", "40s"]);
+        if gateway {
+            args.extend(["--mqtt", "127.0.0.1:0", "--mqtt-nodelay"]);
+        }
+        let b = listening(&args);
+        let ota = announced(&b.stderr, "OTA on http://");
+        let json = dir.join(format!("summary-{gateway}.json"));
+        let fleet = std::process::Command::new(common::BIN)
+            .args([
+                "fleet",
+                "--voice",
+                "--quiet",
+                "--devices",
+                "3",
+                "--duration",
+                "30s",
+                "--json",
+            ])
+            .arg(&json)
+            .arg("--ota")
+            .arg(format!("http://{ota}/xiaozhi/ota/"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (code, out, err) = finish(fleet, Duration::from_secs(40));
+        let (_, bout, _) = finish(b.child, Duration::from_secs(45));
+        assert_eq!(code, 0, "{out}\n{err}");
+        let s: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(s["turns"]["completed"], 3, "{:#}", s["turns"]);
+        let reports: Vec<Value> = bout.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        assert_eq!(reports.len(), 3, "{bout}");
+        let mut macs: Vec<&str> = reports.iter().map(|r| r["device_id"].as_str().unwrap()).collect();
+        macs.dedup();
+        assert_eq!(macs.len(), 3, "each device activated with its own MAC");
+        assert!(reports.iter().all(|r| r["path"] == path), "{gateway}: {bout}");
+    }
+}

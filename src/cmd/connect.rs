@@ -9,7 +9,6 @@ use anyhow::{Context, Result, bail};
 use xiaozhi_sim::backend::ota::{OtaConfig, answer};
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::hw::nvs::{Nvs, names};
-use xiaozhi_sim::mqtt::{Choice, MqttBlock};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::trace::NvsValue;
 use xiaozhi_sim::world::WorldSpec;
@@ -136,23 +135,22 @@ fn world(opts: &Args) -> Result<(WorldSpec, Option<Nvs>)> {
         (None, Some(endpoint)) => mqtt_answer(opts, endpoint, &probe)?,
         (None, None) => unreachable!("checked above"),
     };
-    let activation = crate::ota::parse_answer(&body)?;
+    let (activation, wire) = crate::ota::apply(&mut probe, at, &body)?;
     if let Some(code) = &activation.activation_code {
         eprintln!("ota: the server asks for activation code {code}");
     }
-    let Some(choice) = probe.apply_ota_answer(at, body.as_bytes()) else {
-        bail!("the device could not take the OTA answer (see its log: a key NVS refuses aborts the firmware)");
+    let mut nvs = match wire {
+        crate::ota::Wire::WebSocket(ws) => {
+            return Ok((WorldSpec::dialling(websocket_config(opts, Some(ws))?), None));
+        }
+        crate::ota::Wire::Mqtt(_, nvs) => *nvs,
     };
-    if choice == Choice::WebSocket {
-        return Ok((WorldSpec::dialling(websocket_config(opts, activation.websocket)?), None));
-    }
-    let mut nvs = probe.nvs().clone();
     for (key, value) in mqtt_overrides(opts) {
         nvs.set(names::MQTT, key, NvsValue::Str(value.into_bytes()))
             .map_err(|e| anyhow::anyhow!("--mqtt-{}: NVS refuses it ({e:?})", key.replace('_', "-")))?;
     }
-    let block = block_of(&nvs);
-    match choice.warning() {
+    let block = crate::ota::block_of(&nvs);
+    match activation.choice.warning() {
         Some(w) => eprintln!("ota: {w} (docs/reference/mqtt.md §1)"),
         None if activation.websocket.is_some() => eprintln!(
             "ota: the answer has both an `mqtt` and a `websocket` block: the firmware uses MQTT + UDP (docs/reference/mqtt.md §1)"
@@ -199,22 +197,6 @@ fn mqtt_overrides(opts: &Args) -> Vec<(&'static str, String)> {
     .into_iter()
     .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
     .collect()
-}
-
-/// The `mqtt` block that NVS holds (the world writes it again at boot: nothing changes).
-fn block_of(nvs: &Nvs) -> MqttBlock {
-    let s = |key: &str| String::from_utf8_lossy(nvs.get_str(names::MQTT, key).unwrap_or_default()).into_owned();
-    MqttBlock {
-        endpoint: s("endpoint"),
-        client_id: s("client_id"),
-        username: s("username"),
-        password: s("password"),
-        publish_topic: s("publish_topic"),
-        subscribe_topic: s("subscribe_topic"),
-        keepalive: nvs
-            .get(names::MQTT, "keepalive")
-            .map(|_| nvs.get_i32(names::MQTT, "keepalive", 240)),
-    }
 }
 
 /// The WebSocket configuration: from --url/--token, or from the OTA answer's `websocket` block.

@@ -59,8 +59,13 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     pub devices: u32,
     /// Backend URL (default: a built-in backend on a loopback port).
-    #[arg(long, conflicts_with = "mqtt")]
+    #[arg(long, conflicts_with_all = ["mqtt", "ota"])]
     pub url: Option<String>,
+    /// An OTA URL (e.g. http://127.0.0.1:8003/xiaozhi/ota/): every device activates there with
+    /// its own MAC and UUID before it powers on, and goes where the answer sends it, as the
+    /// firmware chooses (an `mqtt` block wins; a `websocket` block alone is WebSocket).
+    #[arg(long, value_name = "URL", conflicts_with = "mqtt")]
+    pub ota: Option<String>,
     /// The devices' wire: `websocket`, or `mqtt` (MQTT + UDP, as an OTA answer with an `mqtt`
     /// block sends them: through the built-in backend's xiaozhi-mqtt-gateway stand-in, or to
     /// --mqtt).
@@ -225,6 +230,9 @@ pub fn run(opts: &Args) -> Result<bool> {
 
 /// Someone else's backend (`--url` or `--mqtt`), if any.
 fn external(opts: &Args) -> Option<Target> {
+    if let Some(url) = &opts.ota {
+        return Some(Target::Ota(url.as_str().into()));
+    }
     match (&opts.url, &opts.mqtt) {
         (Some(url), _) => Some(Target::WebSocket(url.clone())),
         (None, Some(endpoint)) => Some(Target::Mqtt {
@@ -237,7 +245,8 @@ fn external(opts: &Args) -> Option<Target> {
 
 /// The devices' wire: --transport, or MQTT for --mqtt.
 fn transport(opts: &Args) -> Transport {
-    if opts.mqtt.is_some() {
+    // Behind an OTA the answer decides: count the sockets of the wire that needs more.
+    if opts.mqtt.is_some() || opts.ota.is_some() {
         Transport::Mqtt
     } else {
         opts.transport

@@ -149,6 +149,7 @@ async fn drive(run: &McpRun) -> Result<McpSummary> {
             duration: run.duration,
             stop: stop_rx.clone(),
             counters: counters.clone(),
+            activate: target.activation(&board, run.seed.wrapping_add(u64::from(i))),
         };
         start(
             &mut devices,

@@ -129,6 +129,32 @@ pub enum Target {
     /// Connect MQTT to this endpoint, with the `mqtt` block xiaozhi-esp32-server's OTA hands out
     /// for a gateway there (the password signed with `key`).
     Mqtt { endpoint: String, key: Option<String> },
+    /// Activate at this OTA URL first, each device with its own MAC and UUID, and go where the
+    /// answer sends it, as `application.cc` chooses (an `mqtt` block wins).
+    Ota(Arc<str>),
+}
+
+impl Target {
+    /// What a device of `board` and `seed` does before it powers on (`--ota`).
+    pub fn activation(&self, board: &Board, seed: u64) -> Option<Activate> {
+        match self {
+            Target::Ota(url) => Some(Activate {
+                url: url.clone(),
+                board: board.clone(),
+                seed,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A fleet device's activation before it powers on: the URL, and its board and seed (the MAC
+/// and UUID its request carries, the NVS the answer is written to).
+#[derive(Clone, Debug)]
+pub struct Activate {
+    pub url: Arc<str>,
+    pub board: Board,
+    pub seed: u64,
 }
 
 impl std::fmt::Display for Target {
@@ -136,6 +162,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::WebSocket(url) => f.write_str(url),
             Target::Mqtt { endpoint, .. } => write!(f, "mqtt://{endpoint} + UDP"),
+            Target::Ota(url) => write!(f, "{url} (OTA: each device where its answer sends it)"),
         }
     }
 }
@@ -145,7 +172,7 @@ impl std::fmt::Display for Target {
 pub fn via(target: &Target) -> &'static str {
     match target {
         Target::WebSocket(_) => "",
-        Target::Mqtt { .. } => ", over MQTT + UDP via the gateway stand-in",
+        Target::Mqtt { .. } | Target::Ota(_) => ", over MQTT + UDP via the gateway stand-in",
     }
 }
 
@@ -213,6 +240,8 @@ pub struct Member {
     pub duration: Duration,
     pub stop: watch::Receiver<bool>,
     pub counters: Arc<Counters>,
+    /// Activate first (`--ota`).
+    pub activate: Option<Activate>,
 }
 
 /// A device of the fleet connecting to `target` with the firmware's settings (its trace off).
@@ -232,17 +261,20 @@ pub fn fleet_device(board: &Board, target: &Target, seed: u64) -> Device {
             device.world_mut().mqtt = Some(block);
             device
         }
+        // Its world comes from the OTA answer, before it powers on (`start`).
+        Target::Ota(_) => Device::new(board, WorldSpec::with_board_tasks(), seed),
     };
     device.set_trace(false);
     device
 }
 
 /// Powers `device` on after the member's delay and runs it in the live driver (its user opens
-/// the channel after every boot); with `talk` (a voice fleet) it also has a talking user, whose
-/// clock starts as the device does.
+/// the channel after every boot); with `talk` (a voice fleet) the talking user does that
+/// instead, whose clock starts as the device does. (With both, the two clicked in the same
+/// round: the first channel of every boot opened and closed at once.)
 pub fn start(devices: &mut Devices, mut device: Device, member: Member, talk: Option<(Arc<Plan>, Arc<Metrics>)>) {
     let live = LiveOptions {
-        wake: Wake::OnBoot,
+        wake: if talk.is_some() { Wake::Manual } else { Wake::OnBoot },
         duration: Some(member.duration),
         verbose: false,
         label: device.mac().to_string(),
@@ -258,8 +290,24 @@ pub fn start(devices: &mut Devices, mut device: Device, member: Member, talk: Op
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
     let device_id = device.mac().to_string();
+    let activate = member.activate;
     devices.spawn(async move {
         tokio::time::sleep(delay).await;
+        let mut ota_failed = false;
+        if let Some(a) = activate {
+            let answer =
+                tokio::task::spawn_blocking(move || crate::ota::activate_device(&a.board, a.seed, &a.url)).await;
+            match answer {
+                Ok(Ok((world, nvs))) => {
+                    *device.world_mut() = world;
+                    if let Some(nvs) = nvs {
+                        *device.nvs_mut() = nvs;
+                    }
+                }
+                // The device boots without a server: it never opens a channel.
+                _ => ota_failed = true,
+            }
+        }
         device.power_on(SimTime::ZERO);
         let live = LiveOptions {
             companion: talk.map(|(plan, metrics)| {
@@ -267,6 +315,8 @@ pub fn start(devices: &mut Devices, mut device: Device, member: Member, talk: Op
             }),
             ..live
         };
-        run_device(device, live).await
+        let (device, mut stats) = run_device(device, live).await?;
+        stats.connect_failures += u64::from(ota_failed);
+        Ok((device, stats))
     });
 }

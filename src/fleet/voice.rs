@@ -486,6 +486,7 @@ impl Fleet<'_> {
                     duration: run_length(run, u64::from(run.devices)) + Duration::from_secs(30),
                     stop: device_stop_rx.clone(),
                     counters: self.counters.clone(),
+                    activate: target.activation(&self.board, run.seed.wrapping_add(u64::from(id))),
                 };
                 start(
                     &mut devices,
