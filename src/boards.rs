@@ -34,6 +34,11 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("lckfb/szpi-esp32c3", include_str!("../boards/lckfb/szpi-esp32c3.yaml")),
 ];
 
+#[rustfmt::skip]
+#[path = "boards_upstream.rs"]
+mod generated;
+pub use generated::{UPSTREAM, UPSTREAM_COMMIT};
+
 /// Ids of the shipped boards, in order.
 pub fn shipped_ids() -> Vec<&'static str> {
     SHIPPED.iter().map(|(id, _)| *id).collect()
@@ -52,8 +57,30 @@ pub fn load_as(board: &str, firmware: Option<&str>) -> Result<Arc<BoardSpec>> {
     }
 }
 
-/// Resolves `--board`: a shipped board id, a path to a YAML file, or the BOARD_NAME of a
-/// shipped build (e.g. `lichuang-c3-dev` for `lckfb/szpi-esp32c3`).
+/// The generated board of an upstream build id (`upstream/<id>` or the bare build name).
+pub fn upstream(id: &str) -> Option<(&'static str, &'static str, &'static str)> {
+    let id = id.strip_prefix("upstream/").unwrap_or(id);
+    UPSTREAM.iter().copied().find(|(b, _, _)| *b == id)
+}
+
+fn generated(id: &str, rel: &str, text: &str) -> Result<Arc<BoardSpec>> {
+    let _ = id;
+    Ok(Arc::new(BoardSpec::from_yaml(&format!("boards/upstream/{rel}"), text)?))
+}
+
+/// The hand-written board that stands for an upstream build, if one does (its BOARD_NAME is the
+/// build's name).
+pub fn hand_written_for(build: &str) -> Option<&'static str> {
+    SHIPPED.iter().find_map(|(id, text)| {
+        let spec = shipped(id, text).ok()?;
+        (spec.name == build && !id.ends_with("-duplex")).then_some(*id)
+    })
+}
+
+/// Resolves `--board`: a shipped board id, a path to a YAML file, the BOARD_NAME of a shipped
+/// build (e.g. `lichuang-c3-dev` for `lckfb/szpi-esp32c3`), an upstream build id (the generated
+/// board, `boards/upstream/`), or `upstream/<build>` for the generated board even where a
+/// hand-written one stands for the build.
 pub fn load(board: &str) -> Result<Arc<BoardSpec>> {
     if let Some((id, text)) = SHIPPED.iter().find(|(id, _)| *id == board) {
         return shipped(id, text);
@@ -61,14 +88,23 @@ pub fn load(board: &str) -> Result<Arc<BoardSpec>> {
     if board.ends_with(".yaml") || board.ends_with(".yml") || Path::new(board).is_file() {
         return Ok(Arc::new(BoardSpec::load(Path::new(board))?));
     }
+    if board.starts_with("upstream/")
+        && let Some((id, rel, text)) = upstream(board)
+    {
+        return generated(id, rel, text);
+    }
     for (id, text) in SHIPPED {
         let spec = shipped(id, text)?;
         if spec.name == board && !id.ends_with("-duplex") {
             return Ok(spec);
         }
     }
+    if let Some((id, rel, text)) = upstream(board) {
+        return generated(id, rel, text);
+    }
     bail!(
-        "unknown board `{board}`; known boards: {} (or give a path to a board YAML file)",
-        shipped_ids().join(", ")
+        "unknown board `{board}`; the twin's boards: {}; and the {} upstream builds (`xiaozhi-twin boards`), or give a path to a board YAML file",
+        shipped_ids().join(", "),
+        UPSTREAM.len()
     )
 }

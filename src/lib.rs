@@ -11,18 +11,21 @@
 //! The map (one line per module; `src/main.rs` is the binary):
 //!
 //! * `args`: argument parsers and argument groups several commands share (`BoardArgs`).
-//! * `boards`: the shipped board files (embedded) and `--board` resolution.
+//! * `boards`: the shipped board files, hand-written and generated for every upstream build
+//!   (embedded), and `--board` resolution.
+//! * `board_matrix`: the board matrix of `run --board A,B,… | all`.
 //! * `cmd`: one module per subcommand, each its `Args` (the help text) and `run`:
 //!   * `cmd::backend`: `backend`, the backend server on addresses of your choosing (WebSocket,
 //!     and MQTT + UDP and OTA when asked);
-//!   * `cmd::boards`: `boards`, the shipped boards;
+//!   * `cmd::boards`: `boards`, the twin's boards and every upstream build;
 //!   * `cmd::check_bounds`: `check-bounds`, the parameter-bound promises of a board;
 //!   * `cmd::connect`: `connect`, one board dialling a real backend (WebSocket or MQTT + UDP);
 //!   * `cmd::demo`: `demo`, the narrated scenes;
 //!   * `cmd::fleet`: `fleet`, its arguments and checks, and a call into `fleet`;
 //!   * `cmd::render`: `render`, set the volume, play a probe, measure what is heard;
 //!   * `cmd::replay`: `replay`, a conformance request file on a fresh board;
-//!   * `cmd::run`: `run`, scenario files in virtual time, over the wire or as a version matrix;
+//!   * `cmd::run`: `run`, scenario files in virtual time, over the wire, as a version matrix or
+//!     as a board matrix;
 //!   * `cmd::stdio`: `stdio`, a board as a standard MCP server on stdin/stdout;
 //!   * `cmd::tools`: `tools`, the exact `tools/list` pages of a board.
 //! * `connect_report`: the JSON report of `connect --report`.
@@ -54,6 +57,7 @@
 //! * `wav`: WAV evidence and optional playback.
 
 pub mod args;
+pub mod board_matrix;
 pub mod boards;
 pub mod cmd;
 pub mod connect_report;

@@ -209,9 +209,13 @@ fn boards_prints_ids_that_board_accepts_and_the_reported_name_apart() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("The twin's boards"), "{text}");
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
     assert_eq!(header, ["--board", "BOARD_NAME", "summary"]);
+    // The hand-written section ends at a blank line; the upstream section follows.
     let rows: Vec<(String, String)> = lines
+        .by_ref()
+        .take_while(|l| !l.is_empty())
         .map(|l| {
             let mut cols = l.split_whitespace();
             (cols.next().unwrap().to_string(), cols.next().unwrap().to_string())
@@ -253,6 +257,26 @@ fn boards_prints_ids_that_board_accepts_and_the_reported_name_apart() {
         assert!(
             reply.contains(&format!(r#"\"name\":\"{name}\""#)),
             "{id} reports BOARD_NAME {name}: {reply}"
+        );
+    }
+    // Every upstream build, once, with the commit it was read at; each id is one `--board` takes.
+    let title = lines.next().unwrap();
+    assert!(title.contains("177 builds") && title.contains("48142026"), "{title}");
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(header[0], "--board");
+    let upstream: Vec<&str> = lines.map(|l| l.split_whitespace().next().unwrap()).collect();
+    assert_eq!(upstream.len(), 177);
+    let mut unique = upstream.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), upstream.len(), "each build once");
+    for id in ["mixgo-nova", "esp-box-3", "m5stack-core-s3", "bread-compact-wifi"] {
+        assert!(upstream.contains(&id), "{id} missing");
+        let tools = twin(&["tools", "--board", id]);
+        assert!(
+            tools.status.success(),
+            "--board {id}: {}",
+            String::from_utf8_lossy(&tools.stderr)
         );
     }
     assert!(

@@ -24,7 +24,8 @@
 //!   * `board`: `BoardSpec`, what a board is, validated; `board::audio`: its audio facts;
 //!     `board::builtin`: the built-in behaviours a board file can name; `board::button`: its
 //!     buttons and the callbacks of their gestures; `board::by_firmware`: board facts by
-//!     firmware tag.
+//!     firmware tag; `board::target`: the SoC, flash and partition table; `board::upstream`:
+//!     what a generated board records of its upstream build.
 //!   * `firmware`: the upstream tags and their behaviour switches (`firmware::mqtt`: where the
 //!     MQTT + UDP protocol differs by tag); `world`: Wi-Fi, HTTP hosts,
 //!     OTA, room, WebSocket config; `fault`: faults as data; `mqtt`: the MQTT protocol's

@@ -80,11 +80,20 @@ pub fn parse_probe(text: &str) -> Result<(f64, f64, u64)> {
 }
 
 #[derive(Serialize)]
+struct CodecReport {
+    class: String,
+    family: &'static str,
+    law: &'static str,
+}
+
+#[derive(Serialize)]
 struct Report<'a> {
     board: &'a str,
     call: Option<String>,
     reply: Option<String>,
     readback_volume: Option<i32>,
+    /// The codec class and the volume law the twin applies for this board.
+    codec: CodecReport,
     source: String,
     faults: Vec<String>,
     measurement: &'a Measurement,
@@ -141,6 +150,15 @@ pub fn run(opts: &Args) -> Result<bool> {
             call,
             reply,
             readback_volume: readback,
+            codec: CodecReport {
+                class: spec
+                    .upstream
+                    .as_ref()
+                    .and_then(|u| u.codec.as_ref())
+                    .map_or_else(|| spec.audio.codec.class_name().to_string(), |c| c.class.clone()),
+                family: spec.audio.codec.class_name(),
+                law: spec.audio.codec.law(),
+            },
             source: described,
             faults: opts.faults.iter().map(|f| f.name().to_string()).collect(),
             measurement: m,

@@ -70,6 +70,13 @@ pub struct Args {
     #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
     pub firmware: Vec<String>,
     /// With --wire: the wire the device uses (mqtt: MQTT + UDP through the gateway stand-in).
+    /// Run every scenario on these boards instead of its own (board ids, comma-separated; `all`
+    /// for the twin's boards and every upstream build): the board matrix, board × scenario →
+    /// pass / FAIL / n/a, and the reason for each cell that is not a pass (its codec law for a
+    /// level, what the twin does not model for the board). With --json the matrix is written as
+    /// data. Exit status 1 only when a scenario fails on the first listed board.
+    #[arg(long, value_name = "BOARDS", value_delimiter = ',', conflicts_with_all = ["wire", "junit", "html", "out"])]
+    pub board: Vec<String>,
     #[arg(long, value_enum, default_value_t = Transport::Websocket, requires = "wire")]
     pub transport: Transport,
     /// With --wire: give up on a scenario after this long (real time).
@@ -124,6 +131,12 @@ pub fn run(opts: &Args) -> Result<bool> {
     } else {
         None
     };
+    if !opts.board.is_empty() {
+        if versions.len() > 1 {
+            anyhow::bail!("--board and several --firmware versions make a cube: give one of them");
+        }
+        return run_board_matrix(opts, &loaded);
+    }
     if versions.len() > 1 {
         return run_matrix(opts, &loaded, &versions, wire.as_ref());
     }
@@ -347,6 +360,65 @@ fn run_matrix(opts: &Args, loaded: &[Loaded], versions: &[Firmware], wire: Optio
         });
     }
     let matrix = Matrix::new(versions.iter().map(|f| f.tag.to_string()).collect(), reference, rows);
+    print!("{}", matrix.to_text());
+    if let Some(path) = &opts.json {
+        let text = serde_json::to_string_pretty(&matrix)?;
+        std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the matrix", path.display()))?;
+    }
+    Ok(!reference_failed)
+}
+
+/// Every scenario on every listed board: the board matrix.
+fn run_board_matrix(opts: &Args, loaded: &[Loaded]) -> Result<bool> {
+    use crate::board_matrix::{self, BoardMatrix, BoardRow};
+    let ids = board_matrix::board_list(&opts.board)?;
+    let mut rows = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let board = crate::boards::load(id)?;
+        let mut cells = Vec::new();
+        for l in loaded {
+            let fw = board.firmware();
+            if let Some(c) = l.spec.firmware_constraint().filter(|c| !c.matches(&fw)) {
+                cells.push(Cell::NotApplicable {
+                    needs: format!("the premise needs firmware {} (the board runs {})", c.text(), fw.tag),
+                });
+                continue;
+            }
+            let mut on = l.clone();
+            on.board = board.clone();
+            let report = scenarios::run_one(&on, opts.seed, false).0;
+            cells.push(if report.passed {
+                Cell::Pass
+            } else {
+                Cell::Fail {
+                    reason: board_matrix::reason(&report, &board),
+                }
+            });
+        }
+        if !opts.quiet && ids.len() > 20 && (i + 1) % 20 == 0 {
+            eprintln!("{} of {} boards run", i + 1, ids.len());
+        }
+        rows.push(BoardRow {
+            board: id.clone(),
+            codec: board_matrix::codec_words(&board),
+            cells,
+        });
+    }
+    let reference_failed = rows
+        .first()
+        .is_some_and(|r| r.cells.iter().any(|c| matches!(c, Cell::Fail { .. })));
+    let matrix = BoardMatrix {
+        scenarios: loaded
+            .iter()
+            .map(|l| {
+                l.path
+                    .file_stem()
+                    .map_or_else(|| l.origin.clone(), |s| s.to_string_lossy().into_owned())
+            })
+            .collect(),
+        reference: ids.first().cloned().unwrap_or_default(),
+        rows,
+    };
     print!("{}", matrix.to_text());
     if let Some(path) = &opts.json {
         let text = serde_json::to_string_pretty(&matrix)?;

@@ -51,6 +51,19 @@ pub fn es8311_register(volume: i32, hw_gain_db: f32) -> u8 {
     ((target + 95.5f32) * 2.0f32) as u8
 }
 
+/// An attenuation register in 0.5 dB steps (ES8374 REG 0x38, ES8388 REG 0x1A/0x1B):
+/// `trunc(−2·dB)` in float32, clamped to `0..=max`.
+pub fn attenuation_register(db: f32, max: u8) -> u8 {
+    let code = -2.0f32 * db;
+    if code <= 0.0 {
+        0
+    } else if code >= f32::from(max) {
+        max
+    } else {
+        code as u8
+    }
+}
+
 /// The DAC digital gain a REG 0x32 value applies: `−95.5 + 0.5·reg` dB (0x00 is not a mute).
 pub fn es8311_register_db(reg: u8) -> f64 {
     -95.5 + 0.5 * f64::from(reg)
@@ -64,10 +77,22 @@ pub enum CodecKind {
     NoAudioCodecSimplex,
     /// `NoAudioCodecDuplex`: one I2S port clocking TX and RX at the output rate, software volume.
     NoAudioCodecDuplex,
+    /// `NoAudioCodecSimplexPdm`: standard I2S out (software volume, as the other `NoAudioCodec`
+    /// classes: `Write` is theirs), a PDM microphone in.
+    NoAudioCodecSimplexPdm,
     /// `Es8311AudioCodec`: ES8311 DAC, volume in REG 0x32, written only while the codec is open.
     Es8311,
     /// `BoxAudioCodec`: ES8311 out + ES7210 in, REG 0x32 written on every volume change.
     BoxAudioCodec,
+    /// `Es8374AudioCodec`: ES8374 DAC, REG 0x38 = trunc(−2·D(v)) (0.5 dB attenuation steps, no
+    /// hardware-gain compensation), written on every volume change (docs/reference/codecs.md §2).
+    Es8374,
+    /// `Es8388AudioCodec`: ES8388 DAC, REG 0x1A/0x1B = trunc(−2·(D(v) − H)), flat 0 dB from
+    /// volume 92, written on every volume change; output disable mutes (docs/reference/codecs.md §3).
+    Es8388,
+    /// `Es8389AudioCodec`: ES8389 DAC, REG 0x46/0x47 with ES8311's quantiser (98 + v), written on
+    /// every volume change (docs/reference/codecs.md §4).
+    Es8389,
     /// `DummyAudioCodec`: every call succeeds, the volume is only stored, `Write` discards.
     Dummy,
 }
@@ -78,18 +103,85 @@ impl CodecKind {
         match self {
             CodecKind::NoAudioCodecSimplex => "NoAudioCodecSimplex",
             CodecKind::NoAudioCodecDuplex => "NoAudioCodecDuplex",
+            CodecKind::NoAudioCodecSimplexPdm => "NoAudioCodecSimplexPdm",
             CodecKind::Es8311 => "Es8311AudioCodec",
             CodecKind::BoxAudioCodec => "BoxAudioCodec",
+            CodecKind::Es8374 => "Es8374AudioCodec",
+            CodecKind::Es8388 => "Es8388AudioCodec",
+            CodecKind::Es8389 => "Es8389AudioCodec",
             CodecKind::Dummy => "DummyAudioCodec",
         }
     }
 
-    /// The codec's `duplex()`: input and output share it, so an enabled mic keeps the output from powering down.
-    pub fn is_duplex(self) -> bool {
+    /// The volume law in one line, with where it is described (`render --json`, `boards`).
+    pub fn law(self) -> &'static str {
+        match self {
+            CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex | CodecKind::NoAudioCodecSimplexPdm => {
+                "software gain in Write: factor = trunc((v/100)^2 * 65536) on each sample (docs/reference/firmware.md §9.2)"
+            }
+            CodecKind::Es8311 => {
+                "ES8311 REG 0x32 = trunc((D(v) - H + 95.5) * 2), 0.5 dB a code, written only while the codec is open (docs/reference/acoustics.md §1.2)"
+            }
+            CodecKind::BoxAudioCodec => {
+                "ES8311 REG 0x32 = trunc((D(v) - H + 95.5) * 2), 0.5 dB a code, written on every change (docs/reference/acoustics.md §1.2)"
+            }
+            CodecKind::Es8374 => {
+                "ES8374 REG 0x38 = trunc(-2 * D(v)), -0.5 dB a code, written on every change (docs/reference/codecs.md §2)"
+            }
+            CodecKind::Es8388 => {
+                "ES8388 REG 0x1A/0x1B = trunc(-2 * (D(v) - H)), -0.5 dB a code, 0 dB from volume 92 (docs/reference/codecs.md §3)"
+            }
+            CodecKind::Es8389 => {
+                "ES8389 REG 0x46/0x47 = trunc((D(v) - H + 95.5) * 2), 0.5 dB a code, written on every change (docs/reference/codecs.md §4)"
+            }
+            CodecKind::Dummy => "none: the volume is stored and nothing is heard",
+        }
+    }
+
+    /// The volume is a software gain inside `Write` (the `NoAudioCodec` family).
+    pub fn is_software(self) -> bool {
         matches!(
             self,
-            CodecKind::NoAudioCodecDuplex | CodecKind::Es8311 | CodecKind::BoxAudioCodec
+            CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex | CodecKind::NoAudioCodecSimplexPdm
         )
+    }
+
+    /// The volume is a codec chip's register (esp_codec_dev).
+    pub fn is_hardware(self) -> bool {
+        matches!(
+            self,
+            CodecKind::Es8311 | CodecKind::BoxAudioCodec | CodecKind::Es8374 | CodecKind::Es8388 | CodecKind::Es8389
+        )
+    }
+
+    /// The volume register a hardware codec's driver writes for `volume` (`hw_gain_db` from the
+    /// board's voltages; ES8374's driver has none). 0 for the other codecs.
+    pub fn volume_register(self, volume: i32, hw_gain_db: f32) -> u8 {
+        match self {
+            CodecKind::Es8311 | CodecKind::BoxAudioCodec | CodecKind::Es8389 => es8311_register(volume, hw_gain_db),
+            CodecKind::Es8374 => attenuation_register(codec_dev_curve_db(volume), 0xC0),
+            CodecKind::Es8388 => attenuation_register(codec_dev_curve_db(volume) - hw_gain_db, 0xC0),
+            _ => 0,
+        }
+    }
+
+    /// The DAC gain in dB a volume register value applies.
+    pub fn register_db(self, reg: u8) -> f64 {
+        match self {
+            CodecKind::Es8374 | CodecKind::Es8388 => -0.5 * f64::from(reg),
+            _ => es8311_register_db(reg),
+        }
+    }
+
+    /// The codec device is open while output is enabled only (every hardware codec but
+    /// `Es8311AudioCodec`, whose device is open while input or output is).
+    pub fn open_follows_output(self) -> bool {
+        self.is_hardware() && self != CodecKind::Es8311
+    }
+
+    /// The codec's `duplex()`: input and output share it, so an enabled mic keeps the output from powering down.
+    pub fn is_duplex(self) -> bool {
+        matches!(self, CodecKind::NoAudioCodecDuplex) || self.is_hardware()
     }
 }
 
@@ -119,6 +211,32 @@ mod tests {
     fn full_scale_times_full_volume_never_clips() {
         assert_eq!(software_word(i16::MIN, software_factor(100)), i32::MIN);
         assert_eq!(software_word(i16::MAX, software_factor(100)), 32767 * 65536);
+    }
+
+    /// docs/reference/codecs.md: the laws' worked values (0, 40, 70, 100 and 70 → 40).
+    #[test]
+    fn each_family_pins_its_law() {
+        let h = hw_gain_db(5.0, 3.3, 0.0);
+        let db = |k: CodecKind, v: i32| k.register_db(k.volume_register(v, h));
+        // ES8374: 100 − v, 0xC0 for 0; no hardware-gain compensation.
+        assert_eq!(CodecKind::Es8374.volume_register(40, h), 60);
+        assert_eq!(CodecKind::Es8374.volume_register(0, h), 0xC0);
+        assert_eq!(db(CodecKind::Es8374, 0), -96.0);
+        assert_eq!(db(CodecKind::Es8374, 100), 0.0);
+        assert_eq!(db(CodecKind::Es8374, 40) - db(CodecKind::Es8374, 70), -15.0);
+        // ES8388: max(0, 92 − v), 0xB8 for 0: flat 0 dB from 92 up.
+        assert_eq!(CodecKind::Es8388.volume_register(40, h), 52);
+        assert_eq!(CodecKind::Es8388.volume_register(0, h), 0xB8);
+        assert_eq!(db(CodecKind::Es8388, 0), -92.0);
+        assert_eq!(db(CodecKind::Es8388, 92), 0.0);
+        assert_eq!(db(CodecKind::Es8388, 100), 0.0);
+        assert_eq!(db(CodecKind::Es8388, 91), -0.5);
+        assert_eq!(db(CodecKind::Es8388, 40) - db(CodecKind::Es8388, 70), -15.0);
+        // ES8389: ES8311's quantiser, 98 + v.
+        assert_eq!(CodecKind::Es8389.volume_register(40, h), 138);
+        assert_eq!(db(CodecKind::Es8389, 0), -92.5);
+        assert_eq!(db(CodecKind::Es8389, 100), 3.5);
+        assert_eq!(db(CodecKind::Es8389, 40) - db(CodecKind::Es8389, 70), -15.0);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use crate::audio::chain::{AmpModel, AmplifierSpec, DacSpec, P0_PA, SdMode, SpeakerSpec, max98357_full_scale_peak_v};
 use crate::audio::codec::CodecKind;
-use crate::audio::codec::{es8311_register_db, software_factor, software_word};
+use crate::audio::codec::{software_factor, software_word};
 use crate::audio::measure::{Measurement, dbfs_from_mean_square, verdict};
 use crate::audio::{AudioChange, AudioLog, ChainFault};
 use crate::time::{SimDuration, SimTime};
@@ -149,11 +149,8 @@ pub fn render(
     let mut volume = 70;
     let mut pi = log.playbacks.partition_point(|p| p.end <= start_t);
 
-    let software = matches!(
-        setup.codec,
-        CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex
-    );
-    let hardware = matches!(setup.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec);
+    let software = setup.codec.is_software();
+    let hardware = setup.codec.is_hardware();
     let fs_peak = max98357_full_scale_peak_v();
     let amp_gain = setup.amp.gain();
     let clip = setup.amp.clip_peak_v(setup.speaker.impedance_ohm);
@@ -196,9 +193,8 @@ pub fn render(
         // Codec.
         let clocked = match setup.codec {
             _ if state.i2s_fault || state.dummy => false,
-            CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex => state.tx,
-            CodecKind::Es8311 | CodecKind::BoxAudioCodec => true,
-            CodecKind::Dummy => false,
+            c if c.is_software() => state.tx,
+            c => c.is_hardware(),
         };
         let word: i32 = if !clocked {
             0
@@ -238,7 +234,7 @@ pub fn render(
             _ if hardware => {
                 // DAC: the register gain applies only while the device is open (else suspended).
                 let dac = if state.codec_open && !state.dummy {
-                    let g = 10f64.powf(es8311_register_db(state.reg32) / 20.0);
+                    let g = 10f64.powf(setup.codec.register_db(state.reg32) / 20.0);
                     (f64::from(sample) / 32768.0 * g).clamp(-1.0, 1.0)
                 } else {
                     0.0
@@ -261,7 +257,7 @@ pub fn render(
     }
 
     let codec_gain_db = if hardware {
-        state.codec_open.then(|| es8311_register_db(state.reg32))
+        state.codec_open.then(|| setup.codec.register_db(state.reg32))
     } else if software {
         let f = software_factor(volume);
         (f > 0).then(|| 20.0 * (f as f64 / 65536.0).log10())

@@ -167,6 +167,9 @@ pub enum ButtonAction {
     VolumeMax,
     /// Output volume to 0.
     VolumeMin,
+    /// A callback the twin does not model (power off, Wi-Fi configuration, a board's own
+    /// feature): the gesture is found and reported, and nothing else happens.
+    Unmodelled,
 }
 
 impl ButtonAction {
@@ -180,6 +183,7 @@ impl ButtonAction {
             ButtonAction::VolumeDown => "volume -10",
             ButtonAction::VolumeMax => "volume 100",
             ButtonAction::VolumeMin => "volume 0",
+            ButtonAction::Unmodelled => "a board callback the twin does not model",
         }
     }
 }

@@ -17,15 +17,18 @@ pub use crate::firmware::FirmwareSpec;
 
 use crate::mcp::property::{Property, PropertyError, PropertyType, PropertyValue};
 use crate::spec::{self, SpecError};
-use crate::time::TickRate;
 
 pub mod audio;
 pub mod builtin;
 pub mod button;
 pub mod by_firmware;
+pub mod target;
+pub mod upstream;
 pub use builtin::{Builtin, MOTIONS};
 pub use button::{ButtonAction, ButtonSpec, Gesture, MultipleClick};
 pub use by_firmware::FirmwareOverride;
+pub use target::{Chip, PartitionRow, PartitionTable, TargetSpec};
+pub use upstream::{UpstreamCodec, UpstreamSpec};
 
 /// A validated board description.
 #[derive(Clone, Debug, Deserialize)]
@@ -77,6 +80,10 @@ pub struct BoardSpec {
     /// Facts that differ by firmware version ([`by_firmware::FirmwareOverride`]).
     #[serde(default)]
     pub by_firmware: Vec<FirmwareOverride>,
+    /// Where a generated board's facts were read upstream, and what the twin leaves out
+    /// (`boardgen`; docs/boards.md, "Every upstream build").
+    #[serde(default)]
+    pub upstream: Option<UpstreamSpec>,
     /// The facts as the file states them, before a `by_firmware` entry replaced any.
     #[serde(skip)]
     base: Option<std::sync::Arc<by_firmware::BaseFacts>>,
@@ -101,136 +108,6 @@ fn basic() -> String {
     "basic".into()
 }
 
-/// The SoC and its build configuration.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TargetSpec {
-    /// The SoC model.
-    pub chip: Chip,
-    /// `CONFIG_FREERTOS_HZ` (ESP-IDF default 100).
-    pub tick_hz: u32,
-    /// Flash size in bytes (system info `flash_size`).
-    pub flash_size: u32,
-    /// `CONFIG_LV_USE_SNAPSHOT` (on for every ESP32-S3 build via `sdkconfig.defaults.esp32s3`).
-    pub lv_use_snapshot: bool,
-    /// Free heap after boot; parsing a message that needs more fails like a cJSON malloc failure.
-    pub free_heap: usize,
-    /// `esp_get_minimum_free_heap_size()` as reported in system info.
-    pub minimum_free_heap: u32,
-    /// `esp_chip_info().revision`.
-    pub revision: u32,
-    /// The partition table (`partitions/v2/*.csv`).
-    pub partitions: PartitionTable,
-    /// The assets partition holds a valid image (`Assets::partition_valid()`): 2.0.x–2.2.x
-    /// register `self.assets.set_download_url` only then. The recorder's devices have one.
-    pub assets_partition_valid: bool,
-}
-
-/// The upstream partition tables a board can use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-pub enum PartitionTable {
-    /// `partitions/v2/16m.csv`: 16 MB flash, 8 MB assets.
-    #[serde(rename = "v2/16m")]
-    V2_16m,
-    /// `partitions/v2/16m_c3.csv`: 16 MB flash for ESP32-C3, 4 096 000-byte assets.
-    #[serde(rename = "v2/16m_c3")]
-    V2_16mC3,
-    /// `partitions/v2/8m.csv`: 8 MB flash, 2 MB assets.
-    #[serde(rename = "v2/8m")]
-    V2_8m,
-}
-
-impl PartitionTable {
-    /// `(label, type, subtype, address, size)` rows in table order.
-    pub fn rows(self) -> [(&'static str, u32, u32, u32, u32); 6] {
-        let (app, assets_at, assets) = match self {
-            PartitionTable::V2_16m => (0x3f0000, 0x800000, 8 * 1024 * 1024),
-            PartitionTable::V2_16mC3 => (0x3f0000, 0x800000, 4_096_000),
-            PartitionTable::V2_8m => (0x2f0000, 0x600000, 2 * 1024 * 1024),
-        };
-        [
-            ("nvs", 1, 2, 0x9000, 0x4000),
-            ("otadata", 1, 0, 0xd000, 0x2000),
-            ("phy_init", 1, 1, 0xf000, 0x1000),
-            ("ota_0", 0, 16, 0x20000, app),
-            ("ota_1", 0, 17, 0x20000 + app, app),
-            ("assets", 1, 130, assets_at, assets),
-        ]
-    }
-}
-
-impl Default for TargetSpec {
-    fn default() -> Self {
-        TargetSpec {
-            chip: Chip::Esp32s3,
-            tick_hz: 100,
-            flash_size: 16 * 1024 * 1024,
-            lv_use_snapshot: true,
-            free_heap: 8 * 1024 * 1024,
-            minimum_free_heap: 8_211_452,
-            revision: 2,
-            partitions: PartitionTable::V2_16m,
-            assets_partition_valid: true,
-        }
-    }
-}
-
-impl TargetSpec {
-    /// The FreeRTOS tick rate (`tick_hz`) as a `TickRate`.
-    pub fn tick_rate(&self) -> TickRate {
-        TickRate(self.tick_hz)
-    }
-}
-
-/// An ESP32 SoC model the firmware builds for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Chip {
-    /// Original ESP32 (Xtensa, dual core, classic BT).
-    Esp32,
-    /// ESP32-S3 (Xtensa, dual core).
-    Esp32s3,
-    /// ESP32-C3 (RISC-V, single core).
-    Esp32c3,
-    /// ESP32-C6 (RISC-V, single core).
-    Esp32c6,
-}
-
-impl Chip {
-    /// `SystemInfo::GetChipModelName()`.
-    pub fn model_name(self) -> &'static str {
-        match self {
-            Chip::Esp32 => "esp32",
-            Chip::Esp32s3 => "esp32s3",
-            Chip::Esp32c3 => "esp32c3",
-            Chip::Esp32c6 => "esp32c6",
-        }
-    }
-    /// `esp_chip_model_t`.
-    pub fn model_id(self) -> u32 {
-        match self {
-            Chip::Esp32 => 1,
-            Chip::Esp32s3 => 9,
-            Chip::Esp32c3 => 5,
-            Chip::Esp32c6 => 13,
-        }
-    }
-    /// `esp_chip_info().cores`.
-    pub fn cores(self) -> u32 {
-        match self {
-            Chip::Esp32 | Chip::Esp32s3 => 2,
-            Chip::Esp32c3 | Chip::Esp32c6 => 1,
-        }
-    }
-    /// `esp_chip_info().features` (Wi-Fi BGN + BLE, plus classic BT on the original ESP32).
-    pub fn features(self) -> u32 {
-        match self {
-            Chip::Esp32 => 2 | 16 | 32,
-            Chip::Esp32s3 | Chip::Esp32c3 | Chip::Esp32c6 => 2 | 16,
-        }
-    }
-}
-
 /// Display class the board constructs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -241,6 +118,9 @@ pub enum DisplayKind {
     Lcd,
     /// `NoDisplay` (no LVGL display object; e.g. boards without a screen).
     None,
+    /// `emote::EmoteDisplay`: an animated face, not an LVGL display (no `screen.get_info`, no
+    /// snapshot, no themes: `GetTheme()` stays null).
+    Emote,
 }
 
 /// The display the board constructs: class, panel and theme registry.
@@ -277,8 +157,13 @@ pub struct DisplaySpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BacklightSpec {
-    /// `DISPLAY_BACKLIGHT_PIN`.
-    pub gpio: u32,
+    /// `DISPLAY_BACKLIGHT_PIN` of a `PwmBacklight`; absent for a board's own backlight class
+    /// (through a PMIC or an I/O expander), whose level the twin keeps the same way.
+    #[serde(default)]
+    pub gpio: Option<u32>,
+    /// The backlight class when it is not `PwmBacklight` (informational).
+    #[serde(default)]
+    pub class: Option<String>,
     /// LEDC PWM frequency in Hz (25 000 by default).
     #[serde(default = "default_backlight_hz")]
     pub frequency_hz: u32,
@@ -402,6 +287,18 @@ pub enum Behavior {
         /// The value returned.
         value: ReturnSpec,
     },
+    /// A callback the twin does not model (generated boards: what it moves is board code).
+    /// The reply is `returns` when every `return` of the callback gives that literal; otherwise
+    /// the callback computes its reply and the twin answers with [`UNMODELLED_REPLY`]. Either
+    /// way the device notes "no physical effect modelled for this tool".
+    Unmodelled {
+        /// The literal every `return` of the callback gives, when they agree.
+        #[serde(default)]
+        returns: Option<ReturnSpec>,
+        /// What the callback does, in a few words (from the source; informational).
+        #[serde(default)]
+        does: String,
+    },
     /// Built-in behaviour implemented in the twin (e.g. `otto.set_trim`).
     Builtin {
         /// Which built-in behaviour.
@@ -421,6 +318,9 @@ impl Behavior {
         }
     }
 }
+
+/// The reply of an [`Behavior::Unmodelled`] tool whose callback computes its reply.
+pub const UNMODELLED_REPLY: &str = "xiaozhi-twin: this tool's reply is computed by board code the twin does not model";
 
 fn default_state_key() -> String {
     "power".to_string()
@@ -738,7 +638,7 @@ impl BoardSpec {
                                 ));
                             }
                         }
-                        Behavior::Returns { .. } => {}
+                        Behavior::Returns { .. } | Behavior::Unmodelled { .. } => {}
                         Behavior::Builtin { name, motion } => {
                             if (*name == Builtin::OttoMotion) != motion.is_some() {
                                 return Err((
@@ -796,7 +696,7 @@ impl BoardSpec {
         let (size, bpp) = match self.display.kind {
             DisplayKind::Oled => (14, 1),
             DisplayKind::Lcd => (16, 4),
-            DisplayKind::None => return None,
+            DisplayKind::None | DisplayKind::Emote => return None,
         };
         Some(TextFontSpec {
             bundle: format!("font_puhui_basic_{size}_{bpp}"),
@@ -835,6 +735,7 @@ impl fmt::Display for DisplayKind {
             DisplayKind::Oled => "oled",
             DisplayKind::Lcd => "lcd",
             DisplayKind::None => "none",
+            DisplayKind::Emote => "emote",
         })
     }
 }

@@ -44,7 +44,7 @@ pub(crate) fn chain_setup(a: &AudioSpec, room: &RoomSpec) -> ChainSetup {
         ambient_dba: room.ambient_dba,
         margin_db: room.margin_db,
         dma_latency: match a.codec {
-            CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex => dma_latency(a.output_sample_rate),
+            c if c.is_software() => dma_latency(a.output_sample_rate),
             _ => SimDuration::ZERO,
         },
     }
@@ -72,6 +72,9 @@ pub(crate) struct AudioService {
     pa_switched: bool,
     pa_always_on: bool,
     rate: u32,
+    /// The codec handle has not been opened yet this boot (ES8374/ES8388/ES8389 keep one handle:
+    /// only its first open replays volume 0; docs/reference/codecs.md §1.5).
+    fresh_handle: bool,
 }
 
 impl AudioService {
@@ -90,11 +93,12 @@ impl AudioService {
             pa_switched: spec.pa_gpio.is_some(),
             pa_always_on: spec.pa_always_on,
             rate: spec.output_sample_rate,
+            fresh_handle: true,
         }
     }
 
     fn is_hardware(&self) -> bool {
-        matches!(self.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec)
+        self.codec.is_hardware()
     }
 
     /// Board construction: PA pins configured (forced on where the board does so).
@@ -133,7 +137,10 @@ impl AudioService {
             CodecKind::Es8311 if self.codec_open => {
                 log.record(now, AudioChange::Register32(es8311_register(volume, self.hw_gain)))
             }
-            CodecKind::BoxAudioCodec => log.record(now, AudioChange::Register32(es8311_register(volume, self.hw_gain))),
+            // The other hardware codecs write the register whatever the device's state.
+            c if c.open_follows_output() => {
+                log.record(now, AudioChange::Register32(c.volume_register(volume, self.hw_gain)))
+            }
             _ => {}
         }
     }
@@ -143,19 +150,33 @@ impl AudioService {
         if !self.is_hardware() {
             return;
         }
-        let want_open = match self.codec {
-            CodecKind::BoxAudioCodec => self.output_enabled,
-            _ => self.input_enabled || self.output_enabled,
+        let want_open = if self.codec.open_follows_output() {
+            self.output_enabled
+        } else {
+            self.input_enabled || self.output_enabled
         };
         if want_open && !self.codec_open {
             self.codec_open = true;
             log.record(now, AudioChange::CodecOpen(true));
-            // A fresh handle replays volume 0, then the driver writes the real volume.
-            log.record(now, AudioChange::Register32(es8311_register(0, self.hw_gain)));
-            log.record(now, AudioChange::Register32(es8311_register(volume, self.hw_gain)));
+            // A fresh handle replays volume 0, then the driver writes the real volume. The ES8311
+            // classes make a fresh handle at every open; the other chips keep theirs.
+            if self.fresh_handle || matches!(self.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec) {
+                log.record(
+                    now,
+                    AudioChange::Register32(self.codec.volume_register(0, self.hw_gain)),
+                );
+            }
+            self.fresh_handle = false;
+            log.record(
+                now,
+                AudioChange::Register32(self.codec.volume_register(volume, self.hw_gain)),
+            );
         } else if !want_open && self.codec_open {
             self.codec_open = false;
-            log.record(now, AudioChange::Register32(0));
+            // `es8311_stop` zeroes REG 0x32; the other chips keep their register across a close.
+            if matches!(self.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec) {
+                log.record(now, AudioChange::Register32(0));
+            }
             log.record(now, AudioChange::CodecOpen(false));
         }
         if self.pa_switched && !self.pa_always_on && self.pa_on != self.output_enabled {

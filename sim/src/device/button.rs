@@ -234,6 +234,8 @@ pub(crate) enum Effect {
     Signal(EventBit),
     /// The volume buttons: ±10 (clamped), or 100 / 0 (`true`: a long press's absolute value).
     Volume(i32, bool),
+    /// A callback the twin does not model: nothing happens.
+    Nothing,
 }
 
 impl Effect {
@@ -246,6 +248,7 @@ impl Effect {
             ButtonAction::VolumeDown => Effect::Volume(-10, false),
             ButtonAction::VolumeMax => Effect::Volume(1, true),
             ButtonAction::VolumeMin => Effect::Volume(-1, true),
+            ButtonAction::Unmodelled => Effect::Nothing,
         }
     }
 }

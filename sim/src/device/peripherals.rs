@@ -339,6 +339,17 @@ impl Peripherals {
                 ReturnSpec::Text(s) => ReturnValue::Text(s.as_bytes().to_vec()),
             }),
             Behavior::Builtin { name, motion } => self.builtin(platform, *name, motion.as_deref(), &arg_named),
+            Behavior::Unmodelled { returns, .. } => {
+                platform.emit(|| Event::Note {
+                    text: format!("{}: no physical effect modelled for this tool", t.name),
+                });
+                Callback::Return(match returns {
+                    Some(ReturnSpec::Bool(b)) => ReturnValue::Bool(*b),
+                    Some(ReturnSpec::Int(i)) => ReturnValue::Int(*i),
+                    Some(ReturnSpec::Text(s)) => ReturnValue::Text(s.as_bytes().to_vec()),
+                    None => ReturnValue::Text(crate::board::UNMODELLED_REPLY.as_bytes().to_vec()),
+                })
+            }
         }
     }
 }

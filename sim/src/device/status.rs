@@ -125,7 +125,10 @@ pub(crate) fn system_info_json(f: &SystemFacts<'_>) -> Vec<u8> {
             "{{\"label\":\"{label}\",\"type\":{ty},\"subtype\":{subtype},\"address\":{address},\"size\":{size}}}"
         ));
     }
-    j.push_str("],\"ota\":{\"label\":\"ota_0\"},");
+    j.push_str(&format!(
+        "],\"ota\":{{\"label\":\"{}\"}},",
+        t.partitions.running_label()
+    ));
     let (mono, w, h) = f.display;
     j.push_str(&format!(
         "\"display\":{{\"monochrome\":{mono},\"width\":{w},\"height\":{h}}},"

@@ -83,9 +83,10 @@ impl Display {
     pub fn kind(&self) -> DisplayKind {
         self.kind
     }
-    /// `dynamic_cast<LvglDisplay*>` succeeds (OLED or LCD, not the fallback).
+    /// `dynamic_cast<LvglDisplay*>` succeeds (OLED or LCD; not the fallback, not the emote
+    /// display).
     pub fn is_lvgl(&self) -> bool {
-        self.kind != DisplayKind::None
+        matches!(self.kind, DisplayKind::Oled | DisplayKind::Lcd)
     }
     /// `dynamic_cast<OledDisplay*>` succeeds.
     pub fn is_monochrome(&self) -> bool {

@@ -464,6 +464,7 @@ impl Application {
             match effect {
                 Effect::Signal(bit) => self.main.signal(bit),
                 Effect::Volume(delta, long) => self.volume_button(platform, delta, long),
+                Effect::Nothing => {}
             }
         }
         let reading = self.listening.wake_detection || self.mic.is_processing();

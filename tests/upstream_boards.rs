@@ -1,0 +1,356 @@
+//! Every upstream build is a board (issue 26): the generated files of `boards/upstream/` load,
+//! match the index the binary embeds, list the tools the generator read from upstream, and each
+//! codec family's law is heard through `render` (docs/boards.md, "Every upstream build").
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use xiaozhi_sim::audio::AudioChange;
+use xiaozhi_sim::audio::source::Source;
+use xiaozhi_sim::board::{BoardSpec, CodecKind};
+use xiaozhi_sim::device::Device;
+use xiaozhi_sim::harness::Harness;
+use xiaozhi_sim::mcp::ToolsPage;
+use xiaozhi_sim::time::SimDuration;
+use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::world::WorldSpec;
+use xiaozhi_twin::boards::{UPSTREAM, UPSTREAM_COMMIT, hand_written_for, load};
+
+fn upstream_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("boards/upstream")
+}
+
+/// The tools a board lists with `with_user_tools`, every page.
+fn listed_names(spec: Arc<BoardSpec>) -> Vec<String> {
+    let mut d = Device::new(spec, WorldSpec::conformance(), 0);
+    d.power_on(SimTime::ZERO);
+    let mut names = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        match d.mcp().expect("booted").tools_list(cursor.as_bytes(), true) {
+            ToolsPage::Page {
+                result, next_cursor, ..
+            } => {
+                let v: serde_json::Value = serde_json::from_slice(&result).expect("result is JSON");
+                for t in v["tools"].as_array().expect("tools array") {
+                    names.push(t["name"].as_str().expect("name").to_string());
+                }
+                match next_cursor {
+                    Some(c) => cursor = c,
+                    None => break,
+                }
+            }
+            ToolsPage::Error { message } => panic!("error page: {}", String::from_utf8_lossy(&message)),
+        }
+    }
+    names
+}
+
+/// `TOOLS.tsv`: build → the tool names its sources register, as the generator read them.
+fn manifest() -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(upstream_dir().join("TOOLS.tsv")).expect("TOOLS.tsv");
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (b, names) = l.split_once('\t').expect("build<TAB>names");
+            let names = names.split(',').filter(|n| !n.is_empty()).map(String::from).collect();
+            (b.to_string(), names)
+        })
+        .collect()
+}
+
+#[test]
+fn every_upstream_build_is_a_board_that_loads() {
+    assert_eq!(UPSTREAM_COMMIT.len(), 40);
+    assert_eq!(UPSTREAM.len(), 177, "48142026 has 177 builds");
+    let mut ids: Vec<&str> = UPSTREAM.iter().map(|(id, _, _)| *id).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), UPSTREAM.len(), "build ids are unique");
+    for (id, rel, _) in UPSTREAM {
+        let spec = load(&format!("upstream/{id}")).unwrap_or_else(|e| panic!("{rel}: {e:#}"));
+        assert_eq!(spec.name, *id, "{rel}: BOARD_NAME is the build name");
+        let up = spec.upstream.as_ref().expect("a generated board records its upstream");
+        assert_eq!(up.commit, UPSTREAM_COMMIT, "{rel}");
+        assert_eq!(up.build, *id);
+        // The bare build id reaches the generated board unless a hand-written one stands for it.
+        let bare = load(id).expect("bare id loads");
+        match hand_written_for(id) {
+            Some(hand) => assert!(bare.upstream.is_none(), "{id} resolves to the hand-written {hand}"),
+            None => assert_eq!(bare.upstream.as_ref().map(|u| u.dir.as_str()), Some(up.dir.as_str())),
+        }
+    }
+}
+
+/// The committed index and the committed files agree both ways, and each file is the text the
+/// index embeds (what `boardgen --check` verifies against upstream itself).
+#[test]
+fn the_index_and_the_files_round_trip() {
+    let mut on_disk = Vec::new();
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, base, out);
+            } else if p.extension().is_some_and(|x| x == "yaml") {
+                out.push(
+                    p.strip_prefix(base)
+                        .expect("under base")
+                        .to_string_lossy()
+                        .replace('\\', "/"),
+                );
+            }
+        }
+    }
+    walk(&upstream_dir(), &upstream_dir(), &mut on_disk);
+    on_disk.sort();
+    let mut indexed: Vec<String> = UPSTREAM.iter().map(|(_, rel, _)| rel.to_string()).collect();
+    indexed.sort();
+    assert_eq!(
+        on_disk, indexed,
+        "every file is indexed and every index row has its file"
+    );
+    for (_, rel, text) in UPSTREAM {
+        let disk = std::fs::read_to_string(upstream_dir().join(rel)).expect("file");
+        assert_eq!(&disk, text, "{rel}");
+        assert!(text.starts_with("# Generated by boardgen"), "{rel}");
+    }
+    assert_eq!(manifest().len(), UPSTREAM.len(), "TOOLS.tsv has a row per build");
+}
+
+/// For every board: the tools it lists are the common tools for its hardware, then every tool
+/// its own sources register (as the generator read them from upstream), less the ones the file
+/// says it left out.
+#[test]
+fn each_board_lists_the_tools_its_sources_register() {
+    let read = manifest();
+    let mut checked = 0;
+    for (id, rel, _) in UPSTREAM {
+        let spec = load(&format!("upstream/{id}")).expect("loads");
+        let listed = listed_names(spec.clone());
+        let left_out: Vec<&String> = spec
+            .upstream
+            .as_ref()
+            .map(|u| u.unmodelled.iter().collect())
+            .unwrap_or_default();
+        for name in &read[*id] {
+            let noted = left_out
+                .iter()
+                .any(|n| n.starts_with(&format!("{name}:")) || n.starts_with(&format!("{name} registered twice")));
+            assert!(
+                listed.contains(name) || noted,
+                "{rel}: `{name}` is registered upstream but neither listed nor noted as left out; listed: {listed:?}"
+            );
+            checked += 1;
+        }
+        // The common tools every board registers.
+        for common in [
+            "self.get_device_status",
+            "self.audio_speaker.set_volume",
+            "self.get_system_info",
+            "self.reboot",
+        ] {
+            assert!(listed.iter().any(|n| n == common), "{rel}: {common} missing");
+        }
+        // Hardware-dependent common tools follow the facts.
+        assert_eq!(
+            listed.iter().any(|n| n == "self.screen.set_brightness"),
+            spec.backlight.is_some(),
+            "{rel}"
+        );
+        assert_eq!(
+            listed.iter().any(|n| n == "self.camera.take_photo"),
+            spec.camera.is_some(),
+            "{rel}"
+        );
+    }
+    assert!(
+        checked >= 150,
+        "the generator read {checked} board tools; upstream registers about 160"
+    );
+}
+
+/// The generated board of a build a hand-written board stands for registers the same board
+/// tools (the hand-written ones are checked against recordings of the real firmware).
+#[test]
+fn generated_boards_agree_with_the_hand_written_ones() {
+    let mut compared = 0;
+    for (id, _, _) in UPSTREAM {
+        let Some(hand) = hand_written_for(id) else { continue };
+        let generated = listed_names(load(&format!("upstream/{id}")).expect("generated"));
+        let written = listed_names(load(hand).expect("hand-written"));
+        assert_eq!(generated, written, "{id}: generated vs {hand}");
+        compared += 1;
+    }
+    assert!(compared >= 6, "compared {compared} builds");
+}
+
+fn render(board: &str, volume: &str) -> serde_json::Value {
+    let out = common::twin(&["render", "--board", board, "--volume", volume, "--json"]);
+    assert!(
+        out.status.success(),
+        "{board}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("render --json")
+}
+
+/// One board per codec family the generated boards use: 70 → 40 is 15.0 dB quieter at the
+/// listener (the laws of docs/reference/codecs.md), and `render --json` names the law.
+#[test]
+fn each_codec_family_is_heard_by_its_law() {
+    for (board, family) in [
+        ("mixgo-nova", "Es8374AudioCodec"),
+        ("labplus-ledong-v2", "Es8388AudioCodec"),
+        ("atk-dnesp32s3-box2-wifi", "Es8389AudioCodec"),
+        ("aipi-lite", "Es8311AudioCodec"),
+        ("esp-box-3", "BoxAudioCodec"),
+    ] {
+        let loud = render(board, "70");
+        let quiet = render(board, "40");
+        assert_eq!(loud["codec"]["family"], family, "{board}");
+        assert!(loud["codec"]["law"].as_str().is_some_and(|l| !l.is_empty()));
+        let spl = |r: &serde_json::Value| {
+            r["measurement"]["spl_db"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{board}: silent: {r}"))
+        };
+        let drop = spl(&quiet) - spl(&loud);
+        assert!(
+            (drop + 15.0).abs() < 0.05,
+            "{board}: 70 → 40 changed the level by {drop:.2} dB"
+        );
+    }
+}
+
+/// `run --board all`: the acceptance template on every board. 50 → 40 is the −3.9 dB the bread
+/// board's software law gives, −5.0 dB on every esp_codec_dev board, and silence where the
+/// board's codec has no law in the twin; each cell that is not a pass says why.
+#[test]
+fn the_board_matrix_shows_where_true_is_not_heard_the_same_way() {
+    let json = common::scratch_dir("board-matrix").join("m.json");
+    let out = common::twin(&[
+        "run",
+        "scenarios/00-turn-it-down-a-bit.yaml",
+        "--board",
+        "all",
+        "--quiet",
+        "--json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "the first board (the scenario's own) passes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("matrix")).expect("json");
+    let rows = m["rows"].as_array().expect("rows");
+    assert_eq!(
+        rows.len(),
+        8 + 177 - 7,
+        "the twin's boards and every build no hand-written board stands for"
+    );
+    let cell = |board: &str| -> serde_json::Value {
+        rows.iter()
+            .find(|r| r["board"] == board)
+            .unwrap_or_else(|| panic!("{board} row"))["cells"][0]
+            .clone()
+    };
+    assert_eq!(cell("bread-compact-wifi")["result"], "pass");
+    for (board, chip) in [
+        ("mixgo-nova", "ES8374"),
+        ("labplus-ledong-v2", "ES8388"),
+        ("esp-box-3", "ES8311"),
+    ] {
+        let c = cell(board);
+        assert_eq!(c["result"], "fail", "{board}");
+        let reason = c["reason"].as_str().expect("reason");
+        assert!(
+            reason.contains("changed -5.00 dB") && reason.contains(chip),
+            "{board}: {reason}"
+        );
+    }
+    let k10 = cell("df-k10");
+    assert!(
+        k10["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("silent") && r.contains("K10AudioCodec")),
+        "{k10}"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("178 boards × 1 scenarios"), "{text}");
+}
+
+/// The boot rule of the codec families that write their register on every change
+/// (docs/reference/codecs.md §1.4–§1.6): nothing writes the volume at boot; a `set_volume` while
+/// the output is closed reaches the chip at once (unlike `Es8311AudioCodec`); the first open
+/// replays volume 0, then writes the volume, and the sound comes out at the law's level.
+#[test]
+fn each_family_follows_the_boot_rule() {
+    for (board, kind) in [
+        ("mixgo-nova", CodecKind::Es8374),
+        ("labplus-ledong-v2", CodecKind::Es8388),
+        ("atk-dnesp32s3-box2-wifi", CodecKind::Es8389),
+    ] {
+        // A build without a wake word: nothing keeps the (duplex) codec's output on while idle.
+        let (_, rel, text) = xiaozhi_twin::boards::upstream(board).expect("an upstream build");
+        let text = text.replacen("\naudio:\n", "\naudio:\n  wake_word: false\n", 1);
+        let spec = Arc::new(BoardSpec::from_yaml(rel, &text).expect("board"));
+        assert_eq!(spec.audio.codec, kind, "{board}");
+        let h_db = xiaozhi_sim::audio::codec::hw_gain_db(5.0, 3.3, 0.0);
+        let mut h = Harness::new(Device::new(spec, WorldSpec::conformance(), 3));
+        h.power_on();
+        // Past the boot sound and the 15 s output power-down.
+        h.sleep(SimDuration::from_millis(20_000));
+        h.run_until_idle().expect("idle");
+        let regs = |h: &Harness, from: usize| -> Vec<u8> {
+            h.device.audio_log().changes[from..]
+                .iter()
+                .filter_map(|(_, c)| match c {
+                    AudioChange::Register32(r) => Some(*r),
+                    _ => None,
+                })
+                .collect()
+        };
+        // Nothing writes the volume at boot: the only writes are the first open's (the boot
+        // sound), which replays 0 and then writes the volume.
+        let v0 = h.device.snapshot().volume.expect("volume");
+        let boot = regs(&h, 0);
+        assert!(
+            boot.is_empty() || boot == vec![kind.volume_register(0, h_db), kind.volume_register(v0, h_db)],
+            "{board}: boot writes {boot:?}"
+        );
+        let fresh = boot.is_empty();
+        let at = h.device.audio_log().changes.len();
+        let msg = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":40}}}"#;
+        h.deliver(msg.as_bytes());
+        h.run_until_idle().expect("idle");
+        assert!(!h.device.snapshot().codec_open, "{board}: still closed");
+        assert_eq!(
+            regs(&h, at),
+            vec![kind.volume_register(40, h_db)],
+            "{board}: written while closed"
+        );
+        let at = h.device.audio_log().changes.len();
+        h.sleep(SimDuration::from_millis(200));
+        let m = h
+            .play_and_measure(Source::probe(1000.0, -6.0), SimDuration::from_millis(1150), false)
+            .expect("running")
+            .measurement;
+        let expected = if fresh {
+            vec![kind.volume_register(0, h_db), kind.volume_register(40, h_db)]
+        } else {
+            // The handle is not fresh any more: no replay of 0 (and the close wrote nothing).
+            vec![kind.volume_register(40, h_db)]
+        };
+        assert_eq!(regs(&h, at), expected, "{board}: what the open writes");
+        assert_eq!(
+            m.codec_gain_db,
+            Some(kind.register_db(kind.volume_register(40, h_db))),
+            "{board}"
+        );
+        assert!(m.audible, "{board}: heard");
+    }
+}
