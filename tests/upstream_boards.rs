@@ -207,6 +207,7 @@ fn each_codec_family_is_heard_by_its_law() {
         ("atk-dnesp32s3-box2-wifi", "Es8389AudioCodec"),
         ("aipi-lite", "Es8311AudioCodec"),
         ("esp-box-3", "BoxAudioCodec"),
+        ("esp-hi", "AdcPdmAudioCodec"),
     ] {
         let loud = render(board, "70");
         let quiet = render(board, "40");
@@ -293,6 +294,7 @@ fn each_family_follows_the_boot_rule() {
         ("mixgo-nova", CodecKind::Es8374),
         ("labplus-ledong-v2", CodecKind::Es8388),
         ("atk-dnesp32s3-box2-wifi", CodecKind::Es8389),
+        ("m5stack-core-s3", CodecKind::Aw88298),
     ] {
         // A build without a wake word: nothing keeps the (duplex) codec's output on while idle.
         let (_, rel, text) = xiaozhi_twin::boards::upstream(board).expect("an upstream build");

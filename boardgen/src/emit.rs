@@ -23,6 +23,9 @@ pub fn family(class: &str, base: &str) -> Option<&'static str> {
         "CustomAudioCodec" | "PyramidAudioCodec" | "SensecapAudioCodec" | "AIVOX3AudioCodec" => Some("box_audio_codec"),
         "Tab5AudioCodec" => Some("es8388"),
         "WaveshareAudioCodec" => Some("es8389"),
+        "CoreS3AudioCodec" => Some("aw88298"),
+        "AdcPdmAudioCodec" => Some("adc_pdm"),
+        "BoxAudioCodecLite" => Some("box_audio_codec"),
         _ => None,
     };
     by_class.or_else(|| if base != class { family(base, base) } else { None })
@@ -240,6 +243,10 @@ pub fn board_yaml(f: &Facts, commit: &str, notes: &mut Vec<String>) -> String {
                 notes.push(caveat.to_string());
             }
         }
+        (Some(c), None) if family_caveat(&c.class).is_some() => {
+            notes.push(family_caveat(&c.class).unwrap_or_default().to_string());
+            let _ = writeln!(y, "  codec: dummy                  # {} ({})", c.class, c.at);
+        }
         (Some(c), None) => {
             notes.push(format!(
                 "codec class {} has no volume law in the twin yet (docs/reference/codecs.md describes it): modelled as a dummy codec (the volume is stored, nothing is heard)",
@@ -267,6 +274,18 @@ pub fn board_yaml(f: &Facts, commit: &str, notes: &mut Vec<String>) -> String {
             .find(|(n, _)| n == "pa_pin")
             .and_then(|(_, v)| v.parse::<i64>().ok());
         let inverted = c.args.iter().any(|(n, v)| n == "pa_inverted" && v == "true");
+        if fam == Some("aw88298") {
+            let _ = writeln!(
+                y,
+                "  pa_always_on: true            # the AW88298 is the amplifier (no PA pin)"
+            );
+        }
+        if fam == Some("adc_pdm") {
+            let _ = writeln!(
+                y,
+                "  default_volume: 100           # AdcPdmAudioCodec's constructor sets output_volume_ = 100"
+            );
+        }
         let hardware = matches!(fam, Some("es8311" | "es8374" | "es8388" | "es8389" | "box_audio_codec"));
         match pa {
             Some(p) if hardware && p >= 0 => {
@@ -430,7 +449,7 @@ fn font(name: &str) -> Option<(String, u32, u32)> {
 
 fn amplifier_defaults(y: &mut String, fam: Option<&str>) {
     match fam {
-        Some("no_audio_codec_simplex" | "no_audio_codec_duplex" | "no_audio_codec_simplex_pdm") => {
+        Some("no_audio_codec_simplex" | "no_audio_codec_duplex" | "no_audio_codec_simplex_pdm" | "adc_pdm") => {
             let _ = writeln!(
                 y,
                 "  # amplifier and speaker: the twin's MAX98357A defaults (docs/reference/acoustics.md); not in upstream"

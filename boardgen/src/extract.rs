@@ -1041,15 +1041,13 @@ fn read_tools(f: &mut Facts, up: &Upstream, sources: &[Source], main_i: usize) {
     if let Some(body) = ctor_body(&main.text, &f.board_class) {
         walk(body, main, &all, &mut stack, &mut out, &mut seen, 0);
     }
-    // Registrations the walk did not reach, in file order, flagged.
-    let mut missed = 0;
-    for c in tool_calls(&main.text) {
-        let at = c.0;
-        if !seen.contains(&(ptr_key(main, at))) {
-            let _ = c;
-            missed += 1;
-        }
-    }
+    // Registrations the walk did not reach (by name), flagged.
+    let reached: BTreeSet<&str> = out.iter().map(|t| t.name.as_str()).collect();
+    let missed = tool_calls(&main.text)
+        .iter()
+        .filter_map(|(_, _, args)| split_args(args).first().and_then(|n| string_literal(n)))
+        .filter(|n| !reached.contains(n.as_str()))
+        .count();
     if missed > 0 {
         f.notes.push(format!(
             "{missed} AddTool call(s) in {} not reached from the board constructor: not registered in the twin",
@@ -1279,7 +1277,8 @@ fn read_properties(src: &str, defs: &Defines) -> Option<Vec<PropFacts>> {
         return Some(Vec::new());
     }
     let mut out = Vec::new();
-    for p in split_args(inner) {
+    // A trailing comma (`Property(…),` before the brace) leaves an empty last argument.
+    for p in split_args(inner).into_iter().filter(|p| !p.trim().is_empty()) {
         let p = p.trim();
         let args = p.strip_prefix("Property(")?.strip_suffix(')')?;
         let a = split_args(args);

@@ -51,6 +51,16 @@ pub fn es8311_register(volume: i32, hw_gain_db: f32) -> u8 {
     ((target + 95.5f32) * 2.0f32) as u8
 }
 
+/// esp_codec_dev's software volume gain (`audio_codec_sw_vol.c`): 0 at or below −96 dB, else
+/// trunc(10^(D/20) · 32768), the exponent in double precision.
+pub fn q15_gain(volume: i32) -> i64 {
+    let d = codec_dev_curve_db(volume);
+    if d <= -96.0 {
+        return 0;
+    }
+    ((f64::from(d / 20.0) * std::f64::consts::LN_10).exp() * 32768.0) as i64
+}
+
 /// An attenuation register in 0.5 dB steps (ES8374 REG 0x38, ES8388 REG 0x1A/0x1B):
 /// `trunc(−2·dB)` in float32, clamped to `0..=max`.
 pub fn attenuation_register(db: f32, max: u8) -> u8 {
@@ -93,6 +103,13 @@ pub enum CodecKind {
     /// `Es8389AudioCodec`: ES8389 DAC, REG 0x46/0x47 with ES8311's quantiser (98 + v), written on
     /// every volume change (docs/reference/codecs.md §4).
     Es8389,
+    /// `CoreS3AudioCodec`'s AW88298 smart amplifier: HAGCCFG4's VOL byte = trunc(−2·(D(v) − H))
+    /// with `pa_gain` 1, decoded as Awinic's driver does (high nibble × 6 dB + low nibble ×
+    /// 0.5 dB of attenuation); written on every volume change (docs/reference/codecs.md §5).
+    Aw88298,
+    /// `AdcPdmAudioCodec`: no codec chip, esp_codec_dev's software volume on a PDM output: a Q15
+    /// gain trunc(10^(D(v)/20) · 32768) on each sample (docs/reference/codecs.md §7).
+    AdcPdm,
     /// `DummyAudioCodec`: every call succeeds, the volume is only stored, `Write` discards.
     Dummy,
 }
@@ -109,6 +126,8 @@ impl CodecKind {
             CodecKind::Es8374 => "Es8374AudioCodec",
             CodecKind::Es8388 => "Es8388AudioCodec",
             CodecKind::Es8389 => "Es8389AudioCodec",
+            CodecKind::Aw88298 => "CoreS3AudioCodec",
+            CodecKind::AdcPdm => "AdcPdmAudioCodec",
             CodecKind::Dummy => "DummyAudioCodec",
         }
     }
@@ -134,6 +153,12 @@ impl CodecKind {
             CodecKind::Es8389 => {
                 "ES8389 REG 0x46/0x47 = trunc((D(v) - H + 95.5) * 2), 0.5 dB a code, written on every change (docs/reference/codecs.md §4)"
             }
+            CodecKind::Aw88298 => {
+                "AW88298 VOL byte = trunc(-2 * (D(v) - H - 1)), read as high nibble * -6 dB + low nibble * -0.5 dB (Awinic's decoding; esp_codec_dev assumes -0.5 dB a code), written on every change (docs/reference/codecs.md §5)"
+            }
+            CodecKind::AdcPdm => {
+                "software Q15 gain trunc(10^(D(v)/20) * 32768) on each sample (esp_codec_dev sw_vol; docs/reference/codecs.md §7)"
+            }
             CodecKind::Dummy => "none: the volume is stored and nothing is heard",
         }
     }
@@ -142,15 +167,51 @@ impl CodecKind {
     pub fn is_software(self) -> bool {
         matches!(
             self,
-            CodecKind::NoAudioCodecSimplex | CodecKind::NoAudioCodecDuplex | CodecKind::NoAudioCodecSimplexPdm
+            CodecKind::NoAudioCodecSimplex
+                | CodecKind::NoAudioCodecDuplex
+                | CodecKind::NoAudioCodecSimplexPdm
+                | CodecKind::AdcPdm
         )
+    }
+
+    /// The software gain `Write` applies at `volume` (the `NoAudioCodec` factor, or the Q15
+    /// gain of esp_codec_dev's software volume).
+    pub fn software_gain(self, volume: i32) -> i64 {
+        match self {
+            CodecKind::AdcPdm => q15_gain(volume),
+            _ => software_factor(volume),
+        }
+    }
+
+    /// One output word from one sample at a software gain: `NoAudioCodec`'s 32-bit
+    /// `clamp(s × factor)`, or the sw_vol's `(s × gain) >> 15` as the top half of the word.
+    pub fn software_apply(self, sample: i16, gain: i64) -> i32 {
+        match self {
+            CodecKind::AdcPdm => {
+                let v = (i64::from(sample) * gain) >> 15;
+                (v.clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i32) << 16
+            }
+            _ => software_word(sample, gain),
+        }
+    }
+
+    /// The software gain in dB (`None` for silence).
+    pub fn software_gain_db(self, volume: i32) -> Option<f64> {
+        let g = self.software_gain(volume);
+        let full = if self == CodecKind::AdcPdm { 32768.0 } else { 65536.0 };
+        (g > 0).then(|| 20.0 * (g as f64 / full).log10())
     }
 
     /// The volume is a codec chip's register (esp_codec_dev).
     pub fn is_hardware(self) -> bool {
         matches!(
             self,
-            CodecKind::Es8311 | CodecKind::BoxAudioCodec | CodecKind::Es8374 | CodecKind::Es8388 | CodecKind::Es8389
+            CodecKind::Es8311
+                | CodecKind::BoxAudioCodec
+                | CodecKind::Es8374
+                | CodecKind::Es8388
+                | CodecKind::Es8389
+                | CodecKind::Aw88298
         )
     }
 
@@ -161,6 +222,8 @@ impl CodecKind {
             CodecKind::Es8311 | CodecKind::BoxAudioCodec | CodecKind::Es8389 => es8311_register(volume, hw_gain_db),
             CodecKind::Es8374 => attenuation_register(codec_dev_curve_db(volume), 0xC0),
             CodecKind::Es8388 => attenuation_register(codec_dev_curve_db(volume) - hw_gain_db, 0xC0),
+            // CoreS3 configures pa_gain 1 on top of the voltages.
+            CodecKind::Aw88298 => attenuation_register(codec_dev_curve_db(volume) - (hw_gain_db + 1.0), 0xC0),
             _ => 0,
         }
     }
@@ -169,6 +232,7 @@ impl CodecKind {
     pub fn register_db(self, reg: u8) -> f64 {
         match self {
             CodecKind::Es8374 | CodecKind::Es8388 => -0.5 * f64::from(reg),
+            CodecKind::Aw88298 => -(6.0 * f64::from(reg >> 4) + 0.5 * f64::from(reg & 15)),
             _ => es8311_register_db(reg),
         }
     }
@@ -237,6 +301,25 @@ mod tests {
         assert_eq!(db(CodecKind::Es8389, 0), -92.5);
         assert_eq!(db(CodecKind::Es8389, 100), 3.5);
         assert_eq!(db(CodecKind::Es8389, 40) - db(CodecKind::Es8389, 70), -15.0);
+        // AW88298: max(0, 94 − v), 0xBA for 0, decoded as Awinic's driver does.
+        assert_eq!(CodecKind::Aw88298.volume_register(40, h), 0x36);
+        assert_eq!(CodecKind::Aw88298.volume_register(70, h), 0x18);
+        assert_eq!(CodecKind::Aw88298.volume_register(0, h), 0xBA);
+        assert_eq!(db(CodecKind::Aw88298, 0), -71.0);
+        assert_eq!(db(CodecKind::Aw88298, 100), 0.0);
+        assert_eq!(db(CodecKind::Aw88298, 40) - db(CodecKind::Aw88298, 70), -11.0);
+        // The saw-tooth: one volume step up, 1.5 dB down where the low nibble wraps.
+        assert_eq!(db(CodecKind::Aw88298, 15) - db(CodecKind::Aw88298, 14), -1.5);
+        // AdcPdm: the Q15 gains of docs/reference/codecs.md §7.2.
+        for (v, g) in [(0, 0), (1, 109), (40, 1036), (70, 5827), (100, 32768)] {
+            assert_eq!(q15_gain(v), g, "volume {v}");
+        }
+        let pdm = |v| CodecKind::AdcPdm.software_gain_db(v).expect("not silent");
+        assert!((pdm(40) - pdm(70) + 15.0).abs() < 0.01);
+        assert_eq!(
+            CodecKind::AdcPdm.software_apply(i16::MAX, 32768),
+            i32::from(i16::MAX) << 16
+        );
     }
 
     #[test]

@@ -8,7 +8,6 @@
 
 use crate::audio::chain::{AmpModel, AmplifierSpec, DacSpec, P0_PA, SdMode, SpeakerSpec, max98357_full_scale_peak_v};
 use crate::audio::codec::CodecKind;
-use crate::audio::codec::{software_factor, software_word};
 use crate::audio::measure::{Measurement, dbfs_from_mean_square, verdict};
 use crate::audio::{AudioChange, AudioLog, ChainFault};
 use crate::time::{SimDuration, SimTime};
@@ -164,7 +163,7 @@ pub fn render(
     });
     let (mut playing, mut running, mut amp_on) = (0u64, 0u64, 0u64);
     let (mut i2s_sq, mut amp_sq, mut p_sq) = (0f64, 0f64, 0f64);
-    let mut factor = software_factor(volume);
+    let mut factor = setup.codec.software_gain(volume);
     let mut factor_volume = volume;
 
     for k in k0..k1 {
@@ -200,10 +199,10 @@ pub fn render(
             0
         } else if software {
             if volume != factor_volume {
-                factor = software_factor(volume);
+                factor = setup.codec.software_gain(volume);
                 factor_volume = volume;
             }
-            software_word(sample, factor)
+            setup.codec.software_apply(sample, factor)
         } else {
             i32::from(sample) << 16
         };
@@ -259,8 +258,7 @@ pub fn render(
     let codec_gain_db = if hardware {
         state.codec_open.then(|| setup.codec.register_db(state.reg32))
     } else if software {
-        let f = software_factor(volume);
-        (f > 0).then(|| 20.0 * (f as f64 / 65536.0).log10())
+        setup.codec.software_gain_db(volume)
     } else {
         None
     };
