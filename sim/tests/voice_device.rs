@@ -13,24 +13,14 @@ use xiaozhi_sim::voice::codec::resample_clip;
 use xiaozhi_sim::voice::speak::Timbre;
 use xiaozhi_sim::world::WorldSpec;
 
+mod common;
+
 const BREAD: &str = include_str!("../../boards/bread-compact-wifi.yaml");
 const C3: &str = include_str!("../../boards/lckfb/szpi-esp32c3.yaml");
 
 /// `yaml`'s board over WebSocket protocol `version`, paired with xinnan-py, idle.
 fn pair(yaml: &str, version: i32) -> Loopback {
-    let mut world = WorldSpec::conformance();
-    world.websocket = Some(xiaozhi_sim::world::WsConfig {
-        url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
-        token: String::new(),
-        version,
-    });
-    let spec = BoardSpec::from_yaml("b.yaml", yaml).unwrap();
-    let mut d = Device::new(Arc::new(spec), world, 5);
-    d.power_on(SimTime::ZERO);
-    let backend = xiaozhi_sim::backend::BackendSpec::shipped("xinnan-py").unwrap();
-    let mut lb = Loopback::new(d, Arc::new(backend));
-    lb.run_until(SimTime::from_millis(1000)).unwrap();
-    lb
+    common::ws_pair(yaml, version)
 }
 
 /// Runs `lb` for `ms` more milliseconds.

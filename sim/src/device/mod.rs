@@ -589,6 +589,11 @@ impl Device {
         &self.platform.audio
     }
 
+    /// Every call the display was given (survives reboots; `screen_log().at(t)`: the screen at t).
+    pub fn screen_log(&self) -> &crate::hw::screen::ScreenLog {
+        &self.platform.screen
+    }
+
     /// The OTA server's answer, as `Ota::CheckVersion` takes it (`ota.cc:116-185`; the driver
     /// made the request): parsed as a C string, its `mqtt` and `websocket` blocks written to NVS
     /// (`mqtt::ota_blocks`, docs/reference/mqtt.md §3). A write NVS refuses aborts the device

@@ -307,6 +307,8 @@ pub(crate) struct Platform {
     pub(crate) elf_sha256: [u8; 32],
     /// Everything that happened to the audio path (evidence; survives reboots).
     pub(crate) audio: AudioLog,
+    /// Every call the display was given (survives reboots).
+    pub(crate) screen: crate::hw::screen::ScreenLog,
     /// What became of the speech the device was sent (evidence; survives reboots).
     pub(crate) speech: SpeechLog,
     /// Where Opus work is done when many devices share it (`None`: codecs of its own).
@@ -368,6 +370,7 @@ impl Platform {
             mac: format_mac(mac),
             elf_sha256,
             audio: AudioLog::default(),
+            screen: Default::default(),
             speech: SpeechLog::default(),
             codecs: None,
             durations_only: false,

@@ -70,6 +70,8 @@ pub(crate) enum Task {
     },
     /// A server `goodbye` for this session: `CloseAudioChannel(false)` (no goodbye back).
     ServerGoodbye,
+    /// A display call the receive task schedules (`stt`, `sentence_start`, `llm` emotion).
+    Screen(crate::hw::screen::ScreenCall),
 }
 
 /// The voice interaction's work on the main task.
@@ -150,6 +152,7 @@ impl Task {
             Task::Voice(VoiceTask::TtsStop) => "tts stop".into(),
             Task::Voice(VoiceTask::ListenAfterDrain) => "listen start after the drain".into(),
             Task::Voice(VoiceTask::WakeWord(w)) => format!("wake word {w}"),
+            Task::Screen(c) => format!("display {c:?}"),
         }
     }
 
@@ -162,6 +165,7 @@ impl Task {
             Task::Upgrade(_) => platform.emit(|| Event::TaskDropped { what: "upgrade", why }),
             Task::PlayPrompt(_) => platform.emit(|| Event::TaskDropped { what: "sound", why }),
             Task::Busy(_) => platform.emit(|| Event::TaskDropped { what: "busy", why }),
+            Task::Screen(_) => platform.emit(|| Event::TaskDropped { what: "display", why }),
             Task::Voice(_)
             | Task::OpenChannel { .. }
             | Task::SetState(_)

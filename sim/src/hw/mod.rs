@@ -5,3 +5,4 @@ pub mod backlight;
 pub mod camera;
 pub mod display;
 pub mod nvs;
+pub mod screen;

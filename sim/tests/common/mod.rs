@@ -3,12 +3,33 @@
 //! hand emitted and logged. Each file uses only some of them.
 #![allow(dead_code)]
 
+use std::sync::Arc;
+
+use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Device, Output};
 use xiaozhi_sim::loopback::Loopback;
-use xiaozhi_sim::time::SimDuration;
+use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::trace::Event;
 use xiaozhi_sim::voice::codec::resample_clip;
 use xiaozhi_sim::voice::speak::{Timbre, natural_duration};
+use xiaozhi_sim::world::WorldSpec;
+
+/// `yaml`'s board over WebSocket protocol `version`, paired with xinnan-py, idle at 1 s.
+pub fn ws_pair(yaml: &str, version: i32) -> Loopback {
+    let mut world = WorldSpec::conformance();
+    world.websocket = Some(xiaozhi_sim::world::WsConfig {
+        url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+        token: String::new(),
+        version,
+    });
+    let spec = BoardSpec::from_yaml("b.yaml", yaml).unwrap();
+    let mut d = Device::new(Arc::new(spec), world, 5);
+    d.power_on(SimTime::ZERO);
+    let backend = xiaozhi_sim::backend::BackendSpec::shipped("xinnan-py").unwrap();
+    let mut lb = Loopback::new(d, Arc::new(backend));
+    lb.run_until(SimTime::from_millis(1000)).unwrap();
+    lb
+}
 
 /// The user says 2 s of speech; runs until the backend has found the utterance.
 pub fn utter(lb: &mut Loopback) {

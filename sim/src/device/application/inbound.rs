@@ -10,6 +10,7 @@ use crate::device::application::Application;
 use crate::device::platform::{Platform, Receipt};
 use crate::device::protocol::websocket::HelloCrash;
 use crate::device::task::{RebootStage, Task, VoiceTask};
+use crate::hw::screen::ScreenCall;
 use crate::mcp::Received;
 use crate::trace::{Event, LogLevel};
 use crate::voice::log::Drop;
@@ -261,6 +262,10 @@ fn incoming_voice_json(app: &mut Application, platform: &mut Platform, kind: &[u
                     if let Some(text) = text_of(root, b"text") {
                         let shown = text.clone();
                         platform.log(LogLevel::Info, "Application", || format!("<< {shown}"));
+                        app.main.schedule(Task::Screen(ScreenCall::SetChatMessage {
+                            role: "assistant".into(),
+                            content: text.clone(),
+                        }));
                         platform.speech.sentence(platform.now, text);
                     }
                 }
@@ -269,14 +274,21 @@ fn incoming_voice_json(app: &mut Application, platform: &mut Platform, kind: &[u
         }
         b"stt" => {
             if let Some(text) = text_of(root, b"text") {
-                platform.log(LogLevel::Info, "Application", || format!(">> {text}"));
+                let shown = text.clone();
+                platform.log(LogLevel::Info, "Application", || format!(">> {shown}"));
+                app.main.schedule(Task::Screen(ScreenCall::SetChatMessage {
+                    role: "user".into(),
+                    content: text,
+                }));
             }
         }
         b"llm" => {
             if let Some(emotion) = text_of(root, b"emotion") {
+                let shown = emotion.clone();
                 platform.emit(|| Event::Note {
-                    text: format!("emotion {emotion}"),
+                    text: format!("emotion {shown}"),
                 });
+                app.main.schedule(Task::Screen(ScreenCall::SetEmotion(emotion)));
             }
         }
         _ => {}

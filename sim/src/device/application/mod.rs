@@ -38,6 +38,7 @@ use crate::device::upgrade::{Upgrade, UpgradeHost, UpgradeNext};
 use crate::firmware::CallPath;
 use crate::hw::backlight::Backlight;
 use crate::hw::nvs::{EspErr, names};
+use crate::hw::screen::{self, ScreenCall};
 use crate::mcp::server::call_result_payload;
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received, ReturnValue, ToolAction, strings};
 use crate::time::{SimDuration, SimTime, earliest};
@@ -92,6 +93,10 @@ impl Application {
         };
         platform.log(LogLevel::Info, "Board", || format!("UUID={uuid} SKU={}", spec.name));
         let board = Peripherals::construct(platform);
+        if board.display.kind() != DisplayKind::None {
+            let theme = board.display.current_theme().map(str::to_string);
+            platform.screen.record(platform.now, ScreenCall::Constructed { theme });
+        }
         // Application::Initialize: audio codec start (volume restore), then tools.
         let stored = platform
             .nvs
@@ -355,6 +360,10 @@ impl Application {
                 TaskEnd::Done
             }
             Task::Voice(task) => self.run_voice_task(platform, task),
+            Task::Screen(call) => {
+                self.show(platform, call);
+                TaskEnd::Done
+            }
             Task::RestartMqtt { waiting } => self.restart_mqtt(platform, waiting),
             Task::ServerGoodbye => {
                 self.server_goodbye(platform);
@@ -513,7 +522,16 @@ impl Application {
         platform.nvs_set(names::AUDIO, names::OUTPUT_VOLUME, NvsValue::I32(volume))
     }
 
-    /// VOL+/VOL− buttons (±10 clamped, long press = 100/0).
+    /// A call of the display interface, when the board has a display (`NoDisplay`'s methods do
+    /// nothing).
+    pub(crate) fn show(&self, platform: &mut Platform, call: ScreenCall) {
+        if self.board.display.kind() != DisplayKind::None {
+            platform.screen.record(platform.now, call);
+        }
+    }
+
+    /// VOL+/VOL− buttons (±10 clamped, long press = 100/0), and their notification
+    /// (`compact_wifi_board.cc:120-147`: `音量 N`, or 最大音量 / 已静音 for a long press).
     pub(crate) fn volume_button(&mut self, platform: &mut Platform, delta: i32, long: bool) {
         let target = if long {
             if delta > 0 { 100 } else { 0 }
@@ -524,7 +542,20 @@ impl Application {
             platform.emit(|| Event::Panicked {
                 reason: format!("ESP_ERROR_CHECK failed: {e}"),
             });
+            return;
         }
+        let text = match (long, delta > 0) {
+            (true, true) => screen::MAX_VOLUME.to_string(),
+            (true, false) => screen::MUTED.to_string(),
+            _ => format!("{}{target}", screen::VOLUME),
+        };
+        self.show(
+            platform,
+            ScreenCall::ShowNotification {
+                text,
+                duration_ms: screen::NOTIFICATION_MS,
+            },
+        );
     }
 
     /// The callbacks (main task): the application's own tools here, the board objects' in
@@ -549,7 +580,13 @@ impl Application {
             }
             // 1.x ignores what `SetTheme` did and answers `true`.
             ToolAction::SetTheme => match board.apply_theme(platform, arg(0).as_bytes()) {
-                Ok(found) => Callback::Return(ReturnValue::Bool(found || board.display.is_named())),
+                Ok(found) => {
+                    if found && let Some(t) = board.display.current_theme() {
+                        let call = ScreenCall::SetTheme(t.to_string());
+                        platform.screen.record(platform.now, call);
+                    }
+                    Callback::Return(ReturnValue::Bool(found || board.display.is_named()))
+                }
                 Err(e) => panic(e),
             },
             ToolAction::TakePhoto => board.take_photo(platform, arg(0).as_bytes()),

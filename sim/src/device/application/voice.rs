@@ -23,6 +23,7 @@ use crate::device::protocol::{OpenNext, OpenStage};
 use crate::device::protocol::{Protocol, ProtocolBase};
 use crate::device::state::DeviceState;
 use crate::device::task::{EventBit, Task, TaskEnd, VoiceTask};
+use crate::hw::screen::{self, ScreenCall};
 use crate::time::SimTime;
 use crate::trace::{Event, LogLevel};
 use crate::voice::codec::MIC_RATE;
@@ -294,6 +295,7 @@ impl Application {
     fn on_state_changed(&mut self, platform: &mut Platform) -> TaskEnd {
         self.listening.pending_start = false;
         let now = platform.now;
+        self.state_on_screen(platform);
         match self.state {
             DeviceState::Unknown | DeviceState::Idle => {
                 // EnableVoiceProcessing(false), EnableWakeWordDetection(true).
@@ -358,13 +360,46 @@ impl Application {
         }
     }
 
-    /// `Alert(status, message, emotion, sound)` (`application.cc:679-689`): the warning line and
-    /// the sound through the audio chain (the display's status, emotion and chat message are
-    /// not modelled).
+    /// What `HandleStateChangedEvent` tells the display first (`application.cc:918-952`).
+    fn state_on_screen(&mut self, platform: &mut Platform) {
+        let status = |s: &str| ScreenCall::SetStatus(s.to_string());
+        let neutral = || ScreenCall::SetEmotion("neutral".into());
+        let calls = match self.state {
+            DeviceState::Unknown | DeviceState::Idle => {
+                vec![status(screen::STANDBY), ScreenCall::ClearChatMessages, neutral()]
+            }
+            DeviceState::Connecting => vec![
+                status(screen::CONNECTING),
+                neutral(),
+                ScreenCall::SetChatMessage {
+                    role: "system".into(),
+                    content: String::new(),
+                },
+            ],
+            DeviceState::Listening => vec![status(screen::LISTENING), neutral()],
+            DeviceState::Speaking => vec![status(screen::SPEAKING)],
+            _ => Vec::new(),
+        };
+        for c in calls {
+            self.show(platform, c);
+        }
+    }
+
+    /// `Alert(status, message, emotion, sound)` (`application.cc:679-689`): the warning line,
+    /// the display's status, emotion and system message, and the sound through the audio chain.
     pub(crate) fn alert(&mut self, platform: &mut Platform, status: &str, message: &str, emotion: &str, sound: Prompt) {
         platform.log(LogLevel::Warn, "Application", || {
             format!("Alert [{emotion}] {status}: {message}")
         });
+        self.show(platform, ScreenCall::SetStatus(status.to_string()));
+        self.show(platform, ScreenCall::SetEmotion(emotion.to_string()));
+        self.show(
+            platform,
+            ScreenCall::SetChatMessage {
+                role: "system".into(),
+                content: message.to_string(),
+            },
+        );
         self.play_prompt(platform, sound);
     }
 

@@ -1,0 +1,237 @@
+//! What the display is told, in virtual time (issue 27, step 1): the calls of the firmware's
+//! `Display` interface (`main/display/display.h`: `SetStatus`, `ShowNotification`, `SetEmotion`,
+//! `SetChatMessage`, `ClearChatMessages`, `SetTheme`, `SetPowerSaveMode`) as the application and
+//! the board make them, kept as a log, so that what the screen showed at any instant is a query
+//! ([`ScreenLog::at`]). Drawing it is a later step.
+//!
+//! The texts are the firmware's `zh-CN` strings (`main/assets/locales/zh-CN/language.json`, the
+//! language the twin's firmware reports).
+
+use crate::time::{SimDuration, SimTime};
+
+/// `Lang::Strings::STANDBY`.
+pub const STANDBY: &str = "待命";
+/// `Lang::Strings::CONNECTING`.
+pub const CONNECTING: &str = "连接中...";
+/// `Lang::Strings::LISTENING`.
+pub const LISTENING: &str = "聆听中...";
+/// `Lang::Strings::SPEAKING`.
+pub const SPEAKING: &str = "说话中...";
+/// `Lang::Strings::VOLUME` (the volume buttons add the value).
+pub const VOLUME: &str = "音量 ";
+/// `Lang::Strings::MAX_VOLUME` (a long press on volume up).
+pub const MAX_VOLUME: &str = "最大音量";
+/// `Lang::Strings::MUTED` (a long press on volume down).
+pub const MUTED: &str = "已静音";
+
+/// `ShowNotification`'s default duration (`display.h`: `duration_ms = 3000`).
+pub const NOTIFICATION_MS: u64 = 3000;
+
+/// How many calls the log keeps; older ones are folded into its base state.
+const KEEP: usize = 4096;
+
+/// How many chat messages a state keeps (the newest last).
+const CHAT_KEEP: usize = 16;
+
+/// One call of the display interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ScreenCall {
+    /// The board constructed its display (a boot): everything starts blank, with this theme.
+    Constructed {
+        /// The current theme after construction.
+        theme: Option<String>,
+    },
+    /// `SetStatus(status)`: the status bar's text.
+    SetStatus(String),
+    /// `SetEmotion(emotion)`: the face (an emoji name such as `neutral`).
+    SetEmotion(String),
+    /// `SetChatMessage(role, content)`: `user`, `assistant` or `system`.
+    SetChatMessage {
+        /// The role.
+        role: String,
+        /// The text (empty clears the line on the default style).
+        content: String,
+    },
+    /// `ClearChatMessages()`.
+    ClearChatMessages,
+    /// `ShowNotification(text, duration_ms)`: over the status bar for a while.
+    ShowNotification {
+        /// The text.
+        text: String,
+        /// How long it shows.
+        duration_ms: u64,
+    },
+    /// `SetTheme(theme)` took effect: the current theme.
+    SetTheme(String),
+    /// `SetPowerSaveMode(on)`.
+    SetPowerSaveMode(bool),
+}
+
+/// What the screen shows at an instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScreenState {
+    /// The status bar text.
+    pub status: String,
+    /// The emotion shown.
+    pub emotion: String,
+    /// Chat messages `(role, content)`, oldest first (at most 16 kept).
+    pub chat: Vec<(String, String)>,
+    /// The notification shown, with when it goes away.
+    pub notification: Option<(String, SimTime)>,
+    /// The current theme, if the display has one.
+    pub theme: Option<String>,
+    /// Power-save mode (the panel dimmed or off).
+    pub power_save: bool,
+}
+
+impl ScreenState {
+    fn apply(&mut self, at: SimTime, call: &ScreenCall) {
+        match call {
+            ScreenCall::Constructed { theme } => {
+                *self = ScreenState {
+                    theme: theme.clone(),
+                    ..ScreenState::default()
+                }
+            }
+            ScreenCall::SetStatus(s) => self.status = s.clone(),
+            ScreenCall::SetEmotion(e) => self.emotion = e.clone(),
+            ScreenCall::SetChatMessage { role, content } => {
+                self.chat.push((role.clone(), content.clone()));
+                if self.chat.len() > CHAT_KEEP {
+                    self.chat.remove(0);
+                }
+            }
+            ScreenCall::ClearChatMessages => self.chat.clear(),
+            ScreenCall::ShowNotification { text, duration_ms } => {
+                self.notification = Some((text.clone(), at + SimDuration::from_millis(*duration_ms)))
+            }
+            ScreenCall::SetTheme(t) => self.theme = Some(t.clone()),
+            ScreenCall::SetPowerSaveMode(on) => self.power_save = *on,
+        }
+    }
+
+    /// The notification text if it still shows at `t`.
+    pub fn notification_at(&self, t: SimTime) -> Option<&str> {
+        self.notification
+            .as_ref()
+            .filter(|(_, until)| t < *until)
+            .map(|(s, _)| s.as_str())
+    }
+
+    /// The newest chat message, as the default style shows it (one line of text).
+    pub fn last_message(&self) -> Option<&(String, String)> {
+        self.chat.last()
+    }
+}
+
+/// Every display call, in time order (survives reboots; bounded).
+#[derive(Clone, Debug, Default)]
+pub struct ScreenLog {
+    /// The state before the first kept call.
+    base: ScreenState,
+    /// `(when, call)`, in order.
+    calls: Vec<(SimTime, ScreenCall)>,
+}
+
+impl ScreenLog {
+    /// Records a call made at `at`.
+    pub fn record(&mut self, at: SimTime, call: ScreenCall) {
+        self.calls.push((at, call));
+        if self.calls.len() > KEEP {
+            let drop = self.calls.len() - KEEP / 2;
+            for (t, c) in self.calls.drain(..drop) {
+                self.base.apply(t, &c);
+            }
+        }
+    }
+
+    /// The calls kept, in order.
+    pub fn calls(&self) -> &[(SimTime, ScreenCall)] {
+        &self.calls
+    }
+
+    /// What the screen shows at `t`: every call made at or before `t` applied in order.
+    pub fn at(&self, t: SimTime) -> ScreenState {
+        let mut s = self.base.clone();
+        for (at, c) in self.calls.iter().take_while(|(at, _)| *at <= t) {
+            s.apply(*at, c);
+        }
+        s
+    }
+
+    /// The times at which the screen changed, with the state from then on (for filmstrips).
+    pub fn changes(&self) -> Vec<(SimTime, ScreenState)> {
+        let mut s = self.base.clone();
+        let mut out: Vec<(SimTime, ScreenState)> = Vec::new();
+        for (at, c) in &self.calls {
+            s.apply(*at, c);
+            match out.last_mut() {
+                Some((t, last)) if *t == *at => *last = s.clone(),
+                _ => out.push((*at, s.clone())),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ms: u64) -> SimTime {
+        SimTime::ZERO + SimDuration::from_millis(ms)
+    }
+
+    #[test]
+    fn the_state_at_an_instant_folds_the_calls_before_it() {
+        let mut log = ScreenLog::default();
+        log.record(
+            t(0),
+            ScreenCall::Constructed {
+                theme: Some("light".into()),
+            },
+        );
+        log.record(t(10), ScreenCall::SetStatus(LISTENING.into()));
+        log.record(
+            t(20),
+            ScreenCall::SetChatMessage {
+                role: "user".into(),
+                content: "小声一点".into(),
+            },
+        );
+        log.record(
+            t(30),
+            ScreenCall::ShowNotification {
+                text: format!("{VOLUME}40"),
+                duration_ms: NOTIFICATION_MS,
+            },
+        );
+        log.record(t(40), ScreenCall::SetStatus(STANDBY.into()));
+        log.record(t(40), ScreenCall::ClearChatMessages);
+        assert_eq!(log.at(t(5)).status, "");
+        assert_eq!(log.at(t(15)).status, "聆听中...");
+        let s = log.at(t(35));
+        assert_eq!(s.last_message().map(|m| m.1.as_str()), Some("小声一点"));
+        assert_eq!(s.notification_at(t(35)), Some("音量 40"));
+        assert_eq!(s.notification_at(t(3030)), None, "a notification shows for 3 s");
+        let s = log.at(t(40));
+        assert_eq!(
+            (s.status.as_str(), s.chat.len(), s.theme.as_deref()),
+            ("待命", 0, Some("light"))
+        );
+        // Two calls at one instant make one change.
+        assert_eq!(log.changes().len(), 5);
+    }
+
+    #[test]
+    fn a_long_log_keeps_its_state_when_it_drops_old_calls() {
+        let mut log = ScreenLog::default();
+        log.record(t(0), ScreenCall::SetEmotion("happy".into()));
+        for i in 0..10_000u64 {
+            log.record(t(i + 1), ScreenCall::SetStatus(format!("{i}")));
+        }
+        assert!(log.calls().len() <= KEEP);
+        let s = log.at(t(20_000));
+        assert_eq!((s.status.as_str(), s.emotion.as_str()), ("9999", "happy"));
+    }
+}
