@@ -45,6 +45,7 @@
 //!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
 //!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
 //! * `matrix`: the version matrix of `run --firmware A,B,…`.
+//! * `screen_png`: the screen as a picture (a PNG at the display's resolution).
 //! * `nvs_file`: `--state DIR`, the twin's NVS between runs.
 //! * `ota`: the firmware's OTA/activation request and the protocol its answer leads to
 //!   (`connect --ota`).
@@ -70,6 +71,7 @@ pub mod nvs_file;
 pub mod ota;
 pub mod over_wire;
 pub mod scenarios;
+pub mod screen_png;
 pub mod server;
 pub mod user;
 pub mod wav;

@@ -52,6 +52,10 @@ pub struct Args {
     /// Also write the sound lane of this render as a self-contained HTML file.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also write what the screen shows at the end of the render as a PNG at the display's
+    /// resolution (docs/screen.md); a board without a display writes nothing and says so.
+    #[arg(long, value_name = "FILE")]
+    pub screen: Option<PathBuf>,
     /// Play the listener signal on the sound card (needs the `playback` feature).
     #[arg(long)]
     pub play: bool,
@@ -127,6 +131,9 @@ pub fn run(opts: &Args) -> Result<bool> {
     }
     let m = &listening.measurement;
     let board = opts.board.board.as_str();
+    if let Some(path) = &opts.screen {
+        write_screen(&h, &spec, path, &mut files)?;
+    }
     if let Some(path) = &opts.html {
         let summary = format!(
             "board {board} ({}), {described}; call {}; reply {}; readback {}; levels I2S {}, amp input {}; listener {} at {:.2} m (ambient {:.1} dBA); verdict {}",
@@ -312,4 +319,25 @@ fn print_table(
     for f in files {
         println!("wrote      {f}");
     }
+}
+
+/// The screen at the harness's instant, as a PNG (`--screen`).
+fn write_screen(h: &Harness, spec: &Arc<BoardSpec>, path: &std::path::Path, files: &mut Vec<String>) -> Result<()> {
+    let now = h.now();
+    let state = h.device.screen_log().at(now);
+    let frame = crate::screen_png::Frame {
+        spec,
+        state: &state,
+        at: now,
+        brightness: h.device.snapshot().brightness.unwrap_or(100),
+    };
+    match crate::screen_png::render_png(&frame)? {
+        Some(png) => {
+            std::fs::write(path, png)
+                .map_err(|e| anyhow::anyhow!("{}: cannot write the screen: {e}", path.display()))?;
+            files.push(path.display().to_string());
+        }
+        None => eprintln!("note: {} has no display: no screen written", spec.name),
+    }
+    Ok(())
 }
