@@ -63,18 +63,25 @@ pub fn upstream(id: &str) -> Option<(&'static str, &'static str, &'static str)> 
     UPSTREAM.iter().copied().find(|(b, _, _)| *b == id)
 }
 
-fn generated(id: &str, rel: &str, text: &str) -> Result<Arc<BoardSpec>> {
-    let _ = id;
+fn generated(rel: &str, text: &str) -> Result<Arc<BoardSpec>> {
     Ok(Arc::new(BoardSpec::from_yaml(&format!("boards/upstream/{rel}"), text)?))
 }
 
 /// The hand-written board that stands for an upstream build, if one does (its BOARD_NAME is the
 /// build's name).
 pub fn hand_written_for(build: &str) -> Option<&'static str> {
-    SHIPPED.iter().find_map(|(id, text)| {
-        let spec = shipped(id, text).ok()?;
-        (spec.name == build && !id.ends_with("-duplex")).then_some(*id)
-    })
+    // The shipped files' BOARD_NAMEs, read once (the duplex variant reports the simplex name).
+    static NAMES: std::sync::OnceLock<Vec<(String, &'static str)>> = std::sync::OnceLock::new();
+    NAMES
+        .get_or_init(|| {
+            SHIPPED
+                .iter()
+                .filter(|(id, _)| !id.ends_with("-duplex"))
+                .filter_map(|(id, text)| Some((shipped(id, text).ok()?.name.clone(), *id)))
+                .collect()
+        })
+        .iter()
+        .find_map(|(name, id)| (name == build).then_some(*id))
 }
 
 /// Resolves `--board`: a shipped board id, a path to a YAML file, the BOARD_NAME of a shipped
@@ -89,18 +96,15 @@ pub fn load(board: &str) -> Result<Arc<BoardSpec>> {
         return Ok(Arc::new(BoardSpec::load(Path::new(board))?));
     }
     if board.starts_with("upstream/")
-        && let Some((id, rel, text)) = upstream(board)
+        && let Some((_, rel, text)) = upstream(board)
     {
-        return generated(id, rel, text);
+        return generated(rel, text);
     }
-    for (id, text) in SHIPPED {
-        let spec = shipped(id, text)?;
-        if spec.name == board && !id.ends_with("-duplex") {
-            return Ok(spec);
-        }
+    if let Some(id) = hand_written_for(board) {
+        return load(id);
     }
-    if let Some((id, rel, text)) = upstream(board) {
-        return generated(id, rel, text);
+    if let Some((_, rel, text)) = upstream(board) {
+        return generated(rel, text);
     }
     bail!(
         "unknown board `{board}`; the twin's boards: {}; and the {} upstream builds (`xiaozhi-twin boards`), or give a path to a board YAML file",

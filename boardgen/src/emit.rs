@@ -78,10 +78,6 @@ pub fn q(s: &str) -> String {
     out
 }
 
-fn chip(target: &str) -> &str {
-    target
-}
-
 /// The board file text for `f`, read at upstream `commit`.
 pub fn board_yaml(f: &Facts, commit: &str, notes: &mut Vec<String>) -> String {
     let mut y = String::new();
@@ -133,7 +129,7 @@ pub fn board_yaml(f: &Facts, commit: &str, notes: &mut Vec<String>) -> String {
     let flash = f.flash_size.unwrap_or(16 * 1024 * 1024);
     let partitions = partition_table(f, flash);
     let _ = writeln!(y, "target:");
-    let _ = writeln!(y, "  chip: {}", chip(&f.target));
+    let _ = writeln!(y, "  chip: {}", f.target);
     let _ = writeln!(y, "  flash_size: {flash}");
     let _ = writeln!(y, "  partitions: {partitions}");
     let _ = writeln!(y, "  lv_use_snapshot: {}", f.lv_use_snapshot);

@@ -536,24 +536,28 @@ fn value_text(defs: &Defines, arg: &str) -> String {
     }
 }
 
+/// The body of the board's `Name() … override { … }` (the text between the braces), if it
+/// overrides `name`.
+fn override_body<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    let open = text.match_indices(name).find_map(|(i, _)| {
+        let rest = &text[i..];
+        let brace = rest.find('{')?;
+        let semi = rest.find(';').unwrap_or(usize::MAX);
+        (brace < semi && rest[..brace].contains("override")).then_some(i + brace)
+    })?;
+    let end = matching(text.as_bytes(), open).unwrap_or(text.len());
+    Some(&text[open..end])
+}
+
 /// The codec `GetAudioCodec()` constructs.
 fn read_codec(f: &mut Facts, main: &Source, classes: &BTreeMap<String, String>) {
     let text = &main.text;
-    let Some(pos) = text.find("GetAudioCodec()").and_then(|_| {
-        // The override's body: the first `GetAudioCodec() override {` (or without override).
-        text.match_indices("GetAudioCodec()").find_map(|(i, _)| {
-            let rest = &text[i..];
-            let brace = rest.find('{')?;
-            let semi = rest.find(';').unwrap_or(usize::MAX);
-            (brace < semi && rest[..brace].contains("override")).then_some(i + brace)
-        })
-    }) else {
+    let Some(body) = override_body(text, "GetAudioCodec()") else {
         f.notes
             .push("no GetAudioCodec() override: the board has no audio codec".into());
         return;
     };
-    let end = matching(text.as_bytes(), pos).unwrap_or(text.len());
-    let body = &text[pos..end];
+    let pos = body.as_ptr() as usize - text.as_ptr() as usize;
     // `static Class name(args);`, `new Class(args)`, or `return &member;` of a member built
     // elsewhere (then look for `member = new Class(` / `Class member(`).
     let known: BTreeSet<String> = classes
@@ -739,16 +743,9 @@ fn detect_driver(text: &str) -> String {
 
 fn read_backlight(f: &mut Facts, main: &Source) {
     let text = &main.text;
-    let Some(i) = text.match_indices("GetBacklight()").find_map(|(i, _)| {
-        let rest = &text[i..];
-        let brace = rest.find('{')?;
-        let semi = rest.find(';').unwrap_or(usize::MAX);
-        (brace < semi && rest[..brace].contains("override")).then_some(i + brace)
-    }) else {
+    let Some(body) = override_body(text, "GetBacklight()") else {
         return;
     };
-    let end = matching(text.as_bytes(), i).unwrap_or(text.len());
-    let body = &text[i..end];
     let mut b = BacklightFacts::default();
     if let Some(c) = calls(body, "PwmBacklight")
         .into_iter()
@@ -860,14 +857,7 @@ fn read_camera(f: &mut Facts, main: &Source, sdk: &Sdkconfig) {
 
 fn read_led(f: &mut Facts, main: &Source) {
     let text = &main.text;
-    if let Some(i) = text.match_indices("GetLed()").find_map(|(i, _)| {
-        let rest = &text[i..];
-        let brace = rest.find('{')?;
-        let semi = rest.find(';').unwrap_or(usize::MAX);
-        (brace < semi && rest[..brace].contains("override")).then_some(i + brace)
-    }) {
-        let end = matching(text.as_bytes(), i).unwrap_or(text.len());
-        let body = &text[i..end];
+    if let Some(body) = override_body(text, "GetLed()") {
         for class in ["SingleLed", "CircularStrip", "GpioLed", "NoLed"] {
             if let Some(c) = calls(body, class).first().or(None) {
                 f.led = Some(format!("{class}({})", c.args.trim()));
@@ -953,10 +943,6 @@ fn read_buttons(f: &mut Facts, main: &Source) {
     // Members: `Button name_;` (and subclasses ending in Button).
     let mut names: Vec<String> = Vec::new();
     for (i, _) in text.match_indices("Button ") {
-        let before = text[..i].chars().last().unwrap_or(' ');
-        if before.is_ascii_alphanumeric() || before == '_' {
-            // `AdcButton`, `PowerButton` …: keep (a Button subclass), handled below.
-        }
         let rest = &text[i + 7..];
         let name: String = rest
             .chars()
@@ -1034,12 +1020,11 @@ fn read_tools(f: &mut Facts, up: &Upstream, sources: &[Source], main_i: usize) {
     }
     let all: Vec<&Source> = sources.iter().chain(units.iter()).collect();
     let main = &sources[main_i];
-    let mut seen: BTreeSet<usize> = BTreeSet::new();
     let mut out: Vec<ToolFacts> = Vec::new();
     let mut stack: Vec<String> = Vec::new();
     // The board constructor.
     if let Some(body) = ctor_body(&main.text, &f.board_class) {
-        walk(body, main, &all, &mut stack, &mut out, &mut seen, 0);
+        walk(body, main, &all, &mut stack, &mut out, 0);
     }
     // Registrations the walk did not reach (by name), flagged.
     let reached: BTreeSet<&str> = out.iter().map(|t| t.name.as_str()).collect();
@@ -1055,10 +1040,6 @@ fn read_tools(f: &mut Facts, up: &Upstream, sources: &[Source], main_i: usize) {
         ));
     }
     f.tools = out;
-}
-
-fn ptr_key(src: &Source, at: usize) -> usize {
-    (src.text.as_ptr() as usize).wrapping_add(at)
 }
 
 /// `(offset, user_only, args)` of every AddTool/AddUserOnlyTool call.
@@ -1117,15 +1098,7 @@ fn method_body<'a>(text: &'a str, name: &str) -> Option<&'a str> {
     None
 }
 
-fn walk(
-    body: &str,
-    src: &Source,
-    all: &[&Source],
-    stack: &mut Vec<String>,
-    out: &mut Vec<ToolFacts>,
-    seen: &mut BTreeSet<usize>,
-    depth: u32,
-) {
+fn walk(body: &str, src: &Source, all: &[&Source], stack: &mut Vec<String>, out: &mut Vec<ToolFacts>, depth: u32) {
     if depth > 6 {
         return;
     }
@@ -1156,7 +1129,6 @@ fn walk(
             "AddTool" | "AddUserOnlyTool" if j < bb.len() && bb[j] == b'(' => {
                 if let Some(end) = matching(bb, j) {
                     let args = &body[j + 1..end - 1];
-                    seen.insert(ptr_key(src, base + s));
                     if let Some(t) = read_tool(args, word == "AddUserOnlyTool", src, base + s) {
                         out.push(t);
                     }
@@ -1178,7 +1150,7 @@ fn walk(
             if instantiated {
                 if let Some(ctor) = ctor_body(&unit.text, word) {
                     stack.push(word.to_string());
-                    walk(ctor, unit, all, stack, out, seen, depth + 1);
+                    walk(ctor, unit, all, stack, out, depth + 1);
                     stack.pop();
                     if word == "LampController" {
                         let gpio = body[i..].find('(').and_then(|o| {
@@ -1212,7 +1184,7 @@ fn walk(
                 let key = format!("{}::{word}", unit.name);
                 if !stack.contains(&key) {
                     stack.push(key);
-                    walk(m, unit, all, stack, out, seen, depth + 1);
+                    walk(m, unit, all, stack, out, depth + 1);
                     stack.pop();
                 }
             }

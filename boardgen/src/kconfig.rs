@@ -188,9 +188,21 @@ fn parse(text: &str) -> Vec<Entry> {
     let mut current: Option<Entry> = None;
     let mut in_menu_header = false;
     let outer = |blocks: &Vec<Option<String>>| -> Vec<String> { blocks.iter().flatten().cloned().collect() };
+    // A `help` text runs while lines are indented deeper than its keyword: free text, never
+    // keywords (a line of it may well start with "if" or "default").
+    let mut help_indent: Option<usize> = None;
     for raw in text.lines() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let indent = raw.len() - raw.trim_start().len();
+        match help_indent {
+            Some(h) if indent > h => continue,
+            _ => help_indent = None,
+        }
+        if line == "help" || line == "---help---" {
+            help_indent = Some(indent);
             continue;
         }
         let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
@@ -259,8 +271,8 @@ fn parse(text: &str) -> Vec<Entry> {
                     defaults.push((val, cond));
                 }
             }
-            "bool" | "int" | "string" | "hex" | "prompt" | "help" | "range" | "select" | "imply" | "source"
-            | "comment" | "visible" | "orsource" | "rsource" | "osource" => {}
+            "bool" | "int" | "string" | "hex" | "prompt" | "range" | "select" | "imply" | "source" | "comment"
+            | "visible" | "orsource" | "rsource" | "osource" => {}
             _ => {}
         }
     }
@@ -286,5 +298,44 @@ fn flush(current: &mut Option<Entry>, choice: &mut Option<Entry>, out: &mut Vec<
     flush_config(current, choice, out);
     if let Some(c) = choice.take() {
         out.push(c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choice_defaults_follow_conditions_and_help_text_is_not_read() {
+        let kconfig = "
+choice PANEL
+    prompt \"panel\"
+    default PANEL_B if BOARD_X
+    default PANEL_A
+    config PANEL_A
+        bool \"A\"
+        help
+            if BOARD_X is set
+            default PANEL_B
+    config PANEL_B
+        bool \"B\"
+endchoice
+config FEATURE
+    bool \"f\"
+    depends on PANEL_B
+    default y
+";
+        let mut sdk = Sdkconfig::default();
+        sdk.apply_kconfig_defaults(kconfig);
+        assert!(sdk.yes("PANEL_A") && !sdk.yes("PANEL_B") && !sdk.yes("FEATURE"));
+        let mut sdk = Sdkconfig::default();
+        sdk.apply_lines(["CONFIG_BOARD_X=y"]);
+        sdk.apply_kconfig_defaults(kconfig);
+        assert!(sdk.yes("PANEL_B") && !sdk.yes("PANEL_A") && sdk.yes("FEATURE"));
+        // An explicit choice wins over the default.
+        let mut sdk = Sdkconfig::default();
+        sdk.apply_lines(["CONFIG_BOARD_X=y", "CONFIG_PANEL_A=y"]);
+        sdk.apply_kconfig_defaults(kconfig);
+        assert!(sdk.yes("PANEL_A") && !sdk.yes("PANEL_B"));
     }
 }
