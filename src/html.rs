@@ -17,6 +17,9 @@ use plotters::prelude::*;
 use xiaozhi_sim::audio::measure::Measurement;
 use xiaozhi_sim::cjson;
 use xiaozhi_sim::scenario::record::{Record, ScenarioReport};
+
+mod screen;
+use screen::{filmstrip, screen_img};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::trace::Event;
 
@@ -34,7 +37,9 @@ td,th{border:1px solid #ccc;padding:.25em .5em;vertical-align:top;text-align:lef
 th{background:#f3f3f3}td.row{font-weight:bold;white-space:nowrap}\
 pre,code{font:12px ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}\
 .lanes svg{display:block;max-width:100%;height:auto;border:1px solid #ddd}\
-.legend{color:#555;font-size:12px}";
+.legend{color:#555;font-size:12px}\
+.film{display:flex;flex-wrap:wrap;gap:.6em;margin:.6em 0}.film figure{margin:0;font-size:12px;max-width:16em}\
+img.screen{image-rendering:pixelated;border:1px solid #999;background:#000;display:block}";
 
 /// Escapes text for HTML element content and attribute values.
 pub fn esc(text: &str) -> String {
@@ -120,10 +125,11 @@ fn scenario(out: &mut String, i: usize, r: &ScenarioReport) -> Result<()> {
         "</div>\n<p class=\"legend\">MCP: one row per request id, from delivery to reply (red cross: the reply was dropped there; grey: no reply by the end). Main task: batches (ticks) and blocking delays (bars). Volume: the value set when the callback ran (line) and readbacks (dots). Device: state, boots (green), restarts (red), power cuts (black), WebSocket opened (blue dot) and closed (orange dot). Sound: device level at the listener per measured window (with ambient), the ambient level (dashed) and the audible threshold, ambient + margin (dotted; the same line when the margin is 0); shaded: a fault is set.</p>\n",
     );
     lane_tables(out, r, &l);
+    filmstrip(out, r);
     if !r.records.is_empty() {
         out.push_str("<h3>Acceptance records</h3>\n");
         for rec in &r.records {
-            record(out, rec);
+            record(out, r, rec);
         }
     }
     out.push_str("<h3>Expectations</h3>\n<table class=\"checks\"><tr><th>step</th><th>line</th><th>expectation</th><th>result</th><th>observed</th></tr>\n");
@@ -147,7 +153,7 @@ fn scenario(out: &mut String, i: usize, r: &ScenarioReport) -> Result<()> {
     Ok(())
 }
 
-fn record(out: &mut String, rec: &Record) {
+fn record(out: &mut String, r: &ScenarioReport, rec: &Record) {
     let _ = writeln!(
         out,
         "<table class=\"record\"><caption>call <code>{}</code> (step {}, id {})</caption>",
@@ -167,6 +173,14 @@ fn record(out: &mut String, rec: &Record) {
     rows.push(("effect", rec.effect.clone()));
     for (name, text) in rows {
         let _ = writeln!(out, "<tr><td class=\"row\">{name}</td><td>{}</td></tr>", esc(&text));
+    }
+    if let Some(text) = &rec.screen {
+        let img = rec
+            .screen_shown
+            .as_ref()
+            .and_then(|s| screen_img(r, s, &format!("the screen after call {}", rec.id)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "<tr><td class=\"row\">screen</td><td>{img}{}</td></tr>", esc(text));
     }
     out.push_str("</table>\n");
 }

@@ -36,7 +36,7 @@
 //!   * `fleet::summary`: the voice fleet's mergeable summary (`VoiceSummary`, HDR histograms);
 //!   * `fleet::turns`: the talking user of one voice-fleet device and the fleet's metrics;
 //!   * `fleet::voice`: the voice fleet, one thread per core, whole or one shard.
-//! * `html`: the self-contained HTML report (`--html`).
+//! * `html`: the self-contained HTML report (`--html`); `html::screen` draws the screen in it.
 //! * `junit`: the JUnit XML of `run --junit`.
 //! * `live`: the real-time driver of one device on real sockets, in short drive functions:
 //!   * `live::companion`: the `Companion` trait, the simulated users and the observers;
@@ -45,7 +45,6 @@
 //!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
 //!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
 //! * `matrix`: the version matrix of `run --firmware A,B,…`.
-//! * `screen_png`: the screen as a picture (a PNG at the display's resolution).
 //! * `nvs_file`: `--state DIR`, the twin's NVS between runs.
 //! * `ota`: the firmware's OTA/activation request and the protocol its answer leads to
 //!   (`connect --ota`).
@@ -71,7 +70,6 @@ pub mod nvs_file;
 pub mod ota;
 pub mod over_wire;
 pub mod scenarios;
-pub mod screen_png;
 pub mod server;
 pub mod user;
 pub mod wav;

@@ -110,7 +110,9 @@ fn every_shipped_scenario_renders_with_tables_and_lanes() {
                 .map(|td| td.text().collect::<String>())
                 .collect();
             assert_eq!(rows.first().map(String::as_str), Some("discovery"), "{name}");
-            assert_eq!(rows.last().map(String::as_str), Some("effect"), "{name}");
+            // The screen row follows the effect on a board with a display.
+            let rows: Vec<&str> = rows.iter().map(String::as_str).filter(|r| *r != "screen").collect();
+            assert_eq!(rows.last().copied(), Some("effect"), "{name}");
             assert!(
                 rows.len() == 5 || (rows.len() == 6 && rows[4] == "claim"),
                 "{name}: {rows:?}"
@@ -120,8 +122,13 @@ fn every_shipped_scenario_renders_with_tables_and_lanes() {
     let raw = std::fs::read_to_string(&file).unwrap();
     assert_eq!(svgs_parse(&raw), shipped);
     assert!(!raw.contains("<script"), "no script at all");
-    // Self-contained: nothing is fetched, every link is to an anchor of the page.
-    assert_eq!(doc.select(&sel("[src], link, iframe, object")).count(), 0);
+    // Self-contained: nothing is fetched (the screens are inline PNGs), every link is to an
+    // anchor of the page.
+    assert_eq!(doc.select(&sel("link, iframe, object")).count(), 0);
+    assert!(
+        doc.select(&sel("[src]"))
+            .all(|e| e.value().attr("src").unwrap().starts_with("data:image/png;base64,"))
+    );
     assert!(
         doc.select(&sel("a[href]"))
             .all(|a| a.value().attr("href").unwrap().starts_with('#'))
@@ -141,7 +148,12 @@ fn device_text_that_looks_like_markup_stays_text() {
         &["run", path.to_str().unwrap(), "--html", file.to_str().unwrap()],
         &file,
     );
-    assert_eq!(doc.select(&sel("img")).count(), 0);
+    // The only images are the twin's screens, inline; the scenario's markup made none.
+    assert!(
+        doc.select(&sel("img"))
+            .all(|i| i.value().attr("src").unwrap().starts_with("data:image/png;base64,")
+                && i.value().attr("onerror").is_none())
+    );
     assert_eq!(doc.select(&sel("script")).count(), 0);
     assert_eq!(doc.select(&sel("b")).count(), 0);
     assert_eq!(doc.select(&sel("i")).count(), 0);
@@ -225,4 +237,79 @@ fn render_writes_the_sound_lane() {
             .contains("verdict")
     );
     assert_eq!(svgs_parse(&std::fs::read_to_string(&file).unwrap()), 1);
+}
+
+/// The decoded pixels of an inline PNG.
+fn inline_png(src: &str) -> tiny_skia::Pixmap {
+    use base64::Engine as _;
+    let b64 = src.strip_prefix("data:image/png;base64,").expect("an inline PNG");
+    let bytes = base64::engine::general_purpose::STANDARD.decode(b64).expect("base64");
+    tiny_skia::Pixmap::decode_png(&bytes).expect("a PNG")
+}
+
+/// The screen in the report (issue 27): the OLED theme scenario (q25) shows in pictures that
+/// `set_theme dark` answered `true` and changed nothing a person sees (the pictures before and
+/// after are the same pixels, and the record says so), while on the LCD the same call changes
+/// the picture; each record's screen is the board's size; the filmstrip has a frame per change.
+#[test]
+fn the_report_shows_the_screen_at_each_record_and_each_change() {
+    let dir = scratch_dir("html-screen");
+    let file = dir.join("q25.html");
+    let doc = written(
+        &[
+            "run",
+            "scenarios/q25-oled-theme-is-misleading.yaml",
+            "--html",
+            file.to_str().unwrap(),
+        ],
+        &file,
+    );
+    let screens: Vec<_> = doc.select(&sel("table.record img.screen")).collect();
+    assert_eq!(screens.len(), 2, "one screen per call");
+    let pictures: Vec<tiny_skia::Pixmap> = screens
+        .iter()
+        .map(|i| inline_png(i.value().attr("src").unwrap()))
+        .collect();
+    assert_eq!((pictures[0].width(), pictures[0].height()), (128, 32));
+    let first = doc
+        .select(&sel("table.record"))
+        .next()
+        .map(|t| t.text().collect::<String>())
+        .unwrap();
+    assert!(first.contains("\"true\""), "the tool says true: {first}");
+    assert!(first.contains("the call changed nothing on it"), "{first}");
+    // The filmstrip's boot frame is the same picture as after both calls.
+    let film: Vec<_> = doc.select(&sel(".film img.screen")).collect();
+    assert!(!film.is_empty(), "a filmstrip");
+    let boot = inline_png(film.last().unwrap().value().attr("src").unwrap());
+    assert!(
+        pictures.iter().all(|p| p.data() == boot.data()),
+        "nothing visible changed"
+    );
+
+    // The same call on the LCD board changes what a person sees (once the backlight has faded
+    // up after boot: at 0 ms it is still dark, and nothing a call does is visible).
+    let lcd = scratch_file(
+        "html-screen",
+        "lcd-theme.yaml",
+        b"name: theme on the LCD\nboard: bread-compact-wifi-lcd\nsteps:\n  - wait: 3s\n  - call: { tool: self.screen.set_theme, args: { theme: dark }, expect: { text: \"true\" } }\n",
+    );
+    let file = dir.join("lcd.html");
+    let doc = written(&["run", lcd.to_str().unwrap(), "--html", file.to_str().unwrap()], &file);
+    let text: String = doc.select(&sel("table.record")).next().unwrap().text().collect();
+    assert!(
+        text.contains("theme light → dark") && text.contains("the picture changed"),
+        "{text}"
+    );
+    let after = inline_png(
+        doc.select(&sel("table.record img.screen"))
+            .next()
+            .unwrap()
+            .value()
+            .attr("src")
+            .unwrap(),
+    );
+    assert_eq!((after.width(), after.height()), (240, 320));
+    let mean = after.data().chunks_exact(4).map(|p| f64::from(p[0])).sum::<f64>() / (240.0 * 320.0);
+    assert!(mean < 60.0, "dark after the call: mean red {mean:.1}");
 }

@@ -50,6 +50,8 @@ fn connect_script_against_the_twins_backend_hears_the_reply_get_quieter() {
         .arg(&user_script)
         .arg("--report")
         .arg(&report)
+        .arg("--out")
+        .arg(dir.join("out"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -62,6 +64,29 @@ fn connect_script_against_the_twins_backend_hears_the_reply_get_quieter() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     common::two_turns_heard_quieter_after_set_volume_40(&r, &stderr);
+    // `--out` also wrote the screen at each change: the 128x32 OLED, in time order, the turn's
+    // changes (idle, connecting, listening, the user's words, speaking, ...) as different pictures.
+    let mut frames: Vec<_> = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("screen-") && n.ends_with("ms.png"))
+        .collect();
+    frames.sort();
+    assert!(frames.len() >= 6, "{frames:?}");
+    let pictures: Vec<Vec<u8>> = frames
+        .iter()
+        .map(|n| {
+            let p = tiny_skia::Pixmap::decode_png(&std::fs::read(dir.join("out").join(n)).unwrap()).unwrap();
+            assert_eq!((p.width(), p.height()), (128, 32), "{n}");
+            p.data().to_vec()
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&Vec<u8>> = pictures.iter().collect();
+    assert!(
+        distinct.len() >= 4,
+        "{} distinct pictures in {frames:?}",
+        distinct.len()
+    );
     // listen start at the channel's opening and after each tts stop.
     let starts = r["sent"]
         .as_array()

@@ -170,6 +170,13 @@ pub fn board_yaml(f: &Facts, commit: &str, notes: &mut Vec<String>) -> String {
         }
         let _ = writeln!(y, "  width: {w}");
         let _ = writeln!(y, "  height: {h}");
+        if round_panel(&f.display.driver, w, h) {
+            let _ = writeln!(
+                y,
+                "  round: true                   # a {w}x{h} {} panel: round glass",
+                f.display.driver
+            );
+        }
     }
     match kind {
         "lcd" => {
@@ -550,4 +557,29 @@ fn board_tools(tools: &[ToolFacts], notes: &mut Vec<String>) -> String {
         }
     }
     y
+}
+
+/// Whether a panel is round: upstream has no such fact, so it is read from the controller and
+/// the size: these controllers at these square sizes are made for round glass (GC9A01 240x240
+/// 1.28", ST77916 360x360 1.85", SPD2010 412x412 1.46", CO5300 466x466 1.75"). The GC9A01 at
+/// 128x128 (AtomS3's GC9107) and the CO5300 at 368x448 or 480x480 are not counted.
+fn round_panel(driver: &str, w: i64, h: i64) -> bool {
+    matches!(
+        (driver, w, h),
+        ("gc9a01", 240, 240) | ("st77916", 360, 360) | ("spd2010", 412, 412) | ("co5300", 466, 466)
+    )
+}
+
+#[cfg(test)]
+mod round_tests {
+    use super::round_panel;
+
+    #[test]
+    fn round_glass_is_read_from_the_controller_and_a_square_size() {
+        assert!(round_panel("gc9a01", 240, 240));
+        assert!(round_panel("st77916", 360, 360));
+        assert!(!round_panel("gc9a01", 128, 128), "AtomS3's square GC9107");
+        assert!(!round_panel("co5300", 368, 448));
+        assert!(!round_panel("st7789", 240, 240));
+    }
 }

@@ -38,7 +38,8 @@
 //!     the listener), `audio::measure` (levels and verdicts).
 //!   * `hw`: virtual hardware: `hw::nvs` (flash with the firmware's limits), `hw::backlight`
 //!     (PWM fade), `hw::display` (classes and themes), `hw::screen` (what the display is told,
-//!     in virtual time), `hw::camera`.
+//!     in virtual time), `hw::render` (the screen drawn: the panel a person sees, the snapshot
+//!     tool's JPEG), `hw::camera`.
 //!   * `voice`: the voice channel's data: `voice::frame` (binary frames v1–v3), `voice::udp`
 //!     (the MQTT protocol's AES-CTR datagrams and the hello's `udp` block), `voice::codec`
 //!     (Opus, resampling), `voice::memo` (codec work shared by many devices), `voice::stream`

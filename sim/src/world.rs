@@ -33,6 +33,11 @@ pub struct WorldSpec {
     /// The `mqtt` block of the OTA answer: when present the device uses MQTT + UDP, even beside
     /// a `websocket` block (`application.cc:502-508`; docs/reference/mqtt.md §1).
     pub mqtt: Option<crate::mqtt::MqttBlock>,
+    /// The display of the conformance recorder: a host build whose `SnapshotToJpeg` stub made
+    /// `16 + quality × 7 / 80` bytes (the transcripts log that size). Only
+    /// [`WorldSpec::conformance`] has it; every other world snapshots the drawn screen.
+    #[serde(skip)]
+    pub snapshot_stub: bool,
 }
 
 /// Station interface facts (`WifiManager`).
@@ -74,6 +79,10 @@ pub struct HttpRule {
     /// Response body.
     #[serde(default)]
     pub body: String,
+    /// Response body as base64 (binary answers such as a PNG for `preview_image`); when given it
+    /// is the body and `body` is not used.
+    #[serde(default, deserialize_with = "base64_body")]
+    pub body_base64: Option<Vec<u8>>,
     /// Time until the answer arrives (0 by default).
     #[serde(default, with = "duration_text")]
     pub latency: SimDuration,
@@ -81,6 +90,16 @@ pub struct HttpRule {
 
 fn ok_status() -> i32 {
     200
+}
+
+fn base64_body<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+    use base64::Engine as _;
+    let text = String::deserialize(d)?;
+    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("body_base64 is not base64: {e}")))
 }
 
 /// The outcome of `Ota::Upgrade`.
@@ -138,8 +157,12 @@ impl Default for WifiSpec {
 }
 
 impl Default for WorldSpec {
+    /// The conformance world, with a real display (what a scenario's `world:` starts from).
     fn default() -> Self {
-        WorldSpec::conformance()
+        WorldSpec {
+            snapshot_stub: false,
+            ..WorldSpec::conformance()
+        }
     }
 }
 
@@ -189,6 +212,7 @@ impl WorldSpec {
             board_tasks_run: false,
             websocket: None,
             mqtt: None,
+            snapshot_stub: true,
         }
     }
 
@@ -197,6 +221,7 @@ impl WorldSpec {
     pub fn with_board_tasks() -> Self {
         WorldSpec {
             board_tasks_run: true,
+            snapshot_stub: false,
             ..WorldSpec::conformance()
         }
     }
@@ -225,7 +250,10 @@ impl WorldSpec {
             if url.starts_with(rule.url_prefix.as_bytes()) {
                 return HttpOutcome::Answered {
                     status: rule.status,
-                    body: rule.body.as_bytes().to_vec(),
+                    body: rule
+                        .body_base64
+                        .clone()
+                        .unwrap_or_else(|| rule.body.as_bytes().to_vec()),
                     latency: rule.latency,
                 };
             }

@@ -110,7 +110,8 @@ pub struct Args {
     #[arg(long = "fault", value_name = "NAME")]
     pub faults: Vec<xiaozhi_sim::fault::Fault>,
     /// Write the received speech of every TTS session here as WAV (I2S words and listener
-    /// pressure).
+    /// pressure), and the screen at each change as PNG (`screen-NNN-<ms>ms.png`, at most 500,
+    /// drawn at full backlight; a board without a display writes none).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Write a JSON report at exit: connections, state transitions, listen/abort messages,
@@ -257,6 +258,34 @@ fn identity(opts: &Args, world: WorldSpec, nvs: Option<Nvs>) -> Result<Device> {
     Ok(device)
 }
 
+/// The most screen frames `--out` writes.
+const MAX_FRAMES: usize = 500;
+
+/// The screen at each change of `log` as `screen-NNN-<ms>ms.png` in `dir` (through a round
+/// panel's glass, at full backlight); how many were written.
+pub fn write_screen_frames(
+    dir: &std::path::Path,
+    spec: &xiaozhi_sim::board::BoardSpec,
+    log: &xiaozhi_sim::hw::screen::ScreenLog,
+) -> Result<usize> {
+    let mut n = 0;
+    for (t, state) in log.changes().iter().take(MAX_FRAMES) {
+        let frame = xiaozhi_sim::hw::render::Frame {
+            spec,
+            state,
+            at: *t,
+            brightness: 100,
+        };
+        let Some(png) = xiaozhi_sim::hw::render::render_png(&frame) else {
+            break;
+        };
+        let path = dir.join(format!("screen-{n:03}-{}ms.png", t.as_millis()));
+        std::fs::write(&path, png).with_context(|| format!("{}", path.display()))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
 pub fn run(opts: &Args) -> Result<bool> {
     let mut device = build_device(opts)?;
     let script = match &opts.script {
@@ -322,6 +351,10 @@ pub fn run(opts: &Args) -> Result<bool> {
                     eprintln!("wrote {} and {}", a.display(), b.display());
                 }
             }
+        }
+        let frames = write_screen_frames(dir, device.spec(), device.screen_log())?;
+        if frames > 0 {
+            eprintln!("wrote {frames} screen frames to {}", dir.display());
         }
     }
     if let Some(path) = &opts.report {

@@ -80,8 +80,7 @@ pub struct BoardSpec {
     /// Facts that differ by firmware version ([`by_firmware::FirmwareOverride`]).
     #[serde(default)]
     pub by_firmware: Vec<FirmwareOverride>,
-    /// Where a generated board's facts were read upstream, and what the twin leaves out
-    /// (`boardgen`; docs/boards.md, "Every upstream build").
+    /// Where a generated board's facts were read upstream, and what the twin leaves out (boardgen).
     #[serde(default)]
     pub upstream: Option<UpstreamSpec>,
     /// The facts as the file states them, before a `by_firmware` entry replaced any.
@@ -138,6 +137,9 @@ pub struct DisplaySpec {
     /// Panel height in pixels (0 without a display).
     #[serde(default)]
     pub height: u32,
+    /// Round glass, inferred from the controller and size (upstream does not say; docs/boards.md).
+    #[serde(default)]
+    pub round: bool,
     /// Themes the display registers in the global theme registry.
     #[serde(default)]
     pub themes: Vec<String>,
@@ -147,8 +149,7 @@ pub struct DisplaySpec {
     /// LCD displays persist `display/theme` on every successful `SetTheme`; OLED never.
     #[serde(default)]
     pub persist_theme: bool,
-    /// A theme the board constructor sets (and so persists) at every boot after the UI is set
-    /// up, whatever NVS held (otto-robot forces `dark`).
+    /// A theme the board constructor forces (and persists) at every boot (otto-robot: `dark`).
     #[serde(default)]
     pub boot_theme: Option<String>,
 }
@@ -157,8 +158,7 @@ pub struct DisplaySpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BacklightSpec {
-    /// `DISPLAY_BACKLIGHT_PIN` of a `PwmBacklight`; absent for a board's own backlight class
-    /// (through a PMIC or an I/O expander), whose level the twin keeps the same way.
+    /// `DISPLAY_BACKLIGHT_PIN` of a `PwmBacklight`; absent for a board's own class (PMIC, expander).
     #[serde(default)]
     pub gpio: Option<u32>,
     /// The backlight class when it is not `PwmBacklight` (informational).

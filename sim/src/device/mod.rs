@@ -64,7 +64,7 @@ use task::TaskEnd;
 pub use button::NoSuchButton;
 pub use listening::{AbortReason, ListeningMode};
 pub use mic::Utterance;
-pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, Output, Receipt};
+pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, HttpUpload, Output, Receipt};
 pub use state::DeviceState;
 
 /// A simulated board.
@@ -76,8 +76,7 @@ pub struct Device {
 }
 
 impl Device {
-    /// A freshly flashed board (empty NVS), powered off. Identity (MAC, build hash, and the UUID
-    /// made at first boot) comes from `seed`.
+    /// A freshly flashed board (empty NVS), powered off; identity (MAC, build hash, UUID) from `seed`.
     pub fn new(board: impl Into<Board>, world: WorldSpec, seed: u64) -> Self {
         Device {
             platform: Platform::new(board.into(), world, seed),
@@ -180,8 +179,7 @@ impl Device {
         self.platform.last_boot_at
     }
 
-    /// The software state a readback would see, for before/after comparisons in evidence and
-    /// property checks (the one snapshot type of the twin).
+    /// The software state a readback would see (the twin's one snapshot type, for evidence).
     pub fn snapshot(&self) -> DeviceSnapshot {
         let app = self.app.as_deref();
         DeviceSnapshot {
@@ -272,8 +270,7 @@ impl Device {
         self.advance(t, true);
     }
 
-    /// Runs everything due strictly before `t` (work queued at `t` itself stays queued), then
-    /// sets the clock to `t`.
+    /// Runs everything due strictly before `t` (work queued at `t` waits), then sets the clock to `t`.
     pub fn run_before(&mut self, t: SimTime) {
         self.advance(t, false);
     }
@@ -541,9 +538,8 @@ impl Device {
             .unwrap_or_default()
     }
 
-    /// Plays a sound through the device's audio path (as decoded server audio or a local sound
-    /// would): output on if needed, queued behind what already plays. Returns when it starts and
-    /// ends, or `None` when the device is not running.
+    /// Plays a sound through the audio path as server audio would: output on if needed, queued
+    /// behind what plays. When it starts and ends, or `None` when the device is not running.
     pub fn play(&mut self, now: SimTime, source: Source, duration: SimDuration) -> Option<(SimTime, SimTime)> {
         self.run_until(now);
         let app = self.app.as_deref_mut()?;
@@ -587,6 +583,11 @@ impl Device {
     /// Everything that happened to the audio path (evidence; survives reboots).
     pub fn audio_log(&self) -> &AudioLog {
         &self.platform.audio
+    }
+
+    /// The newest (8) request bodies sent to a host that answered: the snapshot's POSTs.
+    pub fn http_uploads(&self) -> impl Iterator<Item = &HttpUpload> {
+        self.platform.uploads.iter()
     }
 
     /// Every call the display was given (survives reboots; `screen_log().at(t)`: the screen at t).
@@ -636,8 +637,7 @@ impl Device {
         }
     }
 
-    /// Keeps the main task busy for `d` from `now` (as a slow callback or a blocking channel
-    /// open would): everything that arrives meanwhile waits.
+    /// Keeps the main task busy for `d` from `now` (a slow callback): what arrives meanwhile waits.
     pub fn busy(&mut self, now: SimTime, d: SimDuration) {
         self.schedule(now, task::Task::Busy(d));
     }

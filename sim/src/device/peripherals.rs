@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::board::DisplayKind;
 use crate::board::{Behavior, BoardTool, ReturnSpec};
 use crate::device::otto::{self, Otto, needs_otto};
 use crate::device::platform::Platform;
@@ -16,6 +17,7 @@ use crate::hw::camera::Camera;
 use crate::hw::display::Display;
 use crate::hw::nvs::EspErr;
 use crate::hw::nvs::names;
+use crate::hw::screen::ScreenCall;
 use crate::mcp::{McpTool, PropertyValue, ReturnValue, strings};
 use crate::time::{SimDuration, earliest};
 use crate::trace::{Event, LogLevel, NvsValue};
@@ -263,28 +265,89 @@ impl Peripherals {
         }
     }
 
+    /// `self.screen.snapshot` (`mcp_server.cc:190-242`): the screen as LVGL holds it, as a JPEG
+    /// (`LvglDisplay::SnapshotToJpeg`), POSTed as `multipart/form-data` to `url`.
     pub(crate) fn snapshot(&mut self, platform: &mut Platform, url: &[u8], quality: i32) -> Callback {
-        // SnapshotToJpeg: a tiny deterministic JPEG whose size grows with quality.
-        let bytes = 16 + (quality.max(0) as usize) * 7 / 80;
+        let jpeg = if platform.world.snapshot_stub {
+            // The conformance recorder's stub display: a fixed-size blob, never decoded.
+            let mut blob = vec![0u8; 16 + (quality.max(0) as usize) * 7 / 80];
+            blob[..2].copy_from_slice(&[0xFF, 0xD8]);
+            let n = blob.len();
+            blob[n - 2..].copy_from_slice(&[0xFF, 0xD9]);
+            blob
+        } else {
+            let state = platform.screen.at(platform.now);
+            // lv_snapshot_take allocates the whole screen in RGB565.
+            let fits = |w: u32, h: u32| (w as usize) * (h as usize) * 2 <= platform.spec.target.free_heap;
+            match crate::hw::render::framebuffer(&platform.spec, &state, platform.now) {
+                Some(fb) if fits(fb.width(), fb.height()) => fb.jpeg(quality),
+                _ => {
+                    platform.log(
+                        LogLevel::Error,
+                        "Display",
+                        || "Failed to take snapshot, draw_buffer is nullptr",
+                    );
+                    return Callback::Throw(strings::ERR_SNAPSHOT_SCREEN.into());
+                }
+            }
+        };
+        let bytes = jpeg.len();
         platform.emit(|| Event::Note {
             text: format!("display_snapshot quality={quality} bytes={bytes}"),
         });
         platform.log(LogLevel::Info, "MCP", || {
             format!("Upload snapshot {bytes} bytes to {}", String::from_utf8_lossy(url))
         });
-        match http_ok(platform, "POST", url) {
-            Ok((latency, _)) => Callback::Blocked(latency, Ok(ReturnValue::Bool(true))),
+        let mut body = Vec::with_capacity(bytes + 200);
+        body.extend_from_slice(b"--");
+        body.extend_from_slice(SNAPSHOT_BOUNDARY.as_bytes());
+        body.extend_from_slice(b"\r\nContent-Disposition: form-data; name=\"file\"; filename=\"screenshot.jpg\"\r\n");
+        body.extend_from_slice(b"Content-Type: image/jpeg\r\n\r\n");
+        body.extend_from_slice(&jpeg);
+        body.extend_from_slice(b"\r\n--");
+        body.extend_from_slice(SNAPSHOT_BOUNDARY.as_bytes());
+        body.extend_from_slice(b"--\r\n");
+        let content_type = format!("multipart/form-data; boundary={SNAPSHOT_BOUNDARY}");
+        let outcome = platform.http_upload("POST", url, content_type, body);
+        match answered(outcome, url) {
+            Ok((latency, result)) => {
+                platform.log(LogLevel::Info, "MCP", || {
+                    format!("Snapshot screen result: {}", String::from_utf8_lossy(&result))
+                });
+                Callback::Blocked(latency, Ok(ReturnValue::Bool(true)))
+            }
             Err(failed) => failed,
         }
     }
 
+    /// `self.screen.preview_image` (`mcp_server.cc:244-282`): the body downloaded, made an
+    /// `LvglAllocatedImage` (whose constructor throws when no LVGL decoder reads its header: only
+    /// PNG is enabled, `sdkconfig.defaults` `CONFIG_LV_USE_LODEPNG=y`), shown by an LCD over the
+    /// emoji for 5 s (`lcd_display.cc:1018-1052`); the OLED's `SetPreviewImage` does nothing.
     pub(crate) fn preview_image(&mut self, platform: &mut Platform, url: &[u8]) -> Callback {
         match http_ok(platform, "GET", url) {
             // heap_caps_malloc(0) returns NULL; so does a body larger than the free heap.
             Ok((latency, body)) if body.is_empty() || body.len() > platform.spec.target.free_heap => {
                 Callback::Blocked(latency, Err(strings::concat(strings::ERR_ALLOCATE_IMAGE, url)))
             }
-            Ok((latency, _)) => Callback::Blocked(latency, Ok(ReturnValue::Bool(true))),
+            Ok((latency, body)) => {
+                if body.len() < PNG_MAGIC.len() || body[..PNG_MAGIC.len()] != PNG_MAGIC {
+                    // The bytes leak: the throw skips their heap_caps_free.
+                    platform.log(LogLevel::Error, "LvglImage", || {
+                        format!("Failed to get image info, data: {IMAGE_BUFFER_AT} size: {}", body.len())
+                    });
+                    return Callback::Blocked(latency, Err(strings::ERR_IMAGE_INFO.into()));
+                }
+                if self.display.kind() == DisplayKind::Lcd {
+                    let image = crate::hw::render::preview_image(&body);
+                    let call = ScreenCall::ShowPreview {
+                        image: std::sync::Arc::new(image),
+                        duration_ms: crate::hw::screen::PREVIEW_MS,
+                    };
+                    platform.screen.record(platform.now, call);
+                }
+                Callback::Blocked(latency, Ok(ReturnValue::Bool(true)))
+            }
             Err(failed) => failed,
         }
     }
@@ -358,7 +421,13 @@ impl Peripherals {
 /// otherwise the callback's failure, thrown after the wait (`Failed to open URL: <url>`,
 /// `Unexpected status code: <status>`).
 fn http_ok(platform: &mut Platform, method: &'static str, url: &[u8]) -> Result<(SimDuration, Vec<u8>), Callback> {
-    match platform.http(method, url) {
+    let outcome = platform.http(method, url);
+    answered(outcome, url)
+}
+
+/// [`http_ok`] for an outcome already had.
+fn answered(outcome: HttpOutcome, url: &[u8]) -> Result<(SimDuration, Vec<u8>), Callback> {
+    match outcome {
         HttpOutcome::Unreachable { after } => Err(Callback::Blocked(
             after,
             Err(strings::concat(strings::ERR_OPEN_URL, url)),
@@ -373,6 +442,16 @@ fn http_ok(platform: &mut Platform, method: &'static str, url: &[u8]) -> Result<
         HttpOutcome::Answered { latency, body, .. } => Ok((latency, body)),
     }
 }
+
+/// `self.screen.snapshot`'s multipart boundary (`mcp_server.cc:207`).
+const SNAPSHOT_BOUNDARY: &str = "----ESP32_SCREEN_SNAPSHOT_BOUNDARY";
+
+/// The PNG signature LVGL's PNG decoder checks (`lv_lodepng.c` `decoder_info`).
+const PNG_MAGIC: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+
+/// The address the twin prints for the downloaded image's buffer (the firmware prints its heap
+/// pointer, `%p`; the twin has no heap, so one fixed PSRAM-like address).
+const IMAGE_BUFFER_AT: &str = "0x3c0a0000";
 
 /// `OttoController`'s constructor: trims from NVS, then the home move it queues.
 fn construct_otto(platform: &mut Platform) -> Otto {

@@ -325,6 +325,29 @@ pub(crate) struct Platform {
     pub(crate) held: Vec<bool>,
     /// Every button gesture the board's callbacks were asked about (evidence; survives reboots).
     pub(crate) gestures: Vec<Fired>,
+    /// The newest HTTP request bodies the device sent (evidence; survives reboots; the last
+    /// [`UPLOADS_KEPT`]).
+    pub(crate) uploads: VecDeque<HttpUpload>,
+}
+
+/// How many uploads a device keeps.
+pub(crate) const UPLOADS_KEPT: usize = 8;
+
+/// An HTTP request with a body the device sent (`self.screen.snapshot`'s multipart POST).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpUpload {
+    /// When it was sent.
+    pub at: SimTime,
+    /// The method.
+    pub method: &'static str,
+    /// The URL.
+    pub url: Vec<u8>,
+    /// The `Content-Type` header.
+    pub content_type: String,
+    /// The body as written.
+    pub body: Vec<u8>,
+    /// The answer's status (a request whose open failed sent nothing and is not kept).
+    pub status: i32,
 }
 
 /// A button gesture the button component found, and what the board's callback did with it.
@@ -358,6 +381,7 @@ impl Platform {
         Platform {
             held: vec![false; spec.buttons.len()],
             gestures: Vec::new(),
+            uploads: VecDeque::new(),
             firmware: spec.firmware(),
             spec,
             catalogues,
@@ -466,6 +490,32 @@ impl Platform {
                 HttpOutcome::Answered { status, .. } => format!("status {status}"),
             },
         });
+        outcome
+    }
+
+    /// An HTTP request with a body (`http->Open` then `Write`s): what [`Platform::http`] gives,
+    /// and the request kept as evidence when the host answered.
+    pub(crate) fn http_upload(
+        &mut self,
+        method: &'static str,
+        url: &[u8],
+        content_type: String,
+        body: Vec<u8>,
+    ) -> HttpOutcome {
+        let outcome = self.http(method, url);
+        if let HttpOutcome::Answered { status, .. } = &outcome {
+            if self.uploads.len() == UPLOADS_KEPT {
+                self.uploads.pop_front();
+            }
+            self.uploads.push_back(HttpUpload {
+                at: self.now,
+                method,
+                url: url.to_vec(),
+                content_type,
+                body,
+                status: *status,
+            });
+        }
         outcome
     }
 

@@ -5,4 +5,5 @@ pub mod backlight;
 pub mod camera;
 pub mod display;
 pub mod nvs;
+pub mod render;
 pub mod screen;

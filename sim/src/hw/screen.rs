@@ -7,6 +7,8 @@
 //! The texts are the firmware's `zh-CN` strings (`main/assets/locales/zh-CN/language.json`, the
 //! language the twin's firmware reports).
 
+use std::sync::Arc;
+
 use crate::time::{SimDuration, SimTime};
 
 /// `Lang::Strings::STANDBY`.
@@ -65,6 +67,42 @@ pub enum ScreenCall {
     SetTheme(String),
     /// `SetPowerSaveMode(on)`.
     SetPowerSaveMode(bool),
+    /// `SetPreviewImage(image)` on an LCD: the image over the emoji box for a while (the
+    /// preview timer then calls `SetPreviewImage(nullptr)`).
+    ShowPreview {
+        /// The image.
+        image: Arc<PreviewImage>,
+        /// How long it shows (`PREVIEW_IMAGE_DURATION_MS`).
+        duration_ms: u64,
+    },
+}
+
+/// `PREVIEW_IMAGE_DURATION_MS` (`lcd_display.h:12`).
+pub const PREVIEW_MS: u64 = 5000;
+
+/// An image `self.screen.preview_image` downloaded: the size its PNG header claims (what
+/// LVGL's PNG decoder reads, `lv_lodepng.c` `decoder_info`) and, when it decodes, its pixels.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PreviewImage {
+    /// Width from the header.
+    pub width: u32,
+    /// Height from the header.
+    pub height: u32,
+    /// Straight RGBA pixels, row by row; `None` when the PNG does not decode (LVGL then draws
+    /// nothing).
+    pub rgba: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for PreviewImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PreviewImage({}x{}, {})",
+            self.width,
+            self.height,
+            if self.rgba.is_some() { "decoded" } else { "undecodable" }
+        )
+    }
 }
 
 /// What the screen shows at an instant.
@@ -82,6 +120,8 @@ pub struct ScreenState {
     pub theme: Option<String>,
     /// Power-save mode (the panel dimmed or off).
     pub power_save: bool,
+    /// The preview image shown, with when the preview timer hides it.
+    pub preview: Option<(Arc<PreviewImage>, SimTime)>,
 }
 
 impl ScreenState {
@@ -107,6 +147,9 @@ impl ScreenState {
             }
             ScreenCall::SetTheme(t) => self.theme = Some(t.clone()),
             ScreenCall::SetPowerSaveMode(on) => self.power_save = *on,
+            ScreenCall::ShowPreview { image, duration_ms } => {
+                self.preview = Some((image.clone(), at + SimDuration::from_millis(*duration_ms)))
+            }
         }
     }
 
@@ -116,6 +159,14 @@ impl ScreenState {
             .as_ref()
             .filter(|(_, until)| t < *until)
             .map(|(s, _)| s.as_str())
+    }
+
+    /// The preview image if it still shows at `t`.
+    pub fn preview_at(&self, t: SimTime) -> Option<&PreviewImage> {
+        self.preview
+            .as_ref()
+            .filter(|(_, until)| t < *until)
+            .map(|(image, _)| image.as_ref())
     }
 
     /// The newest chat message, as the default style shows it (one line of text).
@@ -159,15 +210,26 @@ impl ScreenLog {
         s
     }
 
-    /// The times at which the screen changed, with the state from then on (for filmstrips).
+    /// The times at which the screen changed, with the state from then on (for filmstrips): the
+    /// calls (several at one instant make one change) and the ends of notifications and
+    /// previews (the state is the same; drawn at that instant it no longer shows them).
     pub fn changes(&self) -> Vec<(SimTime, ScreenState)> {
         let mut s = self.base.clone();
         let mut out: Vec<(SimTime, ScreenState)> = Vec::new();
-        for (at, c) in &self.calls {
-            s.apply(*at, c);
-            match out.last_mut() {
-                Some((t, last)) if *t == *at => *last = s.clone(),
-                _ => out.push((*at, s.clone())),
+        let mut calls = self.calls.iter().peekable();
+        loop {
+            let last = out.last().map(|(t, _)| *t);
+            let ends = [s.notification.as_ref().map(|n| n.1), s.preview.as_ref().map(|p| p.1)];
+            let end = ends.into_iter().flatten().filter(|u| last.is_none_or(|t| *u > t)).min();
+            match (calls.peek().map(|(t, _)| *t), end) {
+                (Some(at), end) if end.is_none_or(|e| at <= e) => {
+                    while let Some((_, c)) = calls.next_if(|(t, _)| *t == at) {
+                        s.apply(at, c);
+                    }
+                    out.push((at, s.clone()));
+                }
+                (_, Some(e)) => out.push((e, s.clone())),
+                (_, None) => break,
             }
         }
         out
@@ -219,8 +281,9 @@ mod tests {
             (s.status.as_str(), s.chat.len(), s.theme.as_deref()),
             ("待命", 0, Some("light"))
         );
-        // Two calls at one instant make one change.
-        assert_eq!(log.changes().len(), 5);
+        // Two calls at one instant make one change; the notification's end at 3030 is one too.
+        let changes: Vec<u64> = log.changes().iter().map(|(t, _)| t.as_millis()).collect();
+        assert_eq!(changes, [0, 10, 20, 30, 40, 3030]);
     }
 
     #[test]

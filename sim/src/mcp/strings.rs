@@ -75,7 +75,8 @@ pub const ERR_CONNECT_EXPLAIN_URL: &str = "Failed to connect to explain URL";
 pub const ERR_ENCODE_JPEG: &str = "Failed to encode image to JPEG";
 /// `self.camera.take_photo` exception: the explain server answered with a status other than 200.
 pub const ERR_UPLOAD_PHOTO: &str = "Failed to upload photo";
-/// `self.screen.snapshot` exception: rendering the screen to JPEG failed (not produced by the twin).
+/// `self.screen.snapshot` exception: taking or encoding the snapshot failed (the twin: the
+/// screen's RGB565 copy does not fit in the free heap).
 pub const ERR_SNAPSHOT_SCREEN: &str = "Failed to snapshot screen";
 /// `self.screen.snapshot` / `self.screen.preview_image` exception prefix, followed raw by the
 /// client's URL: the HTTP open failed.
@@ -86,6 +87,9 @@ pub const ERR_UNEXPECTED_STATUS: &str = "Unexpected status code: ";
 /// `self.screen.preview_image` exception prefix, followed raw by the URL: the image buffer
 /// allocation failed (empty body or larger than the free heap).
 pub const ERR_ALLOCATE_IMAGE: &str = "Failed to allocate memory for image: ";
+/// `self.screen.preview_image` exception (`LvglAllocatedImage`): no LVGL image decoder reads the
+/// downloaded bytes' header (anything but a PNG).
+pub const ERR_IMAGE_INFO: &str = "Failed to get image info";
 /// `self.screen.preview_image` exception prefix, followed raw by the URL: reading the body failed
 /// (not produced by the twin).
 pub const ERR_DOWNLOAD_IMAGE: &str = "Failed to download image: ";

@@ -12,6 +12,7 @@ use crate::audio::measure::{Measurement, perceived_change};
 use crate::backend::{Exchange, SessionReport};
 use crate::device::{DeviceSnapshot, Receipt};
 use crate::firmware::CallPath;
+use crate::hw::screen::ScreenState;
 use crate::mcp::{McpTool, PropertyValue, ToolAction};
 use crate::scenario::check::{ReplyLatency, level};
 use crate::scenario::expect::EventName;
@@ -65,6 +66,18 @@ pub(crate) struct DeviceCall<'a> {
     /// The reference probe before and after the call (`acoustic: true`).
     pub probe_before: Option<&'a Measurement>,
     pub probe_after: Option<&'a Measurement>,
+    /// The screen just before the request and after the call (none: the board has no display).
+    pub screen: Option<Box<ScreenSeen<'a>>>,
+}
+
+/// The screen around a call, seen from inside the device.
+pub(crate) struct ScreenSeen<'a> {
+    /// The board (to draw the screen).
+    pub spec: &'a crate::board::BoardSpec,
+    /// The state and the instant just before the request.
+    pub before: (ScreenState, SimTime),
+    /// The state and the instant after the call.
+    pub after: (ScreenState, SimTime),
 }
 
 /// A call seen by a backend on its connection.
@@ -113,7 +126,117 @@ pub(crate) fn record(c: &CallSeen<'_>) -> Record {
         effect,
         missing,
         claim: None,
+        screen: match &c.seen {
+            SeenFrom::Device(d) => d
+                .screen
+                .as_ref()
+                .map(|s| screen_row(s, d.before.brightness, d.after.brightness)),
+            SeenFrom::Backend(_) => None,
+        },
+        screen_shown: match &c.seen {
+            SeenFrom::Device(d) => d.screen.as_ref().map(|s| crate::scenario::record::ScreenShown {
+                at: s.after.1,
+                state: s.after.0.clone(),
+                brightness: d.after.brightness.unwrap_or(100),
+            }),
+            SeenFrom::Backend(_) => None,
+        },
     }
+}
+
+/// The screen row: what the screen showed after the call, and whether the call changed what a
+/// person sees (the drawn panels before and after compared pixel for pixel when the display's
+/// state or the backlight changed).
+fn screen_row(s: &ScreenSeen<'_>, light_before: Option<u8>, light_after: Option<u8>) -> String {
+    let ((before, t0), (after, t1)) = (&s.before, &s.after);
+    let shown = describe_screen(after, *t1, light_after, s.spec);
+    let mut changed = Vec::new();
+    let field = |name: &str, a: String, b: String, changed: &mut Vec<String>| {
+        if a != b {
+            changed.push(format!("{name} {a} → {b}"));
+        }
+    };
+    field("status", quoted(&before.status), quoted(&after.status), &mut changed);
+    field("emotion", before.emotion.clone(), after.emotion.clone(), &mut changed);
+    let chat = |st: &ScreenState| st.last_message().map_or("none".to_string(), |m| quoted(&m.1));
+    field("chat line", chat(before), chat(after), &mut changed);
+    let note = |st: &ScreenState, t: SimTime| st.notification_at(t).map_or("none".to_string(), quoted);
+    field("notification", note(before, *t0), note(after, *t1), &mut changed);
+    let preview = |st: &ScreenState, t: SimTime| {
+        st.preview_at(t)
+            .map_or("none".to_string(), |p| format!("{}x{} image", p.width, p.height))
+    };
+    field("preview", preview(before, *t0), preview(after, *t1), &mut changed);
+    let theme = |st: &ScreenState| st.theme.clone().unwrap_or_else(|| "none".into());
+    field("theme", theme(before), theme(after), &mut changed);
+    let light = |b: Option<u8>| b.map_or("none".to_string(), |b| format!("{b} %"));
+    field("backlight", light(light_before), light(light_after), &mut changed);
+    if changed.is_empty() {
+        return format!("{shown}; the call changed nothing on it");
+    }
+    let draw = |st: &ScreenState, t: SimTime, b: Option<u8>| {
+        crate::hw::render::panel(&crate::hw::render::Frame {
+            spec: s.spec,
+            state: st,
+            at: t,
+            brightness: b.unwrap_or(100),
+        })
+    };
+    let seen = match (draw(before, *t0, light_before), draw(after, *t1, light_after)) {
+        (Some(a), Some(b)) if a == b => {
+            "but the picture is the same pixels as before: nothing visible changed".to_string()
+        }
+        (Some(a), Some(b)) => {
+            let moved = a
+                .rgba()
+                .chunks_exact(4)
+                .zip(b.rgba().chunks_exact(4))
+                .filter(|(x, y)| x != y)
+                .count();
+            let all = (a.width() * a.height()).max(1) as f64;
+            format!(
+                "the picture changed ({:.1} % of its pixels)",
+                moved as f64 * 100.0 / all
+            )
+        }
+        _ => "not drawn".to_string(),
+    };
+    format!("{shown}; the call changed {}; {seen}", changed.join(", "))
+}
+
+/// The screen in words: status, emotion, chat line, notification, preview, theme, backlight.
+fn describe_screen(st: &ScreenState, t: SimTime, light: Option<u8>, spec: &crate::board::BoardSpec) -> String {
+    let mut parts = vec![format!("status {}", quoted(&st.status))];
+    if !st.emotion.is_empty() {
+        parts.push(format!("emotion {}", st.emotion));
+    }
+    if let Some((role, text)) = st.last_message() {
+        parts.push(format!("{role} line {}", quoted(text)));
+    }
+    if let Some(n) = st.notification_at(t) {
+        parts.push(format!("notification {}", quoted(n)));
+    }
+    if let Some(p) = st.preview_at(t) {
+        parts.push(format!("preview {}x{} image", p.width, p.height));
+    }
+    if let Some(theme) = &st.theme {
+        parts.push(format!("theme {theme}"));
+    }
+    if let Some(b) = light {
+        parts.push(format!("backlight {b} %"));
+    }
+    let d = &spec.display;
+    let kind = match d.kind {
+        crate::board::DisplayKind::Oled => "OLED, white on black whatever the theme",
+        crate::board::DisplayKind::Emote => "emote display",
+        _ if d.round => "round LCD",
+        _ => "LCD",
+    };
+    format!("{} ({}x{} {kind})", parts.join(", "), d.width, d.height)
+}
+
+fn quoted(text: &str) -> String {
+    format!("\u{201c}{text}\u{201d}")
 }
 
 /// How the backend discovered the tool.

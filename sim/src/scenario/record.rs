@@ -33,6 +33,25 @@ pub struct Record {
     /// What the backend then said about it (voice turns), and what the twin can judge of that.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
+    /// What the screen showed after the call, and whether the call changed what a person sees
+    /// (none: no display, or seen from a backend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub screen: Option<String>,
+    /// The screen the row describes, to draw it (not serialized): the instant, the state then
+    /// (later calls at the same instant excluded) and the backlight.
+    #[serde(skip)]
+    pub screen_shown: Option<ScreenShown>,
+}
+
+/// A screen as it was at an instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScreenShown {
+    /// The instant.
+    pub at: crate::time::SimTime,
+    /// What the display had been told by then.
+    pub state: crate::hw::screen::ScreenState,
+    /// The backlight in percent (100 without one).
+    pub brightness: u8,
 }
 
 /// The backend's spoken claim after a call: the `sentence_start` text, when it was said, and
@@ -175,6 +194,23 @@ pub struct Timeline {
     pub requests: Vec<(crate::time::SimTime, Vec<u8>)>,
     /// The audibility margin over ambient the verdicts used, dB.
     pub margin_db: f64,
+    /// What the display was told over the run, to draw it (none: the board has no display).
+    pub screen: Option<ScreenTimeline>,
+}
+
+/// The display's calls over a run and the board that draws them.
+#[derive(Clone, Debug)]
+pub struct ScreenTimeline {
+    /// The board (display kind, size, font).
+    pub spec: std::sync::Arc<crate::board::BoardSpec>,
+    /// Every call the display was given.
+    pub log: crate::hw::screen::ScreenLog,
+}
+
+impl PartialEq for ScreenTimeline {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.spec, &other.spec) && self.log.calls() == other.log.calls()
+    }
 }
 
 /// The device's trace of a run, kept as events and rendered only when read or serialized.
@@ -267,6 +303,9 @@ impl ScenarioReport {
                 rows.push(("claim", c));
             }
             rows.push(("effect", &r.effect));
+            if let Some(screen) = &r.screen {
+                rows.push(("screen", screen));
+            }
             for (row, text) in rows {
                 let mut lines = wrap(text, 84).into_iter();
                 let _ = writeln!(out, "   | {row:<10} | {}", lines.next().unwrap_or_default());

@@ -185,6 +185,12 @@ pub fn run(
     }
     let finished = runner.h.device.drain_events();
     runner.trace.push_chunk(finished);
+    if board.display.kind != crate::board::DisplayKind::None {
+        runner.timeline.screen = Some(crate::scenario::record::ScreenTimeline {
+            spec: board.clone(),
+            log: runner.h.device.screen_log().clone(),
+        });
+    }
     let passed = runner.checks.iter().all(|c| c.passed);
     let report = ScenarioReport {
         name: spec.name.clone(),

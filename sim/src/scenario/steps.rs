@@ -11,7 +11,7 @@
 use crate::audio::source::Source;
 use crate::harness::PROBE_GUARD;
 use crate::mcp::strings;
-use crate::scenario::acceptance::{self, CallSeen, DeviceCall, SeenFrom};
+use crate::scenario::acceptance::{self, CallSeen, DeviceCall, ScreenSeen, SeenFrom};
 use crate::scenario::check::{ReplyLatency, Speech, level};
 use crate::scenario::expect::Expect;
 use crate::scenario::press;
@@ -181,6 +181,8 @@ impl Runner<'_> {
             self.advance_to(now + SimDuration::from_millis(200));
         }
         let at = self.now();
+        let has_display = self.board.display.kind != crate::board::DisplayKind::None;
+        let screen_before = has_display.then(|| self.h.device.screen_log().at(at));
         self.deliver(out, call_request(id, &tool, c.args.as_ref()));
         self.settle();
         out.replies.extend(self.take_replies());
@@ -190,7 +192,17 @@ impl Runner<'_> {
             out.measurement = self.measure_probe(&format!("step{n}-after"));
         }
         let after = self.h.device.snapshot();
+        let done = self.now();
+        let screen_after = screen_before.map(|b| (b, self.h.device.screen_log().at(done)));
         self.collect_trace(out);
+        let board = self.board.clone();
+        let screen = screen_after.map(|(b, a)| {
+            Box::new(ScreenSeen {
+                spec: &board,
+                before: (b, at),
+                after: (a, done),
+            })
+        });
         let record = acceptance::record(&CallSeen {
             step: n,
             tool: &tool,
@@ -214,6 +226,7 @@ impl Runner<'_> {
                 events: &out.events,
                 probe_before: out.previous.as_ref(),
                 probe_after: out.measurement.as_ref(),
+                screen,
             }),
         });
         let summary = format!("tools/call {tool} id {id}");

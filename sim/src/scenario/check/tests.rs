@@ -93,6 +93,8 @@ fn the_record_check_leads_and_the_rest_follow_in_field_order() {
         effect: String::new(),
         missing: vec!["acoustic measurement".into()],
         claim: None,
+        screen: None,
+        screen_shown: None,
     };
     let seen = Observed {
         answer: Some(answer(

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes assets/fonts/NotoSansSC-subset.otf, the font the screen renderer draws with.
+"""Makes sim/assets/fonts/NotoSansSC-subset.otf, the font the screen renderer draws with.
 
 Noto Sans CJK SC Regular (SIL Open Font License 1.1, see OFL.txt) cut down to the characters a
 xiaozhi screen shows in practice: printable ASCII, Latin-1 punctuation, general punctuation,
@@ -9,7 +9,7 @@ sentences. Upstream 2.4.2 draws with a Noto Sans "basic" font (main/CMakeLists.t
 BUILTIN_TEXT_FONT); its exact character list lives in a component the twin does not read.
 
 Run from the repository root with fontTools installed and the Debian package fonts-noto-cjk
-(or give the .ttc path):  python3 assets/fonts/make-subset.py [NotoSansCJK-Regular.ttc]
+(or give the .ttc path):  python3 sim/assets/fonts/make-subset.py [NotoSansCJK-Regular.ttc]
 """
 import sys
 from fontTools import subset
@@ -38,5 +38,5 @@ sub = subset.Subsetter(options)
 sub.populate(unicodes=sorted(chars))
 sub.subset(font)
 font.recalcTimestamp = False
-font.save("assets/fonts/NotoSansSC-subset.otf")
+font.save("sim/assets/fonts/NotoSansSC-subset.otf")
 print(f"{len(chars)} characters requested, {len(font.getGlyphOrder())} glyphs kept")

@@ -1,0 +1,342 @@
+//! The screen as a picture (issue 27): a [`ScreenState`] drawn at the board's resolution, after
+//! the layout of upstream's default message style (`lcd_display.cc` `SetupUI`: a status bar on
+//! top whose centre shows the notification or else the status, the emotion in the middle, the
+//! chat line in a bottom bar, the preview image over the emotion) and its light and dark theme
+//! colours (`lcd_display.cc:35-59`); OLEDs white on black, one bit a pixel. docs/screen.md says
+//! where this is an approximation of LVGL. Deterministic: the same state gives the same bytes.
+//!
+//! Two pictures are drawn from one state: [`framebuffer`], what LVGL holds (and what
+//! `lv_snapshot_take` copies for `self.screen.snapshot`), and [`panel`], what a person sees: the
+//! framebuffer through the round glass of a round panel, dimmed by the backlight, black in power
+//! save.
+//!
+//! The text is drawn with `sim/assets/fonts/NotoSansSC-subset.otf` (SIL OFL 1.1,
+//! `sim/assets/fonts/OFL.txt`) at the board's built-in font size; the emotion is a named stand-in
+//! (its name in brackets), not upstream's emoji image.
+
+use std::sync::OnceLock;
+
+use tiny_skia::{Color, Paint, Pixmap, Rect, Transform};
+
+use crate::board::{BoardSpec, DisplayKind};
+use crate::hw::screen::ScreenState;
+use crate::time::SimTime;
+
+static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/NotoSansSC-subset.otf");
+
+fn font() -> &'static fontdue::Font {
+    static FONT: OnceLock<fontdue::Font> = OnceLock::new();
+    FONT.get_or_init(|| {
+        fontdue::Font::from_bytes(FONT_BYTES, fontdue::FontSettings::default())
+            .unwrap_or_else(|e| unreachable!("the shipped font parses: {e}"))
+    })
+}
+
+/// Whether the shipped font has a glyph for `c`.
+pub fn has_glyph(c: char) -> bool {
+    font().lookup_glyph_index(c) != 0
+}
+
+/// A drawn screen: opaque RGBA pixels at the display's resolution.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Picture {
+    pixmap: Pixmap,
+}
+
+impl Picture {
+    /// Width in pixels.
+    pub fn width(&self) -> u32 {
+        self.pixmap.width()
+    }
+
+    /// Height in pixels.
+    pub fn height(&self) -> u32 {
+        self.pixmap.height()
+    }
+
+    /// The `(r, g, b)` of the pixel at `(x, y)`; `None` outside the picture.
+    pub fn pixel(&self, x: u32, y: u32) -> Option<[u8; 3]> {
+        let p = self.pixmap.pixel(x, y)?;
+        Some([p.red(), p.green(), p.blue()])
+    }
+
+    /// The pixels, RGBA row by row (alpha is always 255).
+    pub fn rgba(&self) -> &[u8] {
+        self.pixmap.data()
+    }
+
+    /// As PNG bytes (the same picture gives the same bytes).
+    pub fn png(&self) -> Vec<u8> {
+        self.pixmap
+            .encode_png()
+            .unwrap_or_else(|e| unreachable!("an RGBA pixmap encodes as PNG: {e}"))
+    }
+
+    /// As the firmware's snapshot JPEG at `quality` (clamped to 1..=100, as `image_to_jpeg`
+    /// does): the picture in RGB565 (`lv_snapshot_take(…, LV_COLOR_FORMAT_RGB565)`), widened to
+    /// RGB888 for the encoder, 4:2:0 chroma (the software encoder's setting,
+    /// `image_to_jpeg.cpp:370`). The encoder is not esp_new_jpeg: sizes are of the same kind,
+    /// not the same bytes.
+    pub fn jpeg(&self, quality: i32) -> Vec<u8> {
+        let (w, h) = (self.width(), self.height());
+        let mut rgb = Vec::with_capacity((w * h * 3) as usize);
+        for px in self.pixmap.data().chunks_exact(4) {
+            let (r, g, b) = (px[0] >> 3, px[1] >> 2, px[2] >> 3);
+            rgb.extend_from_slice(&[(r << 3) | (r >> 2), (g << 2) | (g >> 4), (b << 3) | (b >> 2)]);
+        }
+        let mut out = Vec::new();
+        let mut encoder = jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100) as u8);
+        encoder.set_sampling_factor(jpeg_encoder::SamplingFactor::F_2_2);
+        // Displays are at most a few thousand pixels a side (the encoder's limit is 65535).
+        if let (Ok(w), Ok(h)) = (u16::try_from(w), u16::try_from(h))
+            && encoder.encode(&rgb, w, h, jpeg_encoder::ColorType::Rgb).is_ok()
+        {
+            return out;
+        }
+        Vec::new()
+    }
+}
+
+/// The image `preview_image` downloaded (it starts with the PNG signature): the size its header
+/// claims (`lv_lodepng.c` reads it at bytes 16..24, big-endian; short data reads as 0 here) and
+/// its pixels when it decodes to that size (at most 4 Mpx; LVGL draws nothing otherwise).
+pub fn preview_image(png: &[u8]) -> crate::hw::screen::PreviewImage {
+    let be = |i: usize| {
+        png.get(i..i + 4)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let (width, height) = (be(16), be(20));
+    let rgba = (u64::from(width) * u64::from(height) <= 1 << 22)
+        .then(|| Pixmap::decode_png(png).ok())
+        .flatten()
+        .filter(|p| (p.width(), p.height()) == (width, height))
+        .map(|p| {
+            p.pixels()
+                .iter()
+                .flat_map(|c| {
+                    let d = c.demultiply();
+                    [d.red(), d.green(), d.blue(), d.alpha()]
+                })
+                .collect()
+        });
+    crate::hw::screen::PreviewImage { width, height, rgba }
+}
+
+/// What a person sees at an instant: the state, the backlight then.
+pub struct Frame<'a> {
+    /// The board (display kind, size, font size).
+    pub spec: &'a BoardSpec,
+    /// What the display was told.
+    pub state: &'a ScreenState,
+    /// The instant (a notification or a preview shows until its end).
+    pub at: SimTime,
+    /// The backlight in percent (100 without one).
+    pub brightness: u8,
+}
+
+#[derive(Clone, Copy)]
+struct Rgb(u8, u8, u8);
+
+struct Canvas {
+    pixmap: Pixmap,
+    fg: Rgb,
+    mono: bool,
+    px: f32,
+}
+
+impl Canvas {
+    fn fill(&mut self, x: f32, y: f32, w: f32, h: f32, c: Rgb) {
+        if let Some(r) = Rect::from_xywh(x, y, w, h) {
+            let mut p = Paint::default();
+            p.set_color(Color::from_rgba8(c.0, c.1, c.2, 255));
+            p.anti_alias = false;
+            self.pixmap.fill_rect(r, &p, Transform::identity(), None);
+        }
+    }
+
+    fn text_width(&self, text: &str) -> f32 {
+        text.chars().map(|c| font().metrics(c, self.px).advance_width).sum()
+    }
+
+    /// One line of `text` centred in the box `(x, y, w, h)`, clipped to it.
+    fn text_centred(&mut self, text: &str, x: f32, y: f32, w: f32, h: f32) {
+        let f = font();
+        let line = f.horizontal_line_metrics(self.px);
+        let (ascent, descent) = line.map_or((self.px * 0.88, -self.px * 0.12), |l| (l.ascent, l.descent));
+        let width = self.text_width(text);
+        let mut pen = if width <= w { x + (w - width) / 2.0 } else { x };
+        let baseline = (y + (h - (ascent - descent)) / 2.0 + ascent).round();
+        let (cx0, cx1, cy0, cy1) = (x as i32, (x + w) as i32, y as i32, (y + h) as i32);
+        for c in text.chars() {
+            let (m, cov) = f.rasterize(c, self.px);
+            let gx = (pen + m.xmin as f32).round() as i32;
+            let gy = baseline as i32 - m.height as i32 - m.ymin;
+            for row in 0..m.height {
+                for col in 0..m.width {
+                    let (px, py) = (gx + col as i32, gy + row as i32);
+                    if px < cx0 || px >= cx1 || py < cy0 || py >= cy1 {
+                        continue;
+                    }
+                    let a = cov[row * m.width + col];
+                    self.blend(px as u32, py as u32, a);
+                }
+            }
+            pen += m.advance_width;
+            if pen > x + w {
+                break;
+            }
+        }
+    }
+
+    fn blend(&mut self, x: u32, y: u32, a: u8) {
+        let w = self.pixmap.width();
+        let i = ((y * w + x) * 4) as usize;
+        let data = self.pixmap.data_mut();
+        let Some(px) = data.get_mut(i..i + 4) else { return };
+        if self.mono {
+            if a >= 128 {
+                px[..3].copy_from_slice(&[self.fg.0, self.fg.1, self.fg.2]);
+            }
+            return;
+        }
+        let mix =
+            |bg: u8, fg: u8| ((u32::from(bg) * u32::from(255 - a) + u32::from(fg) * u32::from(a) + 127) / 255) as u8;
+        px[0] = mix(px[0], self.fg.0);
+        px[1] = mix(px[1], self.fg.1);
+        px[2] = mix(px[2], self.fg.2);
+    }
+
+    /// The preview image in the box `(x, y, w, h)` (`lcd_display.cc:1018-1052`: an image object
+    /// half the screen's size, centred; the image scaled by `128 × width / image width` / 256,
+    /// centred in it and clipped to it). Nearest-neighbour sampling.
+    fn image(&mut self, image: &crate::hw::screen::PreviewImage, screen_w: u32, bx: i64, by: i64, bw: i64, bh: i64) {
+        let Some(rgba) = image.rgba.as_deref() else { return };
+        let (iw, ih) = (i64::from(image.width), i64::from(image.height));
+        if iw == 0 || ih == 0 {
+            return;
+        }
+        // lv_image_set_scale(128 * width_ / w): the scale in 1/256ths.
+        let zoom = (128 * i64::from(screen_w) / iw).max(1);
+        let (sw, sh) = (iw * zoom / 256, ih * zoom / 256);
+        let (ox, oy) = (bx + (bw - sw) / 2, by + (bh - sh) / 2);
+        let width = i64::from(self.pixmap.width());
+        let data = self.pixmap.data_mut();
+        for y in by.max(oy)..(by + bh).min(oy + sh) {
+            for x in bx.max(ox)..(bx + bw).min(ox + sw) {
+                let (u, v) = (((x - ox) * 256 / zoom).min(iw - 1), ((y - oy) * 256 / zoom).min(ih - 1));
+                let s = ((v * iw + u) * 4) as usize;
+                let d = ((y * width + x) * 4) as usize;
+                let (Some(src), true) = (rgba.get(s..s + 4), d + 4 <= data.len()) else {
+                    continue;
+                };
+                let a = u32::from(src[3]);
+                for k in 0..3 {
+                    let bg = u32::from(data[d + k]);
+                    data[d + k] = ((u32::from(src[k]) * a + bg * (255 - a) + 127) / 255) as u8;
+                }
+            }
+        }
+    }
+}
+
+/// The board's text size in pixels (its built-in font; 14 on OLEDs, 16 on LCDs otherwise).
+fn font_px(spec: &BoardSpec) -> f32 {
+    spec.text_font().map_or(14.0, |f| f.size as f32)
+}
+
+/// What LVGL holds for `state` at `at` (what `lv_snapshot_take` copies): no backlight, no round
+/// glass. `None` without a display (or with a size no picture can have).
+pub fn framebuffer(spec: &BoardSpec, state: &ScreenState, at: SimTime) -> Option<Picture> {
+    let d = &spec.display;
+    if d.kind == DisplayKind::None || d.width == 0 || d.height == 0 {
+        return None;
+    }
+    let (w, h) = (d.width, d.height);
+    let s = state;
+    let mono = d.kind == DisplayKind::Oled;
+    let dark = mono || s.theme.as_deref() == Some("dark");
+    let (bg, fg, bar) = if dark {
+        (Rgb(0, 0, 0), Rgb(255, 255, 255), Rgb(0x1F, 0x1F, 0x1F))
+    } else {
+        (Rgb(255, 255, 255), Rgb(0, 0, 0), Rgb(0xE0, 0xE0, 0xE0))
+    };
+    let mut c = Canvas {
+        pixmap: Pixmap::new(w, h)?,
+        fg,
+        mono,
+        px: font_px(spec),
+    };
+    let (wf, hf) = (w as f32, h as f32);
+    c.fill(0.0, 0.0, wf, hf, bg);
+    if s.power_save {
+        return Some(Picture { pixmap: c.pixmap });
+    }
+    let line = (c.px * 1.25).ceil();
+    let status = s.notification_at(at).unwrap_or(&s.status).to_string();
+    let chat = s.last_message().map(|m| m.1.clone()).unwrap_or_default();
+    // The preview hides the emoji box while it shows (LCDs only: the OLED's SetPreviewImage does
+    // nothing, so nothing is ever recorded there).
+    let preview = s.preview_at(at);
+    let emotion = if s.emotion.is_empty() || preview.is_some() {
+        String::new()
+    } else {
+        format!("[{}]", s.emotion)
+    };
+    if mono && h <= 32 {
+        // 128x32: the emotion on the left, the status and the chat line on the right.
+        let left = hf.min(32.0);
+        c.text_centred(&emotion, 0.0, 0.0, left, hf);
+        c.text_centred(&status, left, 0.0, wf - left, hf / 2.0);
+        c.text_centred(&chat, left, hf / 2.0, wf - left, hf / 2.0);
+    } else {
+        let top = line + 4.0;
+        let bottom = if mono { line } else { line + 8.0 };
+        if !mono {
+            c.fill(0.0, hf - bottom, wf, bottom, bar);
+        }
+        c.text_centred(&status, 0.0, 0.0, wf, top);
+        c.text_centred(&emotion, 0.0, top, wf, hf - top - bottom);
+        if let Some(image) = preview {
+            let (bw, bh) = (i64::from(w / 2), i64::from(h / 2));
+            c.image(image, w, (i64::from(w) - bw) / 2, (i64::from(h) - bh) / 2, bw, bh);
+        }
+        c.text_centred(&chat, 4.0, hf - bottom, wf - 8.0, bottom);
+    }
+    Some(Picture { pixmap: c.pixmap })
+}
+
+/// What a person sees: the framebuffer through a round panel's glass (black outside the circle),
+/// black in power save, the light scaled by the backlight. `None` without a display.
+pub fn panel(frame: &Frame<'_>) -> Option<Picture> {
+    let mut picture = framebuffer(frame.spec, frame.state, frame.at)?;
+    let (w, h) = (picture.width(), picture.height());
+    let round = frame.spec.display.round;
+    let level = if frame.state.power_save {
+        0
+    } else {
+        u32::from(frame.brightness.min(100))
+    };
+    if level == 100 && !round {
+        return Some(picture);
+    }
+    // The glass of a round panel: a pixel shows when its centre is inside the inscribed circle.
+    let r = f64::from(w.min(h)) / 2.0;
+    let (cx, cy) = (f64::from(w) / 2.0, f64::from(h) / 2.0);
+    for (i, px) in picture.pixmap.data_mut().chunks_exact_mut(4).enumerate() {
+        let (x, y) = ((i as u32 % w) as f64 + 0.5, (i as u32 / w) as f64 + 0.5);
+        let lit = if round && (x - cx).powi(2) + (y - cy).powi(2) > r * r {
+            0
+        } else {
+            level
+        };
+        for v in &mut px[..3] {
+            *v = ((u32::from(*v) * lit + 50) / 100) as u8;
+        }
+    }
+    Some(picture)
+}
+
+/// The PNG of what a person sees ([`panel`]); `None` without a display.
+pub fn render_png(frame: &Frame<'_>) -> Option<Vec<u8>> {
+    panel(frame).map(|p| p.png())
+}
