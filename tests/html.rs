@@ -277,7 +277,10 @@ fn the_report_shows_the_screen_at_each_record_and_each_change() {
         .map(|t| t.text().collect::<String>())
         .unwrap();
     assert!(first.contains("\"true\""), "the tool says true: {first}");
-    assert!(first.contains("the call changed nothing on it"), "{first}");
+    assert!(
+        first.contains("nothing on it had changed when the call returned"),
+        "{first}"
+    );
     // The filmstrip's boot frame is the same picture as after both calls.
     let film: Vec<_> = doc.select(&sel(".film img.screen")).collect();
     assert!(!film.is_empty(), "a filmstrip");
@@ -312,4 +315,51 @@ fn the_report_shows_the_screen_at_each_record_and_each_change() {
     assert_eq!((after.width(), after.height()), (240, 320));
     let mean = after.data().chunks_exact(4).map(|p| f64::from(p[0])).sum::<f64>() / (240.0 * 320.0);
     assert!(mean < 60.0, "dark after the call: mean red {mean:.1}");
+}
+
+/// The two screen scenarios in the report: the LCD's filmstrip goes through listening, the
+/// user's words, speaking and the alert; the OLED's shows the volume notifications come and go.
+#[test]
+fn the_screen_scenarios_show_a_turn_an_alert_and_the_volume_notifications() {
+    let dir = scratch_dir("html-screen-scenarios");
+    let file = dir.join("s.html");
+    let doc = written(
+        &[
+            "run",
+            "scenarios/s01-the-screen-you-see.yaml",
+            "scenarios/s02-the-volume-buttons-on-the-screen.yaml",
+            "--html",
+            file.to_str().unwrap(),
+        ],
+        &file,
+    );
+    let sections: Vec<_> = doc.select(&sel("section.scenario")).collect();
+    assert_eq!(sections.len(), 2);
+    let captions = |i: usize| -> Vec<String> {
+        sections[i]
+            .select(&sel(".film figcaption"))
+            .map(|c| c.text().collect::<String>())
+            .collect()
+    };
+    let lcd = captions(0);
+    for status in ["待命", "聆听中...", "说话中...", "错误"] {
+        assert!(lcd.iter().any(|c| c.ends_with(status)), "{status} in {lcd:?}");
+    }
+    let oled = captions(1);
+    for shown in ["音量 60", "最大音量", "待命"] {
+        assert!(oled.iter().any(|c| c.ends_with(shown)), "{shown} in {oled:?}");
+    }
+    // The notification's end is a change of its own: 音量 60 then 待命 again 3 s later.
+    let at = |text: &str| -> f64 {
+        let c = oled.iter().find(|c| c.ends_with(text)).unwrap();
+        c.split(" ms").next().unwrap().parse().unwrap()
+    };
+    let shown = at("音量 60");
+    let gone = oled
+        .iter()
+        .filter(|c| c.ends_with("待命"))
+        .map(|c| c.split(" ms").next().unwrap().parse::<f64>().unwrap())
+        .find(|t| *t > shown)
+        .expect("the status returns");
+    assert_eq!(gone - shown, 3000.0, "{oled:?}");
 }

@@ -172,7 +172,7 @@ fn screen_row(s: &ScreenSeen<'_>, light_before: Option<u8>, light_after: Option<
     let light = |b: Option<u8>| b.map_or("none".to_string(), |b| format!("{b} %"));
     field("backlight", light(light_before), light(light_after), &mut changed);
     if changed.is_empty() {
-        return format!("{shown}; the call changed nothing on it");
+        return format!("{shown}; nothing on it had changed when the call returned");
     }
     let draw = |st: &ScreenState, t: SimTime, b: Option<u8>| {
         crate::hw::render::panel(&crate::hw::render::Frame {
@@ -201,7 +201,7 @@ fn screen_row(s: &ScreenSeen<'_>, light_before: Option<u8>, light_after: Option<
         }
         _ => "not drawn".to_string(),
     };
-    format!("{shown}; the call changed {}; {seen}", changed.join(", "))
+    format!("{shown}; by the time the call returned: {}; {seen}", changed.join(", "))
 }
 
 /// The screen in words: status, emotion, chat line, notification, preview, theme, backlight.

@@ -140,6 +140,9 @@ pub enum Step {
     Say(SayStep),
     /// The user interrupts the speech (BOOT click while speaking): `abort`.
     Abort(AbortStep),
+    /// The scenario's backend sends one text frame as written (an `alert`, an `llm` emotion, an
+    /// `stt`): what the device does with it shows on its screen.
+    Server(String),
 }
 
 /// `initialize: {id?, vision_url?, vision_token?, expect?}`.
@@ -627,6 +630,7 @@ pub(crate) fn step_key(step: &Step) -> &'static str {
         Step::Wake(_) => "wake",
         Step::Say(_) => "say",
         Step::Abort(_) => "abort",
+        Step::Server(_) => "server",
     }
 }
 

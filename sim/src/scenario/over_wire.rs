@@ -190,7 +190,7 @@ impl WirePlan {
                     return refuse("replies to raw payloads cannot be paired over the wire");
                 }
                 Step::Play(_) | Step::Listen(_) => return refuse("it measures the simulated room"),
-                Step::Speak(_) | Step::Wake(_) | Step::Say(_) | Step::Abort(_) => {
+                Step::Speak(_) | Step::Wake(_) | Step::Say(_) | Step::Abort(_) | Step::Server(_) => {
                     return refuse("voice steps run in virtual time only (use `connect --script` for a real backend)");
                 }
                 Step::Press(_)

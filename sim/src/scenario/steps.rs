@@ -57,6 +57,7 @@ impl Runner<'_> {
             Step::Wake(w) => self.step_wake(w, n, line),
             Step::Say(s) => self.step_say(s, n, line),
             Step::Abort(a) => self.step_abort(a),
+            Step::Server(text) => self.step_server(text),
         };
         if !matches!(step, Step::Call(_) | Step::ListTools(_) | Step::Readback(_)) {
             out.replies.extend(self.take_replies());
@@ -622,6 +623,16 @@ impl Runner<'_> {
     }
 
     /// The user interrupts the speech (a BOOT click while speaking).
+    /// A text frame from the backend, delivered now; 100 ms pass for the main task to show it.
+    fn step_server(&mut self, text: &str) -> (String, Option<&'static Expect>) {
+        let now = self.now();
+        self.h.agenda.message(now, text.to_string());
+        self.settle();
+        let t = self.now() + SimDuration::from_millis(100);
+        self.advance_to(t);
+        (format!("the backend sends {text}"), None)
+    }
+
     fn step_abort<'s>(&mut self, a: &'s AbortStep) -> (String, Option<&'s Expect>) {
         let now = self.now();
         self.h.device.toggle_chat(now);
