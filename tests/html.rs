@@ -239,6 +239,15 @@ fn render_writes_the_sound_lane() {
     assert_eq!(svgs_parse(&std::fs::read_to_string(&file).unwrap()), 1);
 }
 
+/// `run FILES --html` in a scratch directory named `scratch`, parsed.
+fn report_of(scratch: &str, files: &[&str]) -> Html {
+    let file = scratch_dir(scratch).join("report.html");
+    let mut args = vec!["run"];
+    args.extend_from_slice(files);
+    args.extend(["--html", file.to_str().unwrap()]);
+    written(&args, &file)
+}
+
 /// The decoded pixels of an inline PNG.
 fn inline_png(src: &str) -> tiny_skia::Pixmap {
     use base64::Engine as _;
@@ -253,17 +262,7 @@ fn inline_png(src: &str) -> tiny_skia::Pixmap {
 /// the picture; each record's screen is the board's size; the filmstrip has a frame per change.
 #[test]
 fn the_report_shows_the_screen_at_each_record_and_each_change() {
-    let dir = scratch_dir("html-screen");
-    let file = dir.join("q25.html");
-    let doc = written(
-        &[
-            "run",
-            "scenarios/q25-oled-theme-is-misleading.yaml",
-            "--html",
-            file.to_str().unwrap(),
-        ],
-        &file,
-    );
+    let doc = report_of("html-screen", &["scenarios/q25-oled-theme-is-misleading.yaml"]);
     let screens: Vec<_> = doc.select(&sel("table.record img.screen")).collect();
     assert_eq!(screens.len(), 2, "one screen per call");
     let pictures: Vec<tiny_skia::Pixmap> = screens
@@ -297,8 +296,7 @@ fn the_report_shows_the_screen_at_each_record_and_each_change() {
         "lcd-theme.yaml",
         b"name: theme on the LCD\nboard: bread-compact-wifi-lcd\nsteps:\n  - wait: 3s\n  - call: { tool: self.screen.set_theme, args: { theme: dark }, expect: { text: \"true\" } }\n",
     );
-    let file = dir.join("lcd.html");
-    let doc = written(&["run", lcd.to_str().unwrap(), "--html", file.to_str().unwrap()], &file);
+    let doc = report_of("html-screen-lcd", &[lcd.to_str().unwrap()]);
     let text: String = doc.select(&sel("table.record")).next().unwrap().text().collect();
     assert!(
         text.contains("theme light → dark") && text.contains("the picture changed"),
@@ -321,17 +319,12 @@ fn the_report_shows_the_screen_at_each_record_and_each_change() {
 /// user's words, speaking and the alert; the OLED's shows the volume notifications come and go.
 #[test]
 fn the_screen_scenarios_show_a_turn_an_alert_and_the_volume_notifications() {
-    let dir = scratch_dir("html-screen-scenarios");
-    let file = dir.join("s.html");
-    let doc = written(
+    let doc = report_of(
+        "html-screen-scenarios",
         &[
-            "run",
             "scenarios/s01-the-screen-you-see.yaml",
             "scenarios/s02-the-volume-buttons-on-the-screen.yaml",
-            "--html",
-            file.to_str().unwrap(),
         ],
-        &file,
     );
     let sections: Vec<_> = doc.select(&sel("section.scenario")).collect();
     assert_eq!(sections.len(), 2);

@@ -114,6 +114,7 @@ fn each_display_kind_renders_its_states_as_the_golden_pictures() {
         ("oled-128x64", "bread-compact-wifi-128x64"),
         ("oled-128x32", "bread-compact-wifi"),
         ("round-240x240", "movecall-moji-esp32s3"),
+        ("emote-360x360", "esp-vocat"),
     ] {
         let lcd = kind.starts_with("lcd") || kind.starts_with("round");
         for (step, what) in [

@@ -105,6 +105,15 @@ fn the_volume_button_shows_the_new_volume_for_three_seconds() {
     run(&mut lb, 1700);
     let t = lb.now();
     assert_eq!(screen(&lb).notification_at(t), Some("已静音"));
+    // A state change's SetStatus hides the notification at once (lvgl_display.cc:157-159).
+    let now = lb.now();
+    lb.device.button(now, "volume_down", false).unwrap();
+    lb.device.toggle_chat(now);
+    run(&mut lb, 300);
+    let t = lb.now();
+    let s = screen(&lb);
+    assert_ne!(s.status, "待命", "the chat started: {s:?}");
+    assert_eq!(s.notification_at(t), None, "{s:?}");
 }
 
 #[test]

@@ -160,11 +160,21 @@ impl Canvas {
 
     /// One line of `text` centred in the box `(x, y, w, h)`, clipped to it.
     fn text_centred(&mut self, text: &str, x: f32, y: f32, w: f32, h: f32) {
+        self.text_in(text, x, y, w, h, true);
+    }
+
+    /// One line of `text` in the box `(x, y, w, h)`, vertically centred, horizontally centred or
+    /// from the left edge, clipped to the box (a text wider than the box starts at its left).
+    fn text_in(&mut self, text: &str, x: f32, y: f32, w: f32, h: f32, centred: bool) {
         let f = font();
         let line = f.horizontal_line_metrics(self.px);
         let (ascent, descent) = line.map_or((self.px * 0.88, -self.px * 0.12), |l| (l.ascent, l.descent));
         let width = self.text_width(text);
-        let mut pen = if width <= w { x + (w - width) / 2.0 } else { x };
+        let mut pen = if width <= w && centred {
+            x + (w - width) / 2.0
+        } else {
+            x
+        };
         let baseline = (y + (h - (ascent - descent)) / 2.0 + ascent).round();
         let (cx0, cx1, cy0, cy1) = (x as i32, (x + w) as i32, y as i32, (y + h) as i32);
         for c in text.chars() {
@@ -185,6 +195,18 @@ impl Canvas {
             if pen > x + w {
                 break;
             }
+        }
+    }
+
+    /// The emotion's stand-in in a small box (the OLEDs' 32 px icon slot): `[name]` when it fits,
+    /// else the bare name from its first letter, clipped (`neut`, `happ`: a 1-bit glyph smaller
+    /// than the text font is not legible).
+    fn emotion_in(&mut self, text: &str, x: f32, y: f32, w: f32, h: f32) {
+        if self.text_width(text) <= w {
+            self.text_centred(text, x, y, w, h);
+        } else {
+            let bare = text.trim_start_matches('[').trim_end_matches(']');
+            self.text_in(bare, x, y, w, h, false);
         }
     }
 
@@ -255,10 +277,10 @@ pub fn framebuffer(spec: &BoardSpec, state: &ScreenState, at: SimTime) -> Option
     let s = state;
     let mono = d.kind == DisplayKind::Oled;
     let dark = mono || s.theme.as_deref() == Some("dark");
-    let (bg, fg, bar) = if dark {
-        (Rgb(0, 0, 0), Rgb(255, 255, 255), Rgb(0x1F, 0x1F, 0x1F))
+    let (bg, fg) = if dark {
+        (Rgb(0, 0, 0), Rgb(255, 255, 255))
     } else {
-        (Rgb(255, 255, 255), Rgb(0, 0, 0), Rgb(0xE0, 0xE0, 0xE0))
+        (Rgb(255, 255, 255), Rgb(0, 0, 0))
     };
     let mut c = Canvas {
         pixmap: Pixmap::new(w, h)?,
@@ -269,6 +291,10 @@ pub fn framebuffer(spec: &BoardSpec, state: &ScreenState, at: SimTime) -> Option
     let (wf, hf) = (w as f32, h as f32);
     c.fill(0.0, 0.0, wf, hf, bg);
     if s.power_save {
+        return Some(Picture { pixmap: c.pixmap });
+    }
+    if d.kind == DisplayKind::Emote {
+        emote(&mut c, s, at, wf, hf);
         return Some(Picture { pixmap: c.pixmap });
     }
     let line = (c.px * 1.25).ceil();
@@ -283,26 +309,62 @@ pub fn framebuffer(spec: &BoardSpec, state: &ScreenState, at: SimTime) -> Option
         format!("[{}]", s.emotion)
     };
     if mono && h <= 32 {
-        // 128x32: the emotion on the left, the status and the chat line on the right.
-        let left = hf.min(32.0);
-        c.text_centred(&emotion, 0.0, 0.0, left, hf);
-        c.text_centred(&status, left, 0.0, wf - left, hf / 2.0);
-        c.text_centred(&chat, left, hf / 2.0, wf - left, hf / 2.0);
-    } else {
-        let top = line + 4.0;
-        let bottom = if mono { line } else { line + 8.0 };
-        if !mono {
-            c.fill(0.0, hf - bottom, wf, bottom, bar);
+        // oled_display.cc SetupUI_128x32: the emotion in a 32x32 box on the left; on the right
+        // a 16 px status row (the status or the notification from the left, padded 2 px) over
+        // the chat line (from the left, padded 2 px).
+        c.emotion_in(&emotion, 0.0, 0.0, 32.0, 32.0);
+        c.text_in(&status, 34.0, 0.0, wf - 34.0, 16.0, false);
+        c.text_in(&chat, 34.0, 16.0, wf - 34.0, 16.0, false);
+    } else if mono {
+        // SetupUI_128x64: a 16 px status bar (text centred across the width); below it a row
+        // whose left 32 px hold the emotion (8 px down) and whose right side the chat line (14
+        // px down, from the left); the right side is hidden while the chat text is empty, and
+        // the row centres the emotion alone.
+        c.text_centred(&status, 0.0, 0.0, wf, 16.0);
+        if chat.is_empty() {
+            c.emotion_in(&emotion, (wf - 32.0) / 2.0, 24.0, 32.0, 30.0);
+        } else {
+            c.emotion_in(&emotion, 0.0, 24.0, 32.0, 30.0);
+            c.text_in(&chat, 32.0, 30.0, wf - 32.0, line, false);
         }
-        c.text_centred(&status, 0.0, 0.0, wf, top);
-        c.text_centred(&emotion, 0.0, top, wf, hf - top - bottom);
+    } else {
+        // lcd_display.cc SetupUI (default style): the emoji box centred on the screen; the
+        // preview over it; the status bar (4 px above and below the text; the status and
+        // notification labels 75 % of the width, centred); the bottom bar (one line plus 16 px,
+        // the theme's background, hidden while the chat text is empty; the label the width less
+        // 16 px, centred).
+        c.text_centred(&emotion, 0.0, 0.0, wf, hf);
         if let Some(image) = preview {
             let (bw, bh) = (i64::from(w / 2), i64::from(h / 2));
             c.image(image, w, (i64::from(w) - bw) / 2, (i64::from(h) - bh) / 2, bw, bh);
         }
-        c.text_centred(&chat, 4.0, hf - bottom, wf - 8.0, bottom);
+        c.text_centred(&status, wf / 8.0, 0.0, wf * 0.75, line + 8.0);
+        if !chat.is_empty() {
+            let bar = line + 16.0;
+            c.fill(0.0, hf - bar, wf, bar, bg);
+            c.text_centred(&chat, 8.0, hf - bar, wf - 16.0, bar);
+        }
     }
     Some(Picture { pixmap: c.pixmap })
+}
+
+/// The emote display (`emote_display.cc`), as a stand-in: its engine animates a face and shows
+/// event texts; here, white on black, the emotion's name in the middle and below it the
+/// notification while it lasts, else the newest non-empty chat text (`SetChatMessage` ignores
+/// an empty one). No status bar: `SetStatus` only picks the face's animation.
+fn emote(c: &mut Canvas, s: &ScreenState, at: SimTime, wf: f32, hf: f32) {
+    c.fill(0.0, 0.0, wf, hf, Rgb(0, 0, 0));
+    c.fg = Rgb(255, 255, 255);
+    let line = (c.px * 1.25).ceil();
+    if !s.emotion.is_empty() {
+        c.text_centred(&format!("[{}]", s.emotion), 0.0, 0.0, wf, hf - line);
+    }
+    let text = s
+        .notification_at(at)
+        .map(str::to_string)
+        .or_else(|| s.chat.iter().rev().find(|m| !m.1.is_empty()).map(|m| m.1.clone()))
+        .unwrap_or_default();
+    c.text_centred(&text, 8.0, hf - 2.0 * line, wf - 16.0, line);
 }
 
 /// What a person sees: the framebuffer through a round panel's glass (black outside the circle),

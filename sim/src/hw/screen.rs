@@ -43,7 +43,7 @@ pub enum ScreenCall {
         /// The current theme after construction.
         theme: Option<String>,
     },
-    /// `SetStatus(status)`: the status bar's text.
+    /// `SetStatus(status)`: the status bar's text (it hides a notification still showing).
     SetStatus(String),
     /// `SetEmotion(emotion)`: the face (an emoji name such as `neutral`).
     SetEmotion(String),
@@ -133,7 +133,12 @@ impl ScreenState {
                     ..ScreenState::default()
                 }
             }
-            ScreenCall::SetStatus(s) => self.status = s.clone(),
+            // `LvglDisplay::SetStatus` shows the status label and hides the notification's
+            // (`lvgl_display.cc:157-159`): a state change ends a notification early.
+            ScreenCall::SetStatus(s) => {
+                self.status = s.clone();
+                self.notification = None;
+            }
             ScreenCall::SetEmotion(e) => self.emotion = e.clone(),
             ScreenCall::SetChatMessage { role, content } => {
                 self.chat.push((role.clone(), content.clone()));
@@ -276,14 +281,25 @@ mod tests {
         assert_eq!(s.last_message().map(|m| m.1.as_str()), Some("小声一点"));
         assert_eq!(s.notification_at(t(35)), Some("音量 40"));
         assert_eq!(s.notification_at(t(3030)), None, "a notification shows for 3 s");
+        assert_eq!(log.at(t(40)).notification_at(t(40)), None, "a status hides it at once");
         let s = log.at(t(40));
         assert_eq!(
             (s.status.as_str(), s.chat.len(), s.theme.as_deref()),
             ("待命", 0, Some("light"))
         );
-        // Two calls at one instant make one change; the notification's end at 3030 is one too.
+        // Two calls at one instant make one change; a notification's end is one too (here the
+        // status at 40 hid it first).
         let changes: Vec<u64> = log.changes().iter().map(|(t, _)| t.as_millis()).collect();
-        assert_eq!(changes, [0, 10, 20, 30, 40, 3030]);
+        assert_eq!(changes, [0, 10, 20, 30, 40]);
+        log.record(
+            t(50),
+            ScreenCall::ShowNotification {
+                text: "已静音".into(),
+                duration_ms: NOTIFICATION_MS,
+            },
+        );
+        let changes: Vec<u64> = log.changes().iter().map(|(t, _)| t.as_millis()).collect();
+        assert_eq!(changes, [0, 10, 20, 30, 40, 50, 3050]);
     }
 
     #[test]
