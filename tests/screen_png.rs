@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use xiaozhi_sim::hw::render::{Frame, has_glyph, render_png};
-use xiaozhi_sim::hw::screen::{self, ScreenCall, ScreenLog};
+use xiaozhi_sim::hw::screen::{self, NetworkIcon, ScreenCall, ScreenLog, StatusIcons};
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_twin::boards::load;
 
@@ -132,6 +132,19 @@ fn each_display_kind_renders_its_states_as_the_golden_pictures() {
                 100,
                 &mut failures,
             );
+        }
+        if !kind.starts_with("emote") {
+            // The status bar's icons: Wi-Fi at RSSI -70 (two bars), a battery at 60 %, volume 0.
+            let mut log = story(if lcd { "light" } else { "dark" }, 2);
+            log.record(t(70), ScreenCall::OutputVolume(0));
+            log.record(
+                t(70),
+                ScreenCall::StatusIcons(StatusIcons {
+                    network: NetworkIcon::for_wifi(true, -70),
+                    battery: Some((StatusIcons::battery_index(60), false)),
+                }),
+            );
+            check(&format!("{kind}-icons"), board, &log, 100, &mut failures);
         }
         if lcd {
             check(&format!("{kind}-dark"), board, &story("dark", 2), 100, &mut failures);

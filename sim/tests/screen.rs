@@ -142,3 +142,48 @@ fn a_board_without_a_display_is_told_nothing() {
     run(&mut lb, 3000);
     assert!(lb.device.screen_log().calls().is_empty());
 }
+
+/// The mute icon follows the volume on the status bar's 1 s clock tick (`UpdateStatusBar`), not
+/// at once: a long press on volume down (0) shows it at the next tick; after a reboot the volume
+/// comes back as 10 and the icon is gone. The network icon is the world's Wi-Fi (RSSI −50: full).
+#[test]
+fn the_mute_icon_shows_at_the_next_clock_tick_and_not_after_a_reboot() {
+    use xiaozhi_sim::hw::screen::NetworkIcon;
+    let mut lb = pair(BREAD);
+    let s = screen(&lb);
+    assert_eq!((s.muted, s.icons.network), (false, NetworkIcon::Full), "{s:?}");
+    let now = lb.now();
+    lb.device.button(now, "volume_down", true).unwrap();
+    run(&mut lb, 1700);
+    let now = lb.now();
+    lb.device.button(now, "volume_down", false).unwrap();
+    let set_at = lb
+        .device
+        .screen_log()
+        .calls()
+        .iter()
+        .rev()
+        .find(|(_, c)| matches!(c, xiaozhi_sim::hw::screen::ScreenCall::OutputVolume(0)))
+        .map(|(t, _)| *t)
+        .expect("the volume went to 0");
+    let log = lb.device.screen_log();
+    assert!(!log.at(set_at).muted, "not at once: the tick reads it");
+    let tick = log
+        .changes()
+        .into_iter()
+        .find(|(t, s)| *t > set_at && s.muted)
+        .map(|(t, _)| t)
+        .expect("a tick shows the mute icon");
+    let wait = tick.saturating_since(set_at);
+    assert!(
+        wait > SimDuration::ZERO && wait <= SimDuration::from_millis(1000),
+        "{wait}"
+    );
+    run(&mut lb, 1000);
+    assert!(screen(&lb).muted);
+    let now = lb.now();
+    lb.device.reset(now);
+    run(&mut lb, 3000);
+    let s = screen(&lb);
+    assert_eq!((s.volume, s.muted), (Some(10), false), "0 comes back as 10: {s:?}");
+}

@@ -16,10 +16,10 @@
 
 use std::sync::OnceLock;
 
-use tiny_skia::{Color, Paint, Pixmap, Rect, Transform};
+use tiny_skia::{Color, FillRule, Paint, PathBuilder, Pixmap, Rect, Stroke, Transform};
 
 use crate::board::{BoardSpec, DisplayKind};
-use crate::hw::screen::ScreenState;
+use crate::hw::screen::{NetworkIcon, ScreenState, StatusIcons};
 use crate::time::SimTime;
 
 static FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/NotoSansSC-subset.otf");
@@ -198,6 +198,146 @@ impl Canvas {
         }
     }
 
+    fn paint(&self) -> Paint<'static> {
+        let mut p = Paint::default();
+        p.set_color(Color::from_rgba8(self.fg.0, self.fg.1, self.fg.2, 255));
+        p.anti_alias = !self.mono;
+        p
+    }
+
+    /// A polyline through `points` (fractions of the box `(x, y, b)`), stroked, or filled when
+    /// `fill`.
+    fn shape(&mut self, x: f32, y: f32, b: f32, points: &[(f32, f32)], fill: bool) {
+        let mut pb = PathBuilder::new();
+        for (i, (u, v)) in points.iter().enumerate() {
+            let (px, py) = (x + u * b, y + v * b);
+            if i == 0 { pb.move_to(px, py) } else { pb.line_to(px, py) }
+        }
+        if fill {
+            pb.close();
+        }
+        let Some(path) = pb.finish() else { return };
+        let paint = self.paint();
+        if fill {
+            self.pixmap
+                .fill_path(&path, &paint, FillRule::Winding, Transform::identity(), None);
+        } else {
+            let stroke = Stroke {
+                width: (b / 9.0).max(1.0),
+                ..Stroke::default()
+            };
+            self.pixmap
+                .stroke_path(&path, &paint, &stroke, Transform::identity(), None);
+        }
+    }
+
+    /// The network icon's stand-in in the square `(x, y, b)`: one to three arcs over a dot
+    /// (`wifi`, `wifi_2_bar`, `wifi_1_bar`), struck through when off.
+    fn network_icon(&mut self, icon: NetworkIcon, x: f32, y: f32, b: f32) {
+        let arcs = match icon {
+            NetworkIcon::None => return,
+            NetworkIcon::Full | NetworkIcon::Off => 3,
+            NetworkIcon::TwoBars => 2,
+            NetworkIcon::OneBar => 1,
+        };
+        for k in 1..=arcs {
+            let r = 0.27 * k as f32;
+            let points: Vec<(f32, f32)> = (0..=8)
+                .map(|i| {
+                    let a = (225.0 + 90.0 * i as f32 / 8.0).to_radians();
+                    (0.5 + r * a.cos(), 0.85 + r * a.sin())
+                })
+                .collect();
+            self.shape(x, y, b, &points, false);
+        }
+        self.shape(x, y, b, &[(0.42, 0.78), (0.58, 0.78), (0.58, 0.92), (0.42, 0.92)], true);
+        if icon == NetworkIcon::Off {
+            self.shape(x, y, b, &[(0.1, 0.1), (0.9, 0.9)], false);
+        }
+    }
+
+    /// The mute icon's stand-in: a speaker and a cross.
+    fn mute_icon(&mut self, x: f32, y: f32, b: f32) {
+        let speaker = [
+            (0.05, 0.35),
+            (0.25, 0.35),
+            (0.5, 0.1),
+            (0.5, 0.9),
+            (0.25, 0.65),
+            (0.05, 0.65),
+        ];
+        self.shape(x, y, b, &speaker, true);
+        self.shape(x, y, b, &[(0.62, 0.32), (0.95, 0.68)], false);
+        self.shape(x, y, b, &[(0.62, 0.68), (0.95, 0.32)], false);
+    }
+
+    /// The battery icon's stand-in: an outline filled to the level index (0..=7), a bolt when
+    /// charging.
+    fn battery_icon(&mut self, (index, charging): (u8, bool), x: f32, y: f32, b: f32) {
+        self.shape(
+            x,
+            y,
+            b,
+            &[(0.05, 0.28), (0.82, 0.28), (0.82, 0.72), (0.05, 0.72), (0.05, 0.28)],
+            false,
+        );
+        self.shape(x, y, b, &[(0.82, 0.4), (0.95, 0.4), (0.95, 0.6), (0.82, 0.6)], true);
+        if charging {
+            let bolt = [
+                (0.5, 0.22),
+                (0.3, 0.52),
+                (0.45, 0.52),
+                (0.38, 0.8),
+                (0.6, 0.46),
+                (0.45, 0.46),
+            ];
+            self.shape(x, y, b, &bolt, true);
+        } else if index > 0 {
+            let right = 0.12 + 0.63 * f32::from(index) / 7.0;
+            self.shape(
+                x,
+                y,
+                b,
+                &[(0.12, 0.36), (right, 0.36), (right, 0.64), (0.12, 0.64)],
+                true,
+            );
+        }
+    }
+
+    /// The status bar's icons: the network icon at `left`, and the mute and battery icons
+    /// ending at `right` (mute, then the battery 4 px after it on LCDs); `network_right` puts the
+    /// network icon between them instead (the 128x32 OLED's row). Returns where the right-hand
+    /// icons begin.
+    fn status_icons(
+        &mut self,
+        s: &ScreenState,
+        icons: &StatusIcons,
+        y: f32,
+        b: f32,
+        (left, right): (f32, f32),
+        network_right: bool,
+    ) -> f32 {
+        let gap = if self.mono { 0.0 } else { 4.0 };
+        let mut x = right;
+        if let Some(battery) = icons.battery {
+            x -= b;
+            self.battery_icon(battery, x, y, b);
+            x -= gap;
+        }
+        if network_right && icons.network != NetworkIcon::None {
+            x -= b;
+            self.network_icon(icons.network, x, y, b);
+        }
+        if s.muted {
+            x -= b;
+            self.mute_icon(x, y, b);
+        }
+        if !network_right {
+            self.network_icon(icons.network, left, y, b);
+        }
+        x
+    }
+
     /// The emotion's stand-in in a small box (the OLEDs' 32 px icon slot): `[name]` when it fits,
     /// else the bare name from its first letter, clipped (`neut`, `happ`: a 1-bit glyph smaller
     /// than the text font is not legible).
@@ -313,13 +453,15 @@ pub fn framebuffer(spec: &BoardSpec, state: &ScreenState, at: SimTime) -> Option
         // a 16 px status row (the status or the notification from the left, padded 2 px) over
         // the chat line (from the left, padded 2 px).
         c.emotion_in(&emotion, 0.0, 0.0, 32.0, 32.0);
-        c.text_in(&status, 34.0, 0.0, wf - 34.0, 16.0, false);
+        let icons_at = c.status_icons(s, &s.icons, 1.0, 14.0, (32.0, wf), true);
+        c.text_in(&status, 34.0, 0.0, icons_at - 34.0, 16.0, false);
         c.text_in(&chat, 34.0, 16.0, wf - 34.0, 16.0, false);
     } else if mono {
         // SetupUI_128x64: a 16 px status bar (text centred across the width); below it a row
         // whose left 32 px hold the emotion (8 px down) and whose right side the chat line (14
         // px down, from the left); the right side is hidden while the chat text is empty, and
         // the row centres the emotion alone.
+        c.status_icons(s, &s.icons, 1.0, 14.0, (0.0, wf), false);
         c.text_centred(&status, 0.0, 0.0, wf, 16.0);
         if chat.is_empty() {
             c.emotion_in(&emotion, (wf - 32.0) / 2.0, 24.0, 32.0, 30.0);
@@ -338,6 +480,7 @@ pub fn framebuffer(spec: &BoardSpec, state: &ScreenState, at: SimTime) -> Option
             let (bw, bh) = (i64::from(w / 2), i64::from(h / 2));
             c.image(image, w, (i64::from(w) - bw) / 2, (i64::from(h) - bh) / 2, bw, bh);
         }
+        c.status_icons(s, &s.icons, 4.0, c.px, (8.0, wf - 8.0), false);
         c.text_centred(&status, wf / 8.0, 0.0, wf * 0.75, line + 8.0);
         if !chat.is_empty() {
             let bar = line + 16.0;

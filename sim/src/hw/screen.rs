@@ -67,6 +67,12 @@ pub enum ScreenCall {
     SetTheme(String),
     /// `SetPowerSaveMode(on)`.
     SetPowerSaveMode(bool),
+    /// `UpdateStatusBar(true)` at `Application::Initialize`: the network and battery icons (and
+    /// the mute icon from the volume then).
+    StatusIcons(StatusIcons),
+    /// The codec's output volume changed (not a display call: `UpdateStatusBar` reads it on each
+    /// 1 s clock tick and shows the mute icon while it is 0).
+    OutputVolume(i32),
     /// `SetPreviewImage(image)` on an LCD: the image over the emoji box for a while (the
     /// preview timer then calls `SetPreviewImage(nullptr)`).
     ShowPreview {
@@ -76,6 +82,60 @@ pub enum ScreenCall {
         duration_ms: u64,
     },
 }
+
+/// The network icon (`WifiBoard::GetNetworkStateIcon`, `wifi_board.cc:245-262`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NetworkIcon {
+    /// No icon (before the first `UpdateStatusBar`).
+    #[default]
+    None,
+    /// `wifi`: connected at RSSI ≥ −65 dBm (or in config mode).
+    Full,
+    /// `wifi_2_bar`: RSSI ≥ −75.
+    TwoBars,
+    /// `wifi_1_bar`: weaker.
+    OneBar,
+    /// `wifi_off`: not connected.
+    Off,
+}
+
+impl NetworkIcon {
+    /// The icon for a station at `rssi`, connected or not.
+    pub fn for_wifi(connected: bool, rssi: i32) -> Self {
+        match (connected, rssi) {
+            (false, _) => NetworkIcon::Off,
+            (true, r) if r >= -65 => NetworkIcon::Full,
+            (true, r) if r >= -75 => NetworkIcon::TwoBars,
+            _ => NetworkIcon::OneBar,
+        }
+    }
+}
+
+/// The status bar's icons.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatusIcons {
+    /// The network icon.
+    pub network: NetworkIcon,
+    /// The battery: `(level index 0..=7, charging)` as `UpdateStatusBar` picks the icon
+    /// (`lvgl_display.cc:232-252`); none on a board without a battery.
+    pub battery: Option<(u8, bool)>,
+}
+
+impl StatusIcons {
+    /// The battery icon's index for a charge `level` (0 empty … 7 full).
+    pub fn battery_index(level: i32) -> u8 {
+        if level <= 0 {
+            0
+        } else if level >= 100 {
+            7
+        } else {
+            (1 + (level - 1) * 6 / 99) as u8
+        }
+    }
+}
+
+/// The clock timer's period (`esp_timer_start_periodic(clock_timer_handle_, 1000000)`).
+const TICK_US: u64 = 1_000_000;
 
 /// `PREVIEW_IMAGE_DURATION_MS` (`lcd_display.h:12`).
 pub const PREVIEW_MS: u64 = 5000;
@@ -122,17 +182,59 @@ pub struct ScreenState {
     pub power_save: bool,
     /// The preview image shown, with when the preview timer hides it.
     pub preview: Option<(Arc<PreviewImage>, SimTime)>,
+    /// The network and battery icons.
+    pub icons: StatusIcons,
+    /// The mute icon shows (set by the clock tick from the volume then).
+    pub muted: bool,
+    /// The output volume the clock tick reads.
+    pub volume: Option<i32>,
+    /// When the clock timer started (this boot's `Initialize`); ticks every second after.
+    pub tick_origin: Option<SimTime>,
+    /// The instant the state was brought up to.
+    pub clock: SimTime,
 }
 
 impl ScreenState {
+    /// Brings the state to `t`: a clock tick in between shows the mute icon if the volume is 0
+    /// then and hides it otherwise (`UpdateStatusBar`, `lvgl_display.cc:196-210`).
+    fn advance(&mut self, t: SimTime) {
+        if let (Some(origin), Some(volume)) = (self.tick_origin, self.volume)
+            && t > self.clock
+        {
+            let ticks = |x: SimTime| x.saturating_since(origin).as_micros() / TICK_US;
+            if ticks(t) > ticks(self.clock) {
+                self.muted = volume == 0;
+            }
+        }
+        self.clock = self.clock.max(t);
+    }
+
+    /// The next clock tick after the state's instant at which the mute icon would change.
+    fn next_mute_flip(&self) -> Option<SimTime> {
+        let (origin, volume) = (self.tick_origin?, self.volume?);
+        if (volume == 0) == self.muted {
+            return None;
+        }
+        let next = (self.clock.saturating_since(origin).as_micros() / TICK_US + 1) * TICK_US;
+        Some(origin + SimDuration::from_micros(next))
+    }
+
     fn apply(&mut self, at: SimTime, call: &ScreenCall) {
+        self.advance(at);
         match call {
             ScreenCall::Constructed { theme } => {
                 *self = ScreenState {
                     theme: theme.clone(),
+                    tick_origin: Some(at),
+                    clock: at,
                     ..ScreenState::default()
                 }
             }
+            ScreenCall::StatusIcons(icons) => {
+                self.icons = *icons;
+                self.muted = self.volume == Some(0);
+            }
+            ScreenCall::OutputVolume(v) => self.volume = Some(*v),
             // `LvglDisplay::SetStatus` shows the status label and hides the notification's
             // (`lvgl_display.cc:157-159`): a state change ends a notification early.
             ScreenCall::SetStatus(s) => {
@@ -212,6 +314,7 @@ impl ScreenLog {
         for (at, c) in self.calls.iter().take_while(|(at, _)| *at <= t) {
             s.apply(*at, c);
         }
+        s.advance(t);
         s
     }
 
@@ -224,7 +327,11 @@ impl ScreenLog {
         let mut calls = self.calls.iter().peekable();
         loop {
             let last = out.last().map(|(t, _)| *t);
-            let ends = [s.notification.as_ref().map(|n| n.1), s.preview.as_ref().map(|p| p.1)];
+            let ends = [
+                s.notification.as_ref().map(|n| n.1),
+                s.preview.as_ref().map(|p| p.1),
+                s.next_mute_flip(),
+            ];
             let end = ends.into_iter().flatten().filter(|u| last.is_none_or(|t| *u > t)).min();
             match (calls.peek().map(|(t, _)| *t), end) {
                 (Some(at), end) if end.is_none_or(|e| at <= e) => {
@@ -233,7 +340,10 @@ impl ScreenLog {
                     }
                     out.push((at, s.clone()));
                 }
-                (_, Some(e)) => out.push((e, s.clone())),
+                (_, Some(e)) => {
+                    s.advance(e);
+                    out.push((e, s.clone()))
+                }
                 (_, None) => break,
             }
         }

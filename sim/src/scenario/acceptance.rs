@@ -169,6 +169,8 @@ fn screen_row(s: &ScreenSeen<'_>, light_before: Option<u8>, light_after: Option<
     field("preview", preview(before, *t0), preview(after, *t1), &mut changed);
     let theme = |st: &ScreenState| st.theme.clone().unwrap_or_else(|| "none".into());
     field("theme", theme(before), theme(after), &mut changed);
+    let mute = |st: &ScreenState| if st.muted { "shown" } else { "hidden" }.to_string();
+    field("mute icon", mute(before), mute(after), &mut changed);
     let light = |b: Option<u8>| b.map_or("none".to_string(), |b| format!("{b} %"));
     field("backlight", light(light_before), light(light_after), &mut changed);
     if changed.is_empty() {
@@ -218,6 +220,9 @@ fn describe_screen(st: &ScreenState, t: SimTime, light: Option<u8>, spec: &crate
     }
     if let Some(p) = st.preview_at(t) {
         parts.push(format!("preview {}x{} image", p.width, p.height));
+    }
+    if st.muted {
+        parts.push("mute icon".to_string());
     }
     if let Some(theme) = &st.theme {
         parts.push(format!("theme {theme}"));

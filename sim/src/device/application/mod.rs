@@ -38,7 +38,7 @@ use crate::device::upgrade::{Upgrade, UpgradeHost, UpgradeNext};
 use crate::firmware::CallPath;
 use crate::hw::backlight::Backlight;
 use crate::hw::nvs::{EspErr, names};
-use crate::hw::screen::{self, ScreenCall};
+use crate::hw::screen::{self, NetworkIcon, ScreenCall, StatusIcons};
 use crate::mcp::server::call_result_payload;
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received, ReturnValue, ToolAction, strings};
 use crate::time::{SimDuration, SimTime, earliest};
@@ -117,6 +117,20 @@ impl Application {
             .record(now, crate::audio::AudioChange::Fault(ChainFault::DummyCodec, dummy));
         let mut audio = AudioService::new(&spec.audio);
         audio.start(&mut platform.audio, now, volume);
+        if board.display.kind() != DisplayKind::None {
+            // What the status bar's clock tick reads, and `UpdateStatusBar(true)` at the end of
+            // `Initialize` (the network was started just before).
+            let w = &platform.world.wifi;
+            let icons = StatusIcons {
+                network: NetworkIcon::for_wifi(w.connected, w.rssi),
+                battery: spec
+                    .battery
+                    .as_ref()
+                    .map(|b| (StatusIcons::battery_index(b.level), b.charging)),
+            };
+            platform.screen.record(now, ScreenCall::OutputVolume(volume));
+            platform.screen.record(now, ScreenCall::StatusIcons(icons));
+        }
         if spec.audio.wake_word {
             audio.enable_input(&mut platform.audio, now, true, volume);
         }
@@ -515,6 +529,7 @@ impl Application {
         self.volume = volume;
         let now = platform.now;
         self.audio.set_volume(&mut platform.audio, now, volume);
+        self.show(platform, ScreenCall::OutputVolume(volume));
         platform.emit(|| Event::VolumeChanged { volume });
         platform.log(LogLevel::Info, "AudioCodec", || {
             format!("Set output volume to {volume}")
