@@ -38,7 +38,7 @@ th{background:#f3f3f3}td.row{font-weight:bold;white-space:nowrap}\
 pre,code{font:12px ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}\
 .lanes svg{display:block;max-width:100%;height:auto;border:1px solid #ddd}\
 .legend{color:#555;font-size:12px}\
-.film{display:flex;flex-wrap:wrap;gap:.6em;margin:.6em 0}.film figure{margin:0;font-size:12px;max-width:16em}\
+.film{display:flex;flex-wrap:wrap;gap:.6em;margin:.6em 0}.film figure{margin:0;font-size:12px}\
 img.screen{image-rendering:pixelated;border:1px solid #999;background:#000;display:block}";
 
 /// Escapes text for HTML element content and attribute values.

@@ -334,6 +334,12 @@ fn the_screen_scenarios_show_a_turn_an_alert_and_the_volume_notifications() {
             .map(|c| c.text().collect::<String>())
             .collect()
     };
+    // Each frame's figure is as wide as its picture (frames side by side never overlap).
+    for f in doc.select(&sel(".film figure")) {
+        let img = f.select(&sel("img")).next().unwrap();
+        let style = f.value().attr("style").unwrap_or_default();
+        assert_eq!(style, format!("width:{}px", img.value().attr("width").unwrap()));
+    }
     let lcd = captions(0);
     for status in ["待命", "聆听中...", "说话中...", "错误"] {
         assert!(lcd.iter().any(|c| c.ends_with(status)), "{status} in {lcd:?}");

@@ -30,6 +30,11 @@ fn backlight_at(r: &ScenarioReport, spec: &BoardSpec, t: SimTime) -> u8 {
         .unwrap_or(dark)
 }
 
+/// Small panels are drawn at twice their size, pixel for pixel.
+fn scale(width: u32) -> u32 {
+    if width <= 160 { 2 } else { 1 }
+}
+
 /// A screen as a person saw it, as an inline PNG (`None` without a display).
 pub(super) fn screen_img(r: &ScenarioReport, shown: &ScreenShown, alt: &str) -> Option<String> {
     use base64::Engine as _;
@@ -42,8 +47,7 @@ pub(super) fn screen_img(r: &ScenarioReport, shown: &ScreenShown, alt: &str) -> 
     };
     let png = xiaozhi_sim::hw::render::render_png(&frame)?;
     let d = &screen.spec.display;
-    // Small panels drawn at twice their size, pixel for pixel.
-    let scale = if d.width <= 160 { 2 } else { 1 };
+    let scale = scale(d.width);
     Some(format!(
         "<img class=\"screen\" width=\"{}\" height=\"{}\" alt=\"{}\" src=\"data:image/png;base64,{}\">",
         d.width * scale,
@@ -63,6 +67,7 @@ pub(super) fn filmstrip(out: &mut String, r: &ScenarioReport) {
         return;
     }
     let d = &screen.spec.display;
+    let width = d.width * scale(d.width);
     let _ = writeln!(
         out,
         "<h3>Screen</h3>\n<p class=\"legend\">What the {}x{} display showed at each change (the twin's drawing of upstream's default layout, docs/screen.md), dimmed by the backlight as the eye sees it.</p>\n<div class=\"film\">",
@@ -80,7 +85,11 @@ pub(super) fn filmstrip(out: &mut String, r: &ScenarioReport) {
             brightness: backlight_at(r, &screen.spec, *t),
         };
         if let Some(img) = screen_img(r, &shown, &caption) {
-            let _ = writeln!(out, "<figure>{img}<figcaption>{}</figcaption></figure>", esc(&caption));
+            let _ = writeln!(
+                out,
+                "<figure style=\"width:{width}px\">{img}<figcaption>{}</figcaption></figure>",
+                esc(&caption)
+            );
         }
     }
     out.push_str("</div>\n");
