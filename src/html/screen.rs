@@ -14,20 +14,26 @@ use super::{esc, ms};
 /// How many screen changes a filmstrip draws at most (the first ones; it says how many more).
 const FILM_FRAMES: usize = 60;
 
-/// The backlight at `t`: the last fade step at or before it; before the first one, 0 on a board
-/// with a backlight (it fades up from dark after boot) and 100 without one.
-fn backlight_at(r: &ScenarioReport, spec: &BoardSpec, t: SimTime) -> u8 {
-    let dark = if spec.backlight.is_some() { 0 } else { 100 };
+/// The backlight's fade steps over the run, in time order (read once per filmstrip).
+fn backlight_steps(r: &ScenarioReport) -> Vec<(SimTime, u8)> {
     r.trace
         .events()
         .iter()
-        .take_while(|e| e.at <= t)
         .filter_map(|e| match e.kind {
-            Event::BacklightStep { brightness, .. } => Some(brightness),
+            Event::BacklightStep { brightness, .. } => Some((e.at, brightness)),
             _ => None,
         })
-        .last()
-        .unwrap_or(dark)
+        .collect()
+}
+
+/// The backlight at `t`: the last fade step at or before it; before the first one, 0 on a board
+/// with a backlight (it fades up from dark after boot) and 100 without one.
+fn backlight_at(steps: &[(SimTime, u8)], spec: &BoardSpec, t: SimTime) -> u8 {
+    let dark = if spec.backlight.is_some() { 0 } else { 100 };
+    match steps.partition_point(|(at, _)| *at <= t) {
+        0 => dark,
+        n => steps[n - 1].1,
+    }
 }
 
 /// Small panels are drawn at twice their size, pixel for pixel.
@@ -73,6 +79,7 @@ pub(super) fn filmstrip(out: &mut String, r: &ScenarioReport) {
         "<h3>Screen</h3>\n<p class=\"legend\">What the {}x{} display showed at each change (the twin's drawing of upstream's default layout, docs/screen.md), dimmed by the backlight as the eye sees it.</p>\n<div class=\"film\">",
         d.width, d.height
     );
+    let steps = backlight_steps(r);
     for (t, state) in changes.iter().take(FILM_FRAMES) {
         let caption = format!(
             "{:.0} ms: {}",
@@ -82,7 +89,7 @@ pub(super) fn filmstrip(out: &mut String, r: &ScenarioReport) {
         let shown = ScreenShown {
             at: *t,
             state: state.clone(),
-            brightness: backlight_at(r, &screen.spec, *t),
+            brightness: backlight_at(&steps, &screen.spec, *t),
         };
         if let Some(img) = screen_img(r, &shown, &caption) {
             let _ = writeln!(
