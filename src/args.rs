@@ -12,6 +12,16 @@ pub fn parse_std_duration(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A backend's WebSocket URL as the firmware dials it: `ws://HOST:PORT/PATH` (the device parses
+/// it with `device::url::parse_url`; `wss://` needs TLS, which the twin does not speak).
+pub fn parse_ws_url(s: &str) -> Result<String, String> {
+    if s.starts_with("ws://") && xiaozhi_sim::device::url::parse_url(s).is_some() {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` is not a WebSocket URL: expected ws://HOST:PORT/PATH"))
+    }
+}
+
 /// `--board` and `--firmware`: which board a command runs, on which firmware version. Flattened
 /// into a command's `Args` (`#[command(flatten)]`), where the help lists them; a command whose
 /// wording or default differs changes the one field with `#[command(mut_arg("board", …))]`.

@@ -32,6 +32,7 @@
 //! * `fleet`: many devices against one backend; what both kinds of fleet share (limits, costs,
 //!   the loopback backend, the start of a device):
 //!   * `fleet::capacity`: `--find-capacity`, the knee search under an SLO;
+//!   * `fleet::hist`: the latency histogram and its checked text form;
 //!   * `fleet::mcp`: the MCP fleet, its summary (`McpSummary`) and percentile;
 //!   * `fleet::summary`: the voice fleet's mergeable summary (`VoiceSummary`, HDR histograms);
 //!   * `fleet::turns`: the talking user of one voice-fleet device and the fleet's metrics;
@@ -41,13 +42,17 @@
 //! * `live`: the real-time driver of one device on real sockets, in short drive functions:
 //!   * `live::companion`: the `Companion` trait, the simulated users and the observers;
 //!   * `live::frame`: a text frame parsed once (`type`, `state`, the MCP payload);
+//!   * `live::lenient`: the device's WebSocket reads text frames as bytes, as the firmware does;
 //!   * `live::mqtt`: the second wire: the MQTT client (rumqttc) and the audio's UDP socket;
 //!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
 //!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
+//! * `lines`: lines from a stream, each at most a stated size (stdin of `stdio` and `backend`).
 //! * `matrix`: the version matrix of `run --firmware A,B,…`.
 //! * `nvs_file`: `--state DIR`, the twin's NVS between runs.
 //! * `ota`: the firmware's OTA/activation request and the protocol its answer leads to
 //!   (`connect --ota`).
+//! * `out`: standard output and error without a panic (`outln!`, `errln!`): a closed standard
+//!   output ends the process quietly.
 //! * `over_wire`: scenarios over real sockets, judged from the backend's side.
 //! * `scenarios`: scenario files found, loaded, run in virtual time, their WAV evidence.
 //! * `server`: the backend server (a personality) of `backend`, fleets and `--wire`:
@@ -64,10 +69,12 @@ pub mod connect_report;
 pub mod fleet;
 pub mod html;
 pub mod junit;
+pub mod lines;
 pub mod live;
 pub mod matrix;
 pub mod nvs_file;
 pub mod ota;
+pub mod out;
 pub mod over_wire;
 pub mod scenarios;
 pub mod server;

@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 use xiaozhi_twin::cmd;
 
@@ -36,7 +37,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     match dispatch(cli.command) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
@@ -70,7 +74,41 @@ fn report_error(e: anyhow::Error) -> ExitCode {
     }
     // One line per problem (a data file may have several).
     for line in format!("{e:#}").lines() {
-        eprintln!("xiaozhi-twin: {line}");
+        xiaozhi_twin::errln!("xiaozhi-twin: {line}");
+    }
+    ExitCode::from(2)
+}
+
+/// `--help` and `--version` as clap prints them (exit 0); a usage error in one line on stderr
+/// with the command's usage, exit status 2 (clap's own message takes 3–7 lines).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+        || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    {
+        xiaozhi_twin::out!("{}", e.render());
+        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let text = e.render().to_string();
+    let what: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage: ") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            l.strip_prefix("error: ")
+                .or_else(|| l.strip_prefix("tip: "))
+                .unwrap_or(l)
+        })
+        .collect();
+    let what = what.join("; ").replace(":; ", ": ");
+    let usage = text.lines().find_map(|l| l.trim().strip_prefix("Usage: "));
+    match usage {
+        Some(u) => xiaozhi_twin::errln!("xiaozhi-twin: {what} (usage: {u}; see --help)"),
+        None => xiaozhi_twin::errln!("xiaozhi-twin: {what} (see --help)"),
     }
     ExitCode::from(2)
 }

@@ -16,7 +16,7 @@ pub fn load(dir: &Path) -> Result<Option<Nvs>> {
     if !path.exists() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&path)?;
+    let text = xiaozhi_sim::spec::read_text(&path)?;
     let v: Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
     let mut nvs = Nvs::new(0x4000);
     for e in v.as_array().into_iter().flatten() {

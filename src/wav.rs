@@ -46,6 +46,12 @@ pub fn write_signals(dir: &Path, stem: &str, rate: u32, signals: &Signals) -> Re
 /// not loaded whole).
 pub const MAX_WAV_SECONDS: u64 = 600;
 
+/// The most samples (mono, after the channels are averaged) kept of one WAV file: ten minutes
+/// at 48 kHz, 57.6 MB as int16. A file recorded above 48 kHz is cut sooner (75 s at 384 kHz);
+/// the file itself is read as a stream, so its size never matters (docs/guarantees.md,
+/// "Input limits").
+pub const MAX_WAV_SAMPLES: u64 = MAX_WAV_SECONDS * 48_000;
+
 /// The sample rates a WAV file is read at. Every WAV is resampled to the rate its user needs
 /// (16 kHz for the microphone, the server's TTS rate, the codec's output rate, all 8–48 kHz), so
 /// this bounds the resampling ratio, and ten minutes of input give at most ten minutes of
@@ -54,10 +60,16 @@ pub const MAX_WAV_SECONDS: u64 = 600;
 pub const WAV_RATES: std::ops::RangeInclusive<u32> = 4_000..=384_000;
 
 /// Reads a WAV file as mono int16 PCM (channels averaged, other widths scaled); at most
-/// [`MAX_WAV_SECONDS`] of it.
+/// [`MAX_WAV_SECONDS`] and [`MAX_WAV_SAMPLES`] of it, read as a stream.
 pub fn read_pcm(path: &Path) -> Result<(u32, Vec<i16>)> {
     let r = hound::WavReader::open(path).with_context(|| format!("{}: not a readable WAV file", path.display()))?;
     pcm_of(r, &path.display().to_string())
+}
+
+/// [`read_pcm`] of a WAV stream (`name` in errors): read as it comes, never whole.
+pub fn read_pcm_from<R: std::io::Read>(reader: R, name: &str) -> Result<(u32, Vec<i16>)> {
+    let r = hound::WavReader::new(reader).with_context(|| format!("{name}: not a readable WAV file"))?;
+    pcm_of(r, name)
 }
 
 /// [`read_pcm`] of a WAV file in memory (the shipped utterance).
@@ -80,25 +92,67 @@ fn pcm_of<R: std::io::Read>(mut r: hound::WavReader<R>, name: &str) -> Result<(u
         );
     }
     let channels = usize::from(spec.channels.max(1));
-    let cap = (u64::from(spec.sample_rate) * MAX_WAV_SECONDS) as usize * channels;
-    let frames: Vec<f32> = match spec.sample_format {
-        hound::SampleFormat::Float => r.samples::<f32>().take(cap).collect::<Result<_, _>>()?,
+    let frames = (u64::from(spec.sample_rate) * MAX_WAV_SECONDS).min(MAX_WAV_SAMPLES);
+    // The header's length is a claim: it sizes the buffer only up to the cap.
+    let claimed = u64::from(r.duration()).min(frames) as usize;
+    let mut mono = Downmix::new(channels, claimed);
+    let cap = frames as usize * channels;
+    let unreadable = |e: hound::Error| anyhow::anyhow!("{name}: not a readable WAV file: {e}");
+    match spec.sample_format {
+        hound::SampleFormat::Float => {
+            for s in r.samples::<f32>().take(cap) {
+                mono.push(s.map_err(unreadable)?);
+            }
+        }
         hound::SampleFormat::Int => {
             let scale = (1i64 << (spec.bits_per_sample.clamp(1, 32) - 1)) as f32;
-            r.samples::<i32>()
-                .take(cap)
-                .map(|s| s.map(|v| v as f32 / scale))
-                .collect::<Result<_, _>>()?
+            for s in r.samples::<i32>().take(cap) {
+                mono.push(s.map_err(unreadable)? as f32 / scale);
+            }
         }
-    };
-    let mono = frames
-        .chunks(channels)
-        .map(|c| {
-            let avg = c.iter().sum::<f32>() / c.len() as f32;
-            (avg * 32768.0).round().clamp(-32768.0, 32767.0) as i16
-        })
-        .collect();
-    Ok((spec.sample_rate, mono))
+    }
+    Ok((spec.sample_rate, mono.finish()))
+}
+
+/// Averages each frame's channels into one int16 sample as the samples stream past.
+struct Downmix {
+    channels: usize,
+    sum: f32,
+    seen: usize,
+    samples: Vec<i16>,
+}
+
+impl Downmix {
+    fn new(channels: usize, capacity: usize) -> Self {
+        Downmix {
+            channels,
+            sum: 0.0,
+            seen: 0,
+            samples: Vec::with_capacity(capacity),
+        }
+    }
+
+    fn push(&mut self, v: f32) {
+        self.sum += v;
+        self.seen += 1;
+        if self.seen == self.channels {
+            let avg = self.sum / self.channels as f32;
+            self.samples
+                .push((avg * 32768.0).round().clamp(-32768.0, 32767.0) as i16);
+            self.sum = 0.0;
+            self.seen = 0;
+        }
+    }
+
+    /// The samples; a last frame cut short is the average of the channels it has.
+    fn finish(mut self) -> Vec<i16> {
+        if self.seen > 0 {
+            self.channels = self.seen;
+            self.seen -= 1;
+            self.push(0.0);
+        }
+        self.samples
+    }
 }
 
 /// Plays the listener signal on the default sound card (`--play`).

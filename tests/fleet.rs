@@ -67,13 +67,28 @@ fn fifty_devices_over_mqtt_udp_complete_discovery_and_ten_calls_each() {
     );
     // With Nagle on, as the gateway leaves it, a call written while the previous publish is
     // unacked waits for the device's delayed ACK: the round trip carries it (about 40 ms here).
+    // A busy machine only adds to that, so the lower bound holds under load.
     let nagle = s["latency_p50_ms"].as_f64().unwrap();
-    let s = fleet_with(50, "50-mqtt-nodelay", &["--transport", "mqtt", "--mqtt-nodelay"]);
-    assert_complete(&s, 50);
     assert!(
-        s["latency_p50_ms"].as_f64().unwrap() < nagle,
-        "{s} vs p50 {nagle} ms with Nagle"
+        nagle >= 30.0,
+        "p50 {nagle} ms with Nagle on: the delayed ACK is missing"
     );
+    // Without Nagle the round trip loses that wait; a busy machine can add its own, so the
+    // best of up to three runs is compared (a fact, not a speed: BENCHMARKS.md has the figures).
+    let mut best = f64::INFINITY;
+    for run in 0..3 {
+        let s = fleet_with(
+            50,
+            &format!("50-mqtt-nodelay-{run}"),
+            &["--transport", "mqtt", "--mqtt-nodelay"],
+        );
+        assert_complete(&s, 50);
+        best = best.min(s["latency_p50_ms"].as_f64().unwrap());
+        if best < nagle {
+            break;
+        }
+    }
+    assert!(best < nagle, "p50 {best} ms without Nagle vs {nagle} ms with it");
 }
 
 #[test]

@@ -250,12 +250,13 @@ fn a_backend_that_vanishes_mid_call_leaves_the_device_idle_and_alive() {
 #[test]
 fn a_killed_backend_process_is_a_closed_socket_for_the_device() {
     let dir = scratch("killed");
-    let mut be = backend(&dir, "", &["--duration", "20s"]);
-    let dev = connect(be.port, &[], "5s");
-    // Wait until the backend has seen the hello and listed tools (xinnan-py waits 1 s), then kill it.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    std::thread::sleep(Duration::from_millis(2500));
-    assert!(Instant::now() < deadline);
+    let mut be = backend(&dir, "", &["--duration", "60s", "--verbose"]);
+    let dev = connect(be.port, &[], "12s");
+    // Wait until the backend has the device's tool list (xinnan-py asks 1 s after the hello),
+    // however busy the machine is, then kill it.
+    common::wait_for_line(&be.stderr, Duration::from_secs(40), |l| {
+        l.contains("← ") && l.contains("\"tools\":[")
+    });
     be.child.kill().unwrap();
     let _ = be.child.wait();
     let (dcode, _, derr) = finish(dev, Duration::from_secs(15));
@@ -408,8 +409,9 @@ fn backend_commands_typed_on_stdin_reach_every_ready_device() {
             "-",
             "--personality",
             "go-eager",
+            "--verbose",
         ])
-        .args(["--connections", "1", "--duration", "20s"])
+        .args(["--connections", "1", "--duration", "60s"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -426,15 +428,24 @@ fn backend_commands_typed_on_stdin_reach_every_ready_device() {
         .unwrap()
         .parse()
         .unwrap();
-    std::thread::spawn(move || lines.for_each(drop));
-    let dev = connect(port, &["--quiet"], "5s");
-    // go-eager is ready right after the hello; give the device time to boot and dial.
-    std::thread::sleep(Duration::from_millis(1500));
+    let (tx, said) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let dev = connect(port, &["--quiet"], "10s");
+    // go-eager is ready once it has the tool list: wait for it (not for a time), then type.
+    common::wait_for_line(&said, Duration::from_secs(40), |l| {
+        l.contains("← ") && l.contains("\"tools\":[")
+    });
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, "call self.audio_speaker.set_volume {{\"volume\": 21}}").unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    common::wait_for_line(&said, Duration::from_secs(40), |l| {
+        l.contains("← ") && l.contains("\"content\"")
+    });
     writeln!(stdin, "close").unwrap();
-    let (code, out, _) = finish(child, Duration::from_secs(25));
+    let (code, out, _) = finish(child, Duration::from_secs(65));
     assert_eq!(code, 0);
     let r = reports(&out);
     assert_eq!(exchange(&r[0], "self.audio_speaker.set_volume")["outcome"], "replied");

@@ -519,6 +519,9 @@ fn board_tools(tools: &[ToolFacts], notes: &mut Vec<String>) -> String {
             ));
             continue;
         };
+        for (p, why) in props.iter().flat_map(|p| p.assumed.iter().map(move |w| (p, w))) {
+            notes.push(format!("{}: property {}: {why}", t.name, p.name));
+        }
         names.push(&t.name);
         let _ = writeln!(y, "  - tool:                        # {}", t.at);
         let _ = writeln!(y, "      name: {}", q(&t.name));

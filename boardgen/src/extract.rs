@@ -112,6 +112,35 @@ pub struct PropFacts {
     pub default: Option<String>,
     pub min: Option<i64>,
     pub max: Option<i64>,
+    /// Values the board computes at run time, written as a first boot has them (why, each).
+    pub assumed: Vec<String>,
+}
+
+/// Property values that are C++ expressions of run-time state rather than constants, the value
+/// a first boot gives each, and why. Whitespace in the expression is ignored.
+const RUN_TIME_VALUES: &[(&str, i64, &str)] = &[
+    (
+        "inference_en",
+        0,
+        "sscma_camera.cc reads it with settings.GetInt(\"enable\", 0): 0 until the tool has stored a value",
+    ),
+    (
+        "this->model_class_cnt>0?this->model_class_cnt-1:255",
+        255,
+        "model_class_cnt starts at 0 (sscma_camera.h) and counts the classes the Himax model reports at run time",
+    ),
+];
+
+/// `text` as a constant: a preprocessor expression, or a run-time value of [`RUN_TIME_VALUES`]
+/// (noted in `assumed`).
+fn property_int(text: &str, defs: &Defines, assumed: &mut Vec<String>) -> Option<i64> {
+    if let Some(v) = defs.resolve_int(text) {
+        return Some(v);
+    }
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let (expr, value, why) = RUN_TIME_VALUES.iter().find(|(e, _, _)| *e == compact)?;
+    assumed.push(format!("`{expr}` is {value} on a first boot ({why})"));
+    Some(*value)
 }
 
 /// The upstream tree being read.
@@ -1262,10 +1291,12 @@ fn read_properties(src: &str, defs: &Defines) -> Option<Vec<PropFacts>> {
             _ => return None,
         };
         let rest: Vec<&str> = a[2..].to_vec();
-        let ints: Option<Vec<i64>> = rest.iter().map(|v| defs.resolve_int(v)).collect();
+        let mut assumed = Vec::new();
+        let ints: Option<Vec<i64>> = rest.iter().map(|v| property_int(v, defs, &mut assumed)).collect();
         let mut prop = PropFacts {
             name,
             ty: ty.to_string(),
+            assumed,
             ..Default::default()
         };
         match (ty, rest.len()) {

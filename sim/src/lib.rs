@@ -25,7 +25,8 @@
 //!     `board::builtin`: the built-in behaviours a board file can name; `board::button`: its
 //!     buttons and the callbacks of their gestures; `board::by_firmware`: board facts by
 //!     firmware tag; `board::target`: the SoC, flash and partition table; `board::upstream`:
-//!     what a generated board records of its upstream build.
+//!     what a generated board records of its upstream build; `board::validate`: what serde
+//!     cannot check (every physical quantity finite and in range).
 //!   * `firmware`: the upstream tags and their behaviour switches (`firmware::mqtt`: where the
 //!     MQTT + UDP protocol differs by tag); `world`: Wi-Fi, HTTP hosts,
 //!     OTA, room, WebSocket config; `fault`: faults as data; `mqtt`: the MQTT protocol's
@@ -68,7 +69,8 @@
 //!     format and its runner; `loopback`: a device and a backend connection in one clock.
 //!   * `scenario`: scenario files; `scenario::runner` and `scenario::steps` (running them in
 //!     virtual time; `scenario::press`: the button steps), `scenario::voice` (the runner's voice bookkeeping), `scenario::expect`
-//!     (the `expect:` data), `scenario::check` (the one expectation checker),
+//!     (the `expect:` data), `scenario::limits` (what a step may ask of the sound: length, tone),
+//!     `scenario::check` (the one expectation checker),
 //!     `scenario::acceptance` (the one record builder), `scenario::record` (records, reports,
 //!     traces), `scenario::reply` (reading replies), `scenario::discovery` (every
 //!     `tools/list` page), `scenario::over_wire` (plans and judgements over real sockets).

@@ -50,8 +50,11 @@ impl ReplayLine {
             let ms: u64 = text
                 .parse()
                 .map_err(|_| err(format!("#sleep needs a whole number of milliseconds, got `{text}`")))?;
-            if ms > 365 * 24 * 3600 * 1000 {
-                return Err(err(format!("#sleep {ms}: more than a year of virtual time")));
+            if ms > crate::time::MAX_SPAN.as_millis() {
+                return Err(err(format!(
+                    "#sleep {ms}: longer than a day ({} ms), the longest span any duration may give",
+                    crate::time::MAX_SPAN.as_millis()
+                )));
             }
             return Ok(ReplayLine::Sleep(SimDuration::from_millis(ms)));
         }
@@ -260,6 +263,8 @@ mod tests {
             ReplayLine::Sleep(SimDuration::from_millis(25))
         );
         assert!(ReplayLine::parse(1, b"#sleep soon").is_err());
+        assert!(ReplayLine::parse(1, b"#sleep 86400000").is_ok());
+        assert!(ReplayLine::parse(1, b"#sleep 86400001").is_err());
         assert!(ReplayLine::parse(1, b"#burst [1,2]").is_err());
         assert!(ReplayLine::parse(1, b"#burst not json").is_err());
         assert_eq!(

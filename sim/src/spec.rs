@@ -73,32 +73,44 @@ pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Reads a data file as UTF-8 text, refusing huge files and non-UTF-8 bytes with a position.
 pub fn read_text(path: &Path) -> Result<String, SpecError> {
+    let bytes = read_bounded(path, MAX_FILE_BYTES, "a data file")?;
+    text_from_bytes(&path.display().to_string(), bytes)
+}
+
+/// Reads at most `cap` bytes of `path`, whatever it is: a regular file, a FIFO, `/dev/stdin`, a
+/// character device such as `/dev/zero`, a process substitution. The one reader every input
+/// file of the twin goes through (docs/guarantees.md, "Input limits"): a regular file's size
+/// is checked before anything is read; anything else is read through `take(cap + 1)`, so at
+/// most `cap + 1` bytes are ever held, and one byte past the cap refuses the input in the same
+/// one line. `what` names the kind of file in that line (`a data file`, `a script`).
+pub fn read_bounded(path: &Path, cap: u64, what: &str) -> Result<Vec<u8>, SpecError> {
+    use std::io::Read;
     let origin = path.display().to_string();
-    let meta = std::fs::metadata(path).map_err(|e| SpecError::Io {
+    let io = |e: std::io::Error| SpecError::Io {
         origin: origin.clone(),
         message: io_message(&e),
-    })?;
+    };
+    let too_big = || SpecError::Io {
+        origin: origin.clone(),
+        message: format!("larger than the {cap} bytes {what} may have"),
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
     if meta.is_dir() {
         return Err(SpecError::Io {
             origin,
             message: "is a directory, not a file".into(),
         });
     }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(SpecError::Io {
-            origin,
-            message: format!(
-                "{} bytes is larger than the {} bytes a data file may have",
-                meta.len(),
-                MAX_FILE_BYTES
-            ),
-        });
+    if meta.is_file() && meta.len() > cap {
+        return Err(too_big());
     }
-    let bytes = std::fs::read(path).map_err(|e| SpecError::Io {
-        origin: origin.clone(),
-        message: io_message(&e),
-    })?;
-    text_from_bytes(&origin, bytes)
+    let mut bytes = Vec::new();
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > cap {
+        return Err(too_big());
+    }
+    Ok(bytes)
 }
 
 /// Turns bytes into text or a located UTF-8 error.
@@ -122,6 +134,28 @@ fn io_message(e: &std::io::Error) -> String {
         std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
         _ => e.to_string(),
     }
+}
+
+/// A value checked after parsing and refused: `(field, message)` located in `text` by the field's
+/// dotted path ([`find_field`]).
+pub fn invalid_at(origin: &str, text: &str, (field, message): (String, String)) -> SpecError {
+    let (line, column) = find_field(text, &field);
+    SpecError::Invalid {
+        origin: origin.to_string(),
+        line,
+        column,
+        field,
+        message,
+    }
+}
+
+/// A physical quantity is a finite number in `lo..=hi` (NaN and the infinities never are);
+/// otherwise why not, in `unit`s (board files, worlds, flags: docs/guarantees.md, "Input limits").
+pub fn within(value: f64, lo: f64, hi: f64, unit: &str) -> Result<(), String> {
+    if value.is_finite() && (lo..=hi).contains(&value) {
+        return Ok(());
+    }
+    Err(format!("{value} {unit} is outside {lo}..={hi} {unit}"))
 }
 
 /// Deserialises YAML with serde-saphyr (duplicate keys rejected, aliases bounded by its budget).
@@ -363,6 +397,7 @@ pub fn find_field(text: &str, path: &str) -> (u64, u64) {
     let mut from = 0usize;
     let mut min_indent: isize = -1;
     let mut found = (1u64, 1u64);
+    let mut last: Option<usize> = None;
     for (key, index) in segments {
         let mut hit = None;
         if let Some(n) = index {
@@ -409,13 +444,39 @@ pub fn find_field(text: &str, path: &str) -> (u64, u64) {
         match hit {
             Some((i, indent, col)) => {
                 found = (i as u64 + 1, col as u64 + 1);
+                last = Some(i);
                 from = if index.is_some() { i } else { i + 1 };
                 min_indent = indent as isize + if index.is_some() { 0 } else { 1 };
             }
-            None => break,
+            None => {
+                // A key inside a flow mapping on the line found last (`amplifier: { supply_v: -5 }`).
+                if let Some(column) = last.and_then(|i| flow_key_column(lines[i], &key)) {
+                    found.1 = column;
+                }
+                break;
+            }
         }
     }
     found
+}
+
+/// The 1-based column of `key:` inside a flow mapping of `line` (after a `{` or a `,`).
+fn flow_key_column(line: &str, key: &str) -> Option<u64> {
+    if key.is_empty() {
+        return None;
+    }
+    let pattern = format!("{key}:");
+    let open = line.find('{')?;
+    let mut at = open;
+    while let Some(off) = line[at..].find(&pattern) {
+        let start = at + off;
+        let before = line[open..start].trim_end().chars().last();
+        if matches!(before, Some('{' | ',')) {
+            return Some(line[..start].chars().count() as u64 + 1);
+        }
+        at = start + pattern.len();
+    }
+    None
 }
 
 /// The files a data file or a script names (WAV recordings), loaded by whoever drives the sim:
@@ -443,7 +504,8 @@ mod tests {
         let text = "name: x\ndisplay:\n  kind: oled\n  default_theme: light\nboard_tools:\n  - lamp: {gpio: 99}\n  - tool:\n      name: a\n";
         assert_eq!(find_field(text, "display.default_theme"), (4, 3));
         assert_eq!(find_field(text, "board_tools[1].tool.name"), (8, 7));
-        assert_eq!(find_field(text, "board_tools[0].lamp.gpio"), (6, 5));
+        // Inside a flow mapping: the key itself.
+        assert_eq!(find_field(text, "board_tools[0].lamp.gpio"), (6, 12));
         assert_eq!(find_field(text, "nope"), (1, 1));
     }
 

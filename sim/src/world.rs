@@ -144,6 +144,16 @@ impl Default for RoomSpec {
     }
 }
 
+impl RoomSpec {
+    /// Ambient -20..=140 dBA, the listener 1 cm..=100 m away, a margin of -60..=60 dB.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        use crate::spec::within;
+        within(self.ambient_dba, -20.0, 140.0, "dBA").map_err(|m| ("ambient_dba".to_string(), m))?;
+        within(self.listener_distance_m, 0.01, 100.0, "m").map_err(|m| ("listener_distance_m".to_string(), m))?;
+        within(self.margin_db, -60.0, 60.0, "dB").map_err(|m| ("margin_db".to_string(), m))
+    }
+}
+
 impl Default for WifiSpec {
     fn default() -> Self {
         WifiSpec {
@@ -242,6 +252,12 @@ impl WorldSpec {
             mqtt: Some(block),
             ..WorldSpec::with_board_tasks()
         }
+    }
+
+    /// The room's quantities are finite and possible: the field's dotted path and why not
+    /// (a scenario's `world:`, `render --distance`/`--ambient`).
+    pub fn check(&self) -> Result<(), (String, String)> {
+        self.room.check().map_err(|(f, m)| (format!("room.{f}"), m))
     }
 
     /// What an HTTP open of `url` meets.

@@ -142,14 +142,14 @@ async fn bind_mqtt(opts: &Args, ws: std::net::SocketAddr) -> Result<Option<(Mqtt
     )?;
     if let Some(f) = opts.udp_fault {
         wire.udp_faults = f;
-        eprintln!("backend: UDP faults per mille: {f:?}");
+        crate::errln!("backend: UDP faults per mille: {f:?}");
     }
     if opts.mqtt_server == MqttServer::Broker {
-        eprintln!(
+        crate::errln!(
             "backend: as a plain MQTT broker: messages reach a device only on topics it subscribed to (the firmware subscribes to none)"
         );
     }
-    eprintln!(
+    crate::errln!(
         "backend: MQTT gateway on {at} (UDP {}, hello names {}:{}){}",
         sockets.udp.local_addr()?,
         wire.gateway.public_ip,
@@ -180,7 +180,7 @@ async fn start_ota(
         signature_key: opts.mqtt_signature_key.clone(),
         timezone_offset_hours: 8,
     };
-    eprintln!(
+    crate::errln!(
         "backend: OTA on http://{at}/xiaozhi/ota/ (hands out {})",
         if config.mqtt_gateway.is_some() {
             "mqtt"
@@ -192,17 +192,36 @@ async fn start_ota(
     Ok(())
 }
 
+/// The longest stdin command line read (`--script -`): a script line is a command and at most
+/// a sentence of ten minutes (2,400 characters); a longer line is skipped unread.
+pub const MAX_COMMAND_LINE: usize = 64 * 1024;
+
 /// Reads stdin lines as script steps and broadcasts them to every ready connection.
 async fn stdin_commands(server: Arc<Server>) {
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    use crate::lines::{BoundedLines, Line};
+    let mut lines = BoundedLines::new(tokio::io::BufReader::new(tokio::io::stdin()), MAX_COMMAND_LINE);
     let mut n = 0usize;
     while let Ok(Some(line)) = lines.next_line().await {
         n += 1;
-        match xiaozhi_sim::backend::script::parse_line(&line) {
+        let text = match line {
+            Line::TooLong { bytes } => {
+                crate::errln!(
+                    "stdin:{n}: a line of {bytes} bytes is longer than a command may be ({MAX_COMMAND_LINE} bytes): skipped"
+                );
+                continue;
+            }
+            Line::Whole(bytes) => match String::from_utf8(bytes) {
+                Ok(t) => t,
+                Err(_) => {
+                    crate::errln!("stdin:{n}: not UTF-8 text: skipped");
+                    continue;
+                }
+            },
+        };
+        match xiaozhi_sim::backend::script::parse_line(&text) {
             Ok(Some(l)) => server.broadcast(l.step),
             Ok(None) => {}
-            Err(e) => eprintln!("stdin:{n}:{e}"),
+            Err(e) => crate::errln!("stdin:{n}:{e}"),
         }
     }
 }
@@ -215,7 +234,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     let (script, from_stdin) = match &opts.script {
         Some(p) if p.as_os_str() == "-" => (Script::default(), true),
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+            let text = xiaozhi_sim::spec::read_text(p)?;
             let script = Script::parse(&p.display().to_string(), &text)?;
             // A `speak … wav FILE` must name a readable WAV before anything is served.
             for line in &script.lines {
@@ -238,7 +257,7 @@ pub fn run(opts: &Args) -> Result<bool> {
             .await
             .with_context(|| format!("--listen {}", opts.listen))?;
         let addr = listener.local_addr()?;
-        eprintln!(
+        crate::errln!(
             "backend: listening on ws://{addr}/xiaozhi/v1/ as {} (Ctrl-C stops)",
             spec.name
         );
@@ -291,7 +310,7 @@ pub fn run(opts: &Args) -> Result<bool> {
                 _ => lost += 1,
             }
         }
-        eprintln!(
+        crate::errln!(
             "backend: {} connections, {} tool calls answered, {} never answered",
             reports.len(),
             replied,
@@ -317,7 +336,7 @@ fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Resul
             .with_context(|| format!("--listen {}", opts.listen))?;
         let ws = listener.local_addr()?;
         let url = format!("ws://{ws}/xiaozhi/v1/");
-        eprintln!(
+        crate::errln!(
             "backend: listening on {url} as {name}; scenario {} ({} step(s) over {} connection(s)), waiting up to {:?} for a device",
             loaded.origin,
             loaded.spec.steps.len(),
@@ -339,6 +358,6 @@ fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Resul
     runtime.shutdown_timeout(Duration::from_secs(1));
     let mut result = result?;
     crate::over_wire::require_completion(&mut result, limit);
-    print!("{}", result.report.to_text());
+    crate::out!("{}", result.report.to_text());
     Ok(result.report.passed)
 }

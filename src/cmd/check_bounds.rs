@@ -40,9 +40,9 @@ pub fn run(opts: &Args) -> Result<bool> {
         ..Settings::default()
     };
     let report = bounds::check_board(spec, &settings);
-    print!("{}", report.to_text());
+    crate::out!("{}", report.to_text());
     if !report.passed() {
-        println!(
+        crate::outln!(
             "reproduce with: xiaozhi-twin check-bounds --board {board} --cases {}",
             settings.cases
         );

@@ -46,7 +46,7 @@ pub struct Args {
     #[command(flatten)]
     pub board: BoardArgs,
     /// Backend WebSocket URL, e.g. ws://127.0.0.1:8000/xiaozhi/v1/.
-    #[arg(long, required_unless_present_any = ["ota", "mqtt"], conflicts_with_all = ["ota", "mqtt"])]
+    #[arg(long, required_unless_present_any = ["ota", "mqtt"], conflicts_with_all = ["ota", "mqtt"], value_parser = crate::args::parse_ws_url)]
     pub url: Option<String>,
     /// OTA/activation URL (e.g. http://127.0.0.1:8002/xiaozhi/ota/): POST the system info as
     /// the firmware does; the answer's blocks go to NVS and choose the wire (see above).
@@ -138,7 +138,7 @@ fn world(opts: &Args) -> Result<(WorldSpec, Option<Nvs>)> {
     };
     let (activation, wire) = crate::ota::apply(&mut probe, at, &body)?;
     if let Some(code) = &activation.activation_code {
-        eprintln!("ota: the server asks for activation code {code}");
+        crate::errln!("ota: the server asks for activation code {code}");
     }
     let mut nvs = match wire {
         crate::ota::Wire::WebSocket(ws) => {
@@ -152,13 +152,13 @@ fn world(opts: &Args) -> Result<(WorldSpec, Option<Nvs>)> {
     }
     let block = crate::ota::block_of(&nvs);
     match activation.choice.warning() {
-        Some(w) => eprintln!("ota: {w} (docs/reference/mqtt.md §1)"),
-        None if activation.websocket.is_some() => eprintln!(
+        Some(w) => crate::errln!("ota: {w} (docs/reference/mqtt.md §1)"),
+        None if activation.websocket.is_some() => crate::errln!(
             "ota: the answer has both an `mqtt` and a `websocket` block: the firmware uses MQTT + UDP (docs/reference/mqtt.md §1)"
         ),
         None => {}
     }
-    eprintln!(
+    crate::errln!(
         "ota: mqtt {} as {} (publish topic {})",
         if block.endpoint.is_empty() {
             "(no endpoint)"
@@ -208,7 +208,7 @@ fn websocket_config(opts: &Args, answer: Option<crate::ota::WsAnswer>) -> Result
         version: opts.protocol_version,
     };
     if let Some(answer) = answer {
-        eprintln!(
+        crate::errln!(
             "ota: websocket {} (token {})",
             answer.url,
             if answer.token.is_empty() { "none" } else { "set" }
@@ -287,10 +287,13 @@ pub fn write_screen_frames(
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
+    if let Some(p) = &opts.report {
+        crate::out::check_writable("--report", p)?;
+    }
     let mut device = build_device(opts)?;
     let script = match &opts.script {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+            let text = xiaozhi_sim::spec::read_text(p)?;
             Some(crate::user::parse(p, &text, &device.spec().buttons)?)
         }
         None => None,
@@ -323,7 +326,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     if let Some(dir) = &opts.state {
         nvs_file::save(dir, device.nvs())?;
     }
-    eprintln!(
+    crate::errln!(
         "connects {} (failed {}), frames in {} out {}, binary {}, boots {}, device-side closes {}",
         stats.connects,
         stats.connect_failures,
@@ -348,21 +351,21 @@ pub fn run(opts: &Args) -> Result<bool> {
                 if let Some(signals) = signals {
                     let rate = device.spec().audio.output_sample_rate;
                     let (a, b) = crate::wav::write_signals(dir, &format!("tts{}", s.n), rate, &signals)?;
-                    eprintln!("wrote {} and {}", a.display(), b.display());
+                    crate::errln!("wrote {} and {}", a.display(), b.display());
                 }
             }
         }
         let frames = write_screen_frames(dir, device.spec(), device.screen_log())?;
         if frames > 0 {
-            eprintln!("wrote {frames} screen frames to {}", dir.display());
+            crate::errln!("wrote {frames} screen frames to {}", dir.display());
         }
     }
     if let Some(path) = &opts.report {
         std::fs::write(path, serde_json::to_vec_pretty(&report)?).with_context(|| format!("{}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        crate::errln!("wrote {}", path.display());
     }
     for line in crate::connect_report::summary(&report) {
-        eprintln!("{line}");
+        crate::errln!("{line}");
     }
     Ok(true)
 }

@@ -81,8 +81,11 @@ const SCENES: &[(&str, &str, &str)] = &[
 ];
 
 pub fn run(opts: &Args) -> Result<bool> {
-    println!("xiaozhi-twin demo: the gap between `true`, readback and what is heard");
-    println!("(firmware 78/xiaozhi-esp32 2.4.2 @ 48142026, simulated in virtual time)\n");
+    if let Some(p) = &opts.html {
+        crate::out::check_writable("--html", p)?;
+    }
+    crate::outln!("xiaozhi-twin demo: the gap between `true`, readback and what is heard");
+    crate::outln!("(firmware 78/xiaozhi-esp32 2.4.2 @ 48142026, simulated in virtual time)\n");
     let mut all_passed = true;
     let mut plays = Vec::new();
     let mut reports = Vec::new();
@@ -98,12 +101,12 @@ pub fn run(opts: &Args) -> Result<bool> {
         };
         let (mut report, evidence) = run_one(&loaded, None, true);
         write_evidence(&opts.out, &loaded, &mut report, &evidence)?;
-        println!("--- scene {} of {}: {}", i + 1, SCENES.len(), report.name);
+        crate::outln!("--- scene {} of {}: {}", i + 1, SCENES.len(), report.name);
         for line in xiaozhi_sim::scenario::record::wrap(narration, 96) {
-            println!("    {line}");
+            crate::outln!("    {line}");
         }
         for r in &report.records {
-            println!("\n    {} (id {})", r.tool, r.id);
+            crate::outln!("\n    {} (id {})", r.tool, r.id);
             let claim = r.claim.as_ref().map(|c| c.row());
             let mut rows = vec![("parameters", &r.parameters), ("response", &r.response)];
             if let Some(c) = &claim {
@@ -111,7 +114,7 @@ pub fn run(opts: &Args) -> Result<bool> {
             }
             rows.push(("effect", &r.effect));
             for (row, value) in rows {
-                println!("      {row:<10} {value}");
+                crate::outln!("      {row:<10} {value}");
             }
         }
         for s in report.steps.iter().filter(|s| s.kind == "burst") {
@@ -120,10 +123,10 @@ pub fn run(opts: &Args) -> Result<bool> {
                 .iter()
                 .filter_map(|r| xiaozhi_sim::scenario::reply::reply_id(r.as_bytes()).map(|i| i.to_string()))
                 .collect();
-            println!("\n    {}: replies left in the order {}", s.summary, ids.join(", "));
+            crate::outln!("\n    {}: replies left in the order {}", s.summary, ids.join(", "));
         }
         for s in report.steps.iter().filter(|s| s.kind == "play" || s.kind == "listen") {
-            println!(
+            crate::outln!(
                 "\n    {} → {}",
                 s.summary,
                 s.measurement.as_ref().map_or("-".into(), |m| {
@@ -136,7 +139,7 @@ pub fn run(opts: &Args) -> Result<bool> {
             );
         }
         let failed = report.failed_checks().count();
-        println!(
+        crate::outln!(
             "\n    {} checks, {} failed; evidence in {}\n",
             report.checks.len(),
             failed,
@@ -152,12 +155,12 @@ pub fn run(opts: &Args) -> Result<bool> {
         let html = crate::html::document("xiaozhi-twin demo", &reports)?;
         std::fs::write(path, html)
             .map_err(|e| anyhow::anyhow!("{}: cannot write the HTML report: {e}", path.display()))?;
-        println!("HTML report: {}", path.display());
+        crate::outln!("HTML report: {}", path.display());
     }
-    println!("Run them yourself: xiaozhi-twin run scenarios/   (or write your own: see README.md)");
+    crate::outln!("Run them yourself: xiaozhi-twin run scenarios/   (or write your own: see README.md)");
     if opts.play {
         for (name, e) in &plays {
-            println!("playing {name}: {}", e.label);
+            crate::outln!("playing {name}: {}", e.label);
             crate::wav::play(e.rate, &e.signals)?;
         }
     }

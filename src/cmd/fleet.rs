@@ -19,7 +19,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use xiaozhi_sim::backend::script::Script;
 
 use crate::args::{BoardArgs, parse_std_duration};
@@ -59,7 +59,7 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     pub devices: u32,
     /// Backend URL (default: a built-in backend on a loopback port).
-    #[arg(long, conflicts_with_all = ["mqtt", "ota"])]
+    #[arg(long, conflicts_with_all = ["mqtt", "ota"], value_parser = crate::args::parse_ws_url)]
     pub url: Option<String>,
     /// An OTA URL (e.g. http://127.0.0.1:8003/xiaozhi/ota/): every device activates there with
     /// its own MAC and UUID before it powers on, and goes where the answer sends it, as the
@@ -211,6 +211,9 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
+    if let Some(p) = &opts.json {
+        crate::out::check_writable("--json", p)?;
+    }
     if let Some(Command::Merge { files, json, partial }) = &opts.command {
         let m = merge_files(files, *partial)?;
         m.print();
@@ -323,10 +326,10 @@ fn run_voice(opts: &Args) -> Result<bool> {
 fn run_mcp(opts: &Args) -> Result<bool> {
     let spec = opts.board.load()?;
     let limit = open_files_for(u64::from(opts.devices), external(opts).is_none(), transport(opts))?;
-    eprintln!("fleet: open-files limit {limit} (raised to the hard limit when lower)");
+    crate::errln!("fleet: open-files limit {limit} (raised to the hard limit when lower)");
     let script = match &opts.script {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+            let text = xiaozhi_sim::spec::read_text(p)?;
             Script::parse(&p.display().to_string(), &text)?
         }
         None => Script::parse("default fleet script", mcp::DEFAULT_SCRIPT)?,

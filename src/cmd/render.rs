@@ -105,11 +105,17 @@ struct Report<'a> {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
+    if let Some(p) = &opts.html {
+        crate::out::check_writable("--html", p)?;
+    }
+    if let Some(p) = &opts.screen {
+        crate::out::check_writable("--screen", p)?;
+    }
     let spec = opts.board.load()?;
     if let Some(v) = opts.volume
         && !(0..=100).contains(&v)
     {
-        eprintln!("note: volume {v} is outside 0..=100; the device will answer with a range error");
+        crate::errln!("note: volume {v} is outside 0..=100; the device will answer with a range error");
     }
     let (source, duration) = source(opts)?;
     let mut h = boot(opts, &spec)?;
@@ -171,7 +177,7 @@ pub fn run(opts: &Args) -> Result<bool> {
             measurement: m,
             files,
         };
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(
             board,
@@ -229,6 +235,14 @@ fn boot(opts: &Args, spec: &Arc<BoardSpec>) -> Result<Harness> {
     if let Some(a) = opts.ambient {
         world.room.ambient_dba = a;
     }
+    if let Err((field, message)) = world.check() {
+        let flag = if field.ends_with("distance_m") {
+            "--distance"
+        } else {
+            "--ambient"
+        };
+        bail!("{flag}: {message}");
+    }
     let mut h = Harness::new(Device::new(spec.clone(), world, 0));
     h.device.set_trace(false);
     let start = h.now();
@@ -277,7 +291,7 @@ fn print_table(
     files: &[String],
 ) {
     let a = &spec.audio;
-    println!(
+    crate::outln!(
         "board      {board}: {} -> {} {:.2} dB -> speaker {} dB/1W/1m {} ohm",
         a.codec.class_name(),
         a.amplifier.model.part(),
@@ -287,37 +301,37 @@ fn print_table(
     );
     if !faults.is_empty() {
         let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
-        println!("faults     {}", names.join(", "));
+        crate::outln!("faults     {}", names.join(", "));
     }
     if let Some(c) = call {
-        println!("call       {c}");
-        println!("reply      {}", reply.unwrap_or("(none)"));
+        crate::outln!("call       {c}");
+        crate::outln!("reply      {}", reply.unwrap_or("(none)"));
     }
     if let Some(v) = readback {
-        println!("readback   audio_speaker.volume = {v}");
+        crate::outln!("readback   audio_speaker.volume = {v}");
     }
-    println!("source     {source}, measured {:.0}..{:.0} ms", m.from_ms, m.to_ms);
-    println!(
+    crate::outln!("source     {source}, measured {:.0}..{:.0} ms", m.from_ms, m.to_ms);
+    crate::outln!(
         "factors    playing {:.2}  i2s_running {:.2}  codec_gain {}  amp_enabled {:.2}",
         m.playing,
         m.i2s_running,
         db(m.codec_gain_db, "dB"),
         m.amp_enabled
     );
-    println!(
+    crate::outln!(
         "levels     I2S {}   amp input {}",
         db(m.i2s_dbfs, "dBFS"),
         db(m.amp_input_dbfs, "dBFS")
     );
-    println!(
+    crate::outln!(
         "listener   {} at {:.2} m (ambient {:.1} dBA)",
         db(m.spl_db, "dB SPL"),
         m.distance_m,
         m.ambient_dba
     );
-    println!("verdict    {}", m.verdict.name());
+    crate::outln!("verdict    {}", m.verdict.name());
     for f in files {
-        println!("wrote      {f}");
+        crate::outln!("wrote      {f}");
     }
 }
 
@@ -337,7 +351,7 @@ fn write_screen(h: &Harness, spec: &Arc<BoardSpec>, path: &std::path::Path, file
                 .map_err(|e| anyhow::anyhow!("{}: cannot write the screen: {e}", path.display()))?;
             files.push(path.display().to_string());
         }
-        None => eprintln!("note: {} has no display: no screen written", spec.name),
+        None => crate::errln!("note: {} has no display: no screen written", spec.name),
     }
     Ok(())
 }

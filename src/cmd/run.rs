@@ -118,6 +118,11 @@ pub fn run(opts: &Args) -> Result<bool> {
     if versions.len() > 1 && (opts.junit.is_some() || opts.out.is_some() || opts.html.is_some()) {
         anyhow::bail!("--junit, --html and --out take one firmware version at a time (a matrix run writes --json)");
     }
+    for (flag, path) in [("--json", &opts.json), ("--junit", &opts.junit), ("--html", &opts.html)] {
+        if let Some(p) = path {
+            crate::out::check_writable(flag, p)?;
+        }
+    }
     let (mut loaded, not_applicable) = load(opts, &versions)?;
     let mut skipped = 0;
     let wire = if opts.wire {
@@ -157,7 +162,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     } else {
         skipped
     };
-    println!("{passed}/{} scenarios passed ({checks} checks){skipped}", reports.len());
+    crate::outln!("{passed}/{} scenarios passed ({checks} checks){skipped}", reports.len());
     Ok(all_passed)
 }
 
@@ -219,7 +224,7 @@ fn keep_what_runs_over_the_wire(loaded: &mut Vec<Loaded>) -> Result<usize> {
         return Err(refusals.swap_remove(0).into());
     }
     for e in &refusals {
-        eprintln!("skipped: {e}");
+        crate::errln!("skipped: {e}");
     }
     Ok(refusals.len())
 }
@@ -246,12 +251,12 @@ fn run_each(
             }
         };
         if !opts.quiet || !report.passed {
-            print!("{}", report.to_text());
-            println!();
+            crate::out!("{}", report.to_text());
+            crate::outln!();
         }
         if !report.passed {
             all_passed = false;
-            eprintln!(
+            crate::errln!(
                 "FAILED: {} ({} of {} checks failed). Reproduce with: xiaozhi-twin run {}{}{} --seed {}",
                 l.spec.name,
                 report.failed_checks().count(),
@@ -360,7 +365,7 @@ fn run_matrix(opts: &Args, loaded: &[Loaded], versions: &[Firmware], wire: Optio
         });
     }
     let matrix = Matrix::new(versions.iter().map(|f| f.tag.to_string()).collect(), reference, rows);
-    print!("{}", matrix.to_text());
+    crate::out!("{}", matrix.to_text());
     if let Some(path) = &opts.json {
         let text = serde_json::to_string_pretty(&matrix)?;
         std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the matrix", path.display()))?;
@@ -396,7 +401,7 @@ fn run_board_matrix(opts: &Args, loaded: &[Loaded]) -> Result<bool> {
             });
         }
         if !opts.quiet && ids.len() > 20 && (i + 1) % 20 == 0 {
-            eprintln!("{} of {} boards run", i + 1, ids.len());
+            crate::errln!("{} of {} boards run", i + 1, ids.len());
         }
         rows.push(BoardRow {
             board: id.clone(),
@@ -419,7 +424,7 @@ fn run_board_matrix(opts: &Args, loaded: &[Loaded]) -> Result<bool> {
         reference: ids.first().cloned().unwrap_or_default(),
         rows,
     };
-    print!("{}", matrix.to_text());
+    crate::out!("{}", matrix.to_text());
     if let Some(path) = &opts.json {
         let text = serde_json::to_string_pretty(&matrix)?;
         std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the matrix", path.display()))?;

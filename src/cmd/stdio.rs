@@ -11,14 +11,19 @@
 use std::io::Write;
 
 use anyhow::Result;
-use tokio::io::AsyncBufReadExt;
 use xiaozhi_sim::device::{Device, Output, Receipt};
 use xiaozhi_sim::harness::Harness;
 use xiaozhi_sim::time::SimDuration;
 use xiaozhi_sim::world::WorldSpec;
 
 use crate::args::BoardArgs;
+use crate::lines::{BoundedLines, Line};
 use crate::live::Clock;
+
+/// The longest message line read from stdin: more than any board's heap (at most 64 MiB,
+/// `target.free_heap`), so every message the device could hold gets through and the device
+/// decides; a longer line is dropped without being held (docs/guarantees.md, "Input limits").
+pub const MAX_LINE: usize = xiaozhi_sim::board::MAX_FREE_HEAP;
 
 /// The board as a standard MCP server on stdin/stdout (newline-delimited JSON-RPC).
 ///
@@ -132,7 +137,7 @@ impl Stdio {
         let events = self.device.drain_events();
         if self.verbose {
             for e in events {
-                eprintln!("{e}");
+                crate::errln!("{e}");
             }
         }
         Ok(())
@@ -167,7 +172,7 @@ pub fn run(opts: &Args) -> Result<bool> {
     };
     io.device.drain_events();
     while io.device.poll_output().is_some() {}
-    eprintln!(
+    crate::errln!(
         "xiaozhi-twin stdio: {} ready ({} mode); one JSON-RPC message per line on stdin",
         io.device.spec().name,
         if opts.compat { "compat" } else { "faithful" }
@@ -175,21 +180,23 @@ pub fn run(opts: &Args) -> Result<bool> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
         let clock = Clock::new(io.device.now());
-        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
-        let mut line = Vec::new();
+        let mut stdin = BoundedLines::new(tokio::io::BufReader::new(tokio::io::stdin()), MAX_LINE);
         loop {
             io.device.run_until(clock.now());
             io.flush_outputs()?;
             let sleep = io.device.poll_timeout().map(|t| clock.instant(t));
-            line.clear();
             tokio::select! {
-                n = stdin.read_until(b'\n', &mut line) => {
-                    if n? == 0 {
-                        break;
-                    }
-                    while matches!(line.last(), Some(b'\n' | b'\r')) {
-                        line.pop();
-                    }
+                line = stdin.next_line() => {
+                    let line = match line? {
+                        None => break,
+                        Some(Line::Whole(line)) => line,
+                        Some(Line::TooLong { bytes }) => {
+                            crate::errln!(
+                                "xiaozhi-twin stdio: a message of {bytes} bytes was dropped unread (more than {MAX_LINE} bytes: larger than any board's heap)"
+                            );
+                            continue;
+                        }
+                    };
                     if line.is_empty() {
                         continue;
                     }
@@ -200,7 +207,7 @@ pub fn run(opts: &Args) -> Result<bool> {
                         }
                     let receipt = io.device.handle_mcp(clock.now(), &line);
                     if matches!(receipt, Receipt::NotRunning) {
-                        eprintln!("xiaozhi-twin stdio: the device is rebooting; the message was lost (as on the device)");
+                        crate::errln!("xiaozhi-twin stdio: the device is rebooting; the message was lost (as on the device)");
                     }
                 }
                 _ = async { match sleep { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {}

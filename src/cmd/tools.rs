@@ -1,7 +1,5 @@
 //! `xiaozhi-twin tools`: the exact `tools/list` result objects a board sends, every page.
 
-use std::io::Write;
-
 use anyhow::{Result, bail};
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::mcp::ToolsPage;
@@ -28,17 +26,22 @@ pub fn run(opts: &Args) -> Result<bool> {
     let Some(mcp) = device.mcp() else {
         bail!("the board did not boot")
     };
-    let mut out = std::io::stdout().lock();
+    // Every page first: a board whose list fails on a later page prints nothing (exit 2).
+    let mut text = Vec::new();
     for page in mcp.pages(opts.with_user_tools) {
         match page {
             ToolsPage::Page { result, .. } => {
-                out.write_all(&result)?;
-                out.write_all(b"\n")?;
+                text.extend_from_slice(&result);
+                text.push(b'\n');
             }
             ToolsPage::Error { message } => {
-                bail!("tools/list fails on this board: {}", String::from_utf8_lossy(&message))
+                bail!(
+                    "tools/list fails on this board: {}",
+                    crate::out::elide(&String::from_utf8_lossy(&message), 200)
+                )
             }
         }
     }
+    crate::out::stdout_bytes(&text);
     Ok(true)
 }

@@ -291,10 +291,10 @@ pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, js
     let found = search(base.devices, max_devices, |n| {
         let mut r = base.clone();
         r.devices = n;
-        eprintln!("capacity: {n} devices …");
+        crate::errln!("capacity: {n} devices …");
         let s = voice::run(&r)?;
         let st = step_of(n, &s, slo, base.fault);
-        eprintln!(
+        crate::errln!(
             "capacity: {n} devices: {} completed, {} failed, first audio p99 {} → {}",
             st.completed,
             st.failed,
@@ -315,7 +315,7 @@ pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, js
     print_table(&cap);
     if let Some(p) = svg {
         std::fs::write(p, curve_svg(&cap)?).with_context(|| format!("{}", p.display()))?;
-        eprintln!("capacity: curve written to {}", p.display());
+        crate::errln!("capacity: curve written to {}", p.display());
     }
     if let Some(p) = json {
         std::fs::write(p, serde_json::to_string_pretty(&cap)? + "\n").with_context(|| format!("{}", p.display()))?;
@@ -325,17 +325,29 @@ pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, js
 
 fn print_table(c: &Capacity) {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
-    println!("capacity of {} under {}", c.backend, c.slo);
-    println!(
+    crate::outln!("capacity of {} under {}", c.backend, c.slo);
+    crate::outln!(
         "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6}  result",
-        "devices", "completed", "failed", "1st audio", "p99 (ms)", "twin p99", "cores"
+        "devices",
+        "completed",
+        "failed",
+        "1st audio",
+        "p99 (ms)",
+        "twin p99",
+        "cores"
     );
-    println!(
+    crate::outln!(
         "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6}",
-        "", "", "", "p50 (ms)", "", "(ms)", "busy"
+        "",
+        "",
+        "",
+        "p50 (ms)",
+        "",
+        "(ms)",
+        "busy"
     );
     for s in &c.steps {
-        println!(
+        crate::outln!(
             "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6.2}  {}",
             s.devices,
             s.completed,
@@ -352,12 +364,12 @@ fn print_table(c: &Capacity) {
         );
     }
     match (c.knee, c.limited_by.as_str()) {
-        (Some(k), "backend") => println!("knee: {k} devices (the backend's: the twin stayed within its budget)"),
-        (Some(k), "twin") => println!(
+        (Some(k), "backend") => crate::outln!("knee: {k} devices (the backend's: the twin stayed within its budget)"),
+        (Some(k), "twin") => crate::outln!(
             "knee: {k} devices, but the twin's own budget broke first: this is the twin's limit, not the backend's"
         ),
-        (Some(k), _) => println!("held up to --max-devices ({k}); no knee found"),
-        (None, _) => println!("knee: none (the first step already broke the SLO)"),
+        (Some(k), _) => crate::outln!("held up to --max-devices ({k}); no knee found"),
+        (None, _) => crate::outln!("knee: none (the first step already broke the SLO)"),
     }
 }
 

@@ -282,28 +282,33 @@ impl McpSummary {
     /// The summary as the terminal shows it.
     pub fn print(&self) {
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.2} ms"));
-        println!(
+        crate::outln!(
             "devices            {} × {} {} against {}",
-            self.devices, self.board, self.firmware, self.backend
+            self.devices,
+            self.board,
+            self.firmware,
+            self.backend
         );
-        println!("connected (peak)   {}", self.connected_peak);
-        println!("hellos completed   {}", self.hellos_completed);
-        println!("devices done       {}", self.devices_done);
-        println!(
+        crate::outln!("connected (peak)   {}", self.connected_peak);
+        crate::outln!("hellos completed   {}", self.hellos_completed);
+        crate::outln!("devices done       {}", self.devices_done);
+        crate::outln!(
             "MCP round trips    {} ({} unanswered)",
-            self.mcp_round_trips, self.unanswered
+            self.mcp_round_trips,
+            self.unanswered
         );
-        println!(
+        crate::outln!(
             "reply latency      p50 {}  p99 {}  (at the {})",
             fmt(self.latency_p50_ms),
             fmt(self.latency_p99_ms),
             self.latency_measured_at
         );
-        println!(
+        crate::outln!(
             "drops              {} (connect failures {})",
-            self.drops, self.connect_failures
+            self.drops,
+            self.connect_failures
         );
-        println!(
+        crate::outln!(
             "memory             {:.1} KiB per device ({} KiB → {} KiB resident{})",
             self.rss_per_device_kib,
             self.rss_before_kib,
@@ -314,7 +319,7 @@ impl McpSummary {
                 ""
             }
         );
-        println!("wall time          {:.2} s", self.wall_s);
+        crate::outln!("wall time          {:.2} s", self.wall_s);
     }
 
     /// Writes the summary as JSON.

@@ -13,6 +13,7 @@
 //! (`crate::live`).
 
 pub mod capacity;
+pub mod hist;
 pub mod mcp;
 pub mod summary;
 pub mod turns;

@@ -9,9 +9,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
-use base64::Engine;
-use hdrhistogram::Histogram;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+
+pub use super::hist::Hist;
 use serde::{Deserialize, Serialize};
 
 /// What `fleet --voice --json` writes; `merge` refuses files of another format.
@@ -19,67 +18,6 @@ use serde::{Deserialize, Serialize};
 pub const MEASURED: &str = "measured";
 
 pub const FORMAT: &str = "xiaozhi-twin fleet voice summary 2";
-
-/// A latency histogram in microseconds.
-#[derive(Clone, Debug)]
-pub struct Hist(Histogram<u64>);
-
-impl Hist {
-    pub fn new() -> Hist {
-        // 1 µs .. 1 h, 3 significant digits; grows beyond if ever needed.
-        let mut h = Histogram::new_with_bounds(1, 3_600_000_000, 3)
-            .unwrap_or_else(|_| Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant digits are valid")));
-        h.auto(true);
-        Hist(h)
-    }
-
-    pub fn record(&mut self, us: u64) {
-        let _ = self.0.record(us.max(1));
-    }
-
-    pub fn len(&self) -> u64 {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The value at percentile `p`, ms (`None` when empty).
-    pub fn ms_at(&self, p: f64) -> Option<f64> {
-        (!self.is_empty()).then(|| self.0.value_at_quantile(p / 100.0) as f64 / 1000.0)
-    }
-
-    pub fn add(&mut self, other: &Hist) -> Result<()> {
-        self.0
-            .add(&other.0)
-            .map_err(|e| anyhow::anyhow!("histograms do not merge: {e:?}"))
-    }
-
-    fn encode(&self) -> String {
-        let mut buf = Vec::new();
-        let _ = V2DeflateSerializer::new().serialize(&self.0, &mut buf);
-        base64::engine::general_purpose::STANDARD.encode(buf)
-    }
-
-    fn decode(text: &str) -> Result<Hist> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .context("histogram: not base64")?;
-        let h: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| anyhow::anyhow!("histogram: not an HdrHistogram V2 encoding ({e:?})"))?;
-        let mut out = Hist::new();
-        out.0.add(&h).map_err(|e| anyhow::anyhow!("histogram: {e:?}"))?;
-        Ok(out)
-    }
-}
-
-impl Default for Hist {
-    fn default() -> Self {
-        Hist::new()
-    }
-}
 
 /// A histogram as the summary shows it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -107,7 +45,7 @@ impl Latency {
             p50_ms: h.ms_at(50.0),
             p90_ms: h.ms_at(90.0),
             p99_ms: h.ms_at(99.0),
-            max_ms: (!h.is_empty()).then(|| h.0.max() as f64 / 1000.0),
+            max_ms: (!h.is_empty()).then(|| h.max_ms()),
             hdr: h.encode(),
         }
     }
@@ -316,7 +254,7 @@ pub fn merge_files(files: &[std::path::PathBuf], partial: bool) -> Result<VoiceS
         if !partial {
             bail!("only {what}: give every shard, or --partial to merge these alone");
         }
-        eprintln!("fleet merge: {what} merged (--partial); the summary covers those only");
+        crate::errln!("fleet merge: {what} merged (--partial); the summary covers those only");
     }
     Ok(m)
 }
@@ -354,7 +292,7 @@ impl VoiceSummary {
 
     /// Reads a summary file; one-line errors name the file.
     pub fn read(path: &std::path::Path) -> Result<VoiceSummary> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+        let text = xiaozhi_sim::spec::read_text(path)?;
         let v: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
         if v["format"] != FORMAT {
@@ -468,7 +406,7 @@ impl VoiceSummary {
     pub fn print(&self) {
         let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1} ms"));
         let l = |name: &str, x: &Latency| {
-            println!(
+            crate::outln!(
                 "  {name:<24} p50 {:>10}  p90 {:>10}  p99 {:>10}  max {:>10}  (n={})",
                 f(x.p50_ms),
                 f(x.p90_ms),
@@ -488,22 +426,31 @@ impl VoiceSummary {
                 self.shards.first().map_or(1, |s| s.count)
             )
         };
-        println!(
+        crate::outln!(
             "voice fleet        {} devices × {} {} against {}{shards}",
-            self.devices, r.board, r.firmware, r.backend
+            self.devices,
+            r.board,
+            r.firmware,
+            r.backend
         );
-        println!(
+        crate::outln!(
             "plan               {} turn(s) each · utterance {} ({:.2} s) · {} audio · decode {}",
-            r.turns_per_device, r.utterance, r.utterance_s, r.audio, r.decode
+            r.turns_per_device,
+            r.utterance,
+            r.utterance_s,
+            r.audio,
+            r.decode
         );
         let bound = if self.peaks == MEASURED { "" } else { "≤ " };
-        println!(
+        crate::outln!(
             "devices            {} connected (peak {bound}{}), {} connect failures",
-            self.devices_connected, self.connected_peak, self.connect_failures
+            self.devices_connected,
+            self.connected_peak,
+            self.connect_failures
         );
         let t = &self.turns;
         let why: Vec<String> = t.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!(
+        crate::outln!(
             "turns              {} planned, {} started, {} completed, {} failed{}{}",
             t.planned,
             t.started,
@@ -521,20 +468,27 @@ impl VoiceSummary {
             }
         );
         if t.stt_before_end_of_speech > 0 {
-            println!(
+            crate::outln!(
                 "                   {} stt before the utterance's last voiced frame had left (the backend's VAD ended it sooner; not in the stt row)",
                 t.stt_before_end_of_speech
             );
         }
-        println!("latency (device side)");
+        crate::outln!("latency (device side)");
         l("end of speech → stt", &self.latency.stt);
         l("end of speech → audio", &self.latency.first_audio);
         l("end of speech → tts stop", &self.latency.tts_stop);
         l("twin-added first audio", &self.latency.twin_added_first_audio);
         l("MCP request → reply", &self.latency.mcp_reply);
+        self.print_costs();
+    }
+
+    /// The pacing, loudness, throughput and cost rows of [`VoiceSummary::print`].
+    fn print_costs(&self) {
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1} ms"));
+        let bound = if self.peaks == MEASURED { "" } else { "≤ " };
         let p = &self.pacing;
         let drops: u64 = p.frames_dropped_by_devices.values().sum();
-        println!(
+        crate::outln!(
             "TTS pacing         {} frames, {} gaps > 120 ms in {} replies, worst gap p99 {}, {} frames dropped by devices",
             p.tts_frames_received,
             p.gaps_over_120ms,
@@ -544,13 +498,14 @@ impl VoiceSummary {
         );
         let refused = p.frames_dropped_by_devices.get("udp_refused").copied().unwrap_or(0);
         if p.udp_sequence_gaps > 0 || refused > 0 {
-            println!(
+            crate::outln!(
                 "UDP                {} sequence gaps (lost or overtaken datagrams), {} duplicate or late datagrams refused",
-                p.udp_sequence_gaps, refused
+                p.udp_sequence_gaps,
+                refused
             );
         }
         if let Some(ld) = &self.loudness {
-            println!(
+            crate::outln!(
                 "loudness           {} replies at the listener: {} … {} dB SPL (mean {}), {} not audible",
                 ld.replies_measured,
                 ld.spl_db_min.map_or("-".into(), |x| format!("{x:.1}")),
@@ -559,12 +514,15 @@ impl VoiceSummary {
                 ld.not_audible
             );
         }
-        println!(
+        crate::outln!(
             "throughput         {:.1} turns/s, {:.0} TTS frames/s in, {:.0} mic frames/s out, {:.1} s wall",
-            self.turns_per_s, self.tts_frames_per_s, self.mic_frames_per_s, self.wall_s
+            self.turns_per_s,
+            self.tts_frames_per_s,
+            self.mic_frames_per_s,
+            self.wall_s
         );
         let tw = &self.twin;
-        println!(
+        crate::outln!(
             "the twin itself    {:.1} CPU s ({:.2} of {} cores busy on average, {bound}{:.2} in the busiest second), {:.1} KiB per device mid-turn ({} → {} KiB{}), Opus steps {} looked up / {} computed ({:.0} % shared)",
             tw.cpu_s,
             tw.cores_busy,
@@ -578,35 +536,5 @@ impl VoiceSummary {
             tw.codec_memo_computed,
             100.0 * tw.codec_memo_hits as f64 / (tw.codec_memo_hits + tw.codec_memo_computed).max(1) as f64
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn histograms_survive_the_text_form_and_merge_exactly() {
-        let mut a = Hist::new();
-        let mut b = Hist::new();
-        let mut all = Hist::new();
-        for i in 1..=5000u64 {
-            let v = i * 37 % 100_000 + 500;
-            if i % 2 == 0 {
-                a.record(v)
-            } else {
-                b.record(v)
-            }
-            all.record(v);
-        }
-        let (la, lb) = (Latency::of(&a), Latency::of(&b));
-        let mut m = la.hist().unwrap();
-        m.add(&lb.hist().unwrap()).unwrap();
-        assert_eq!(m.len(), 5000);
-        for p in [50.0, 90.0, 99.0, 100.0] {
-            assert_eq!(m.ms_at(p), all.ms_at(p), "p{p}");
-        }
-        assert!(Hist::decode("not base64!").is_err());
-        assert!(Hist::decode("AAAA").is_err());
     }
 }

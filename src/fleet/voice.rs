@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use indicatif::ProgressBar;
 use tokio::sync::watch;
 use xiaozhi_sim::backend::BackendSpec;
@@ -194,10 +194,7 @@ pub fn load_utterance(path: Option<&Path>) -> Result<(Vec<i16>, String)> {
 /// `same_audio` a sentence that names its listener is refused (the replies would differ).
 pub fn turn_script(path: Option<&Path>, turns: u32, same_audio: bool) -> Result<(Script, String)> {
     let (origin, text) = match path {
-        Some(p) => (
-            p.display().to_string(),
-            std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
-        ),
+        Some(p) => (p.display().to_string(), xiaozhi_sim::spec::read_text(p)?),
         None if same_audio => ("default voice fleet script".to_string(), SAME_AUDIO_SCRIPT.to_string()),
         None => ("default voice fleet script".to_string(), VOICE_SCRIPT.to_string()),
     };

@@ -184,7 +184,7 @@ impl Companion for Scripted {
                 action => act(device, now, action),
             };
             if self.verbose {
-                eprintln!("[{}] user (line {n}): {shown}", self.label);
+                crate::errln!("[{}] user (line {n}): {shown}", self.label);
             }
             self.done.push((ms(now), n, shown));
             self.next = Instant::now() + takes;

@@ -21,6 +21,7 @@
 
 mod companion;
 mod frame;
+mod lenient;
 mod mqtt;
 mod net;
 mod stats;
@@ -41,9 +42,14 @@ use xiaozhi_sim::time::SimTime;
 
 pub use companion::{Companion, Counters, Forged, Recorder, Scripted, Seen, Turn, Wake, Waker};
 pub use frame::{Frame, Mcp};
+pub use lenient::{Kind, Lenient};
 pub use mqtt::{Arrived, MqttEvent, MqttLink};
-pub use net::{Clock, Ws, dial, raw_text, read_http_head, small_ws_config};
+pub use net::{Clock, MAX_DEVICE_FRAME, Ws, dial, raw_text, read_http_head, small_ws_config};
 pub use stats::{DeviceStats, Request};
+
+/// The most characters of one frame or trace line `--verbose` prints (a 9 MB frame is one
+/// line of its first 2,000 characters and its length).
+const SHOWN: usize = 2_000;
 
 /// How many unanswered requests the driver remembers for the reply latency.
 const ASKED_KEPT: usize = 512;
@@ -115,7 +121,6 @@ struct Live {
     asked: BTreeMap<i64, Instant>,
     stop_at: Option<Instant>,
     stop: Option<watch::Receiver<bool>>,
-    max_message: usize,
     verbose: bool,
     label: String,
 }
@@ -131,7 +136,6 @@ impl Live {
             asked: BTreeMap::new(),
             stop_at: opts.duration.map(|d| Instant::now() + d),
             stop: opts.stop.clone(),
-            max_message: device.spec().target.free_heap,
             verbose: opts.verbose,
             label: opts.label.clone(),
             device,
@@ -205,7 +209,7 @@ impl Live {
             if let Err(e) = sent.await
                 && self.verbose
             {
-                eprintln!("[{}] forge to {host}:{port}: {e}", self.label);
+                crate::errln!("[{}] forge to {host}:{port}: {e}", self.label);
             }
         }
     }
@@ -235,7 +239,7 @@ impl Live {
                     if let Err(e) = self.mqtt.open_udp(&host, port).await
                         && self.verbose
                     {
-                        eprintln!("[{}] UDP socket to {host}:{port}: {e}", self.label);
+                        crate::errln!("[{}] UDP socket to {host}:{port}: {e}", self.label);
                     }
                 }
                 Output::UdpSend { datagram, .. } => {
@@ -269,7 +273,11 @@ impl Live {
             self.tell(Seen::Replied(asked.elapsed()));
         }
         if self.verbose {
-            eprintln!("[{}] → {}", self.label, String::from_utf8_lossy(text));
+            crate::errln!(
+                "[{}] → {}",
+                self.label,
+                crate::out::elide(&String::from_utf8_lossy(text), SHOWN)
+            );
         }
         true
     }
@@ -289,7 +297,7 @@ impl Live {
     /// network loses meanwhile is reported by the client's end).
     fn publish(&mut self, at: SimTime, topic: &str, payload: Vec<u8>) {
         if self.sending(at, &payload, self.mqtt.connected()) && !self.mqtt.publish(topic, payload) && self.verbose {
-            eprintln!("[{}] the MQTT client did not take the publish", self.label);
+            crate::errln!("[{}] the MQTT client did not take the publish", self.label);
         }
     }
 
@@ -305,7 +313,7 @@ impl Live {
     fn mqtt_connected(&mut self, ok: bool, why: &str) {
         self.stats.connect_failures += u64::from(!ok);
         if !ok && self.verbose {
-            eprintln!("[{}] MQTT connect failed: {why}", self.label);
+            crate::errln!("[{}] MQTT connect failed: {why}", self.label);
         }
         self.device.handle_mqtt_connack(self.clock.now(), ok);
         self.tell(Seen::Dialled(ok));
@@ -327,21 +335,21 @@ impl Live {
         if self.drop_socket() {
             self.stats.closes += 1;
             if self.verbose {
-                eprintln!("[{}] TCP closed by the device (no close frame)", self.label);
+                crate::errln!("[{}] TCP closed by the device (no close frame)", self.label);
             }
         }
     }
 
     async fn drive_dial(&mut self, endpoint: &Endpoint, request: &[u8]) {
         self.stats.connects += 1;
-        let ok = match tokio::time::timeout(DIAL_TIMEOUT, dial(endpoint, request, self.max_message)).await {
+        let ok = match tokio::time::timeout(DIAL_TIMEOUT, dial(endpoint, request)).await {
             Ok(Ok(sock)) => {
                 self.ws = Some(sock);
                 true
             }
             Ok(Err(e)) => {
                 if self.verbose {
-                    eprintln!("[{}] connect failed: {e:#}", self.label);
+                    crate::errln!("[{}] connect failed: {e:#}", self.label);
                 }
                 false
             }
@@ -360,7 +368,7 @@ impl Live {
         for e in self.device.drain_events() {
             self.tell(Seen::Traced(&e));
             if self.verbose {
-                eprintln!("[{}] {e}", self.label);
+                crate::errln!("[{}] {}", self.label, crate::out::elide(&e.to_string(), SHOWN));
             }
         }
     }
@@ -384,12 +392,17 @@ impl Live {
         };
         let now = self.clock.now();
         match msg {
+            // Text frames arrive as binary, their kind kept aside (`Lenient`): the firmware
+            // reads a text frame's bytes without checking their UTF-8.
             Some(Ok(Message::Text(t))) => self.receive_text(now, t.as_bytes(), false),
-            Some(Ok(Message::Binary(b))) => {
-                self.stats.binary_in += 1;
-                self.device.handle_ws_binary(now, &b);
-                self.tell(Seen::AudioIn);
-            }
+            Some(Ok(Message::Binary(b))) => match self.ws.as_mut().map(|w| w.get_mut().next_kind()) {
+                Some(Kind::Text) => self.receive_text(now, &b, false),
+                _ => {
+                    self.stats.binary_in += 1;
+                    self.device.handle_ws_binary(now, &b);
+                    self.tell(Seen::AudioIn);
+                }
+            },
             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
             Some(Ok(Message::Close(_)) | Err(_)) | None => self.lost(now),
         }
@@ -403,7 +416,7 @@ impl Live {
             Arrived::Mqtt(MqttEvent::Message(payload)) => self.receive_text(now, &payload, true),
             Arrived::Mqtt(MqttEvent::Closed(why)) => {
                 if self.verbose {
-                    eprintln!("[{}] MQTT connection lost: {why}", self.label);
+                    crate::errln!("[{}] MQTT connection lost: {why}", self.label);
                 }
                 self.device.handle_mqtt_closed(now);
                 self.tell(Seen::Dropped);
@@ -420,7 +433,11 @@ impl Live {
     fn receive_text(&mut self, now: SimTime, text: &[u8], mqtt: bool) {
         self.stats.frames_in += 1;
         if self.verbose {
-            eprintln!("[{}] ← {}", self.label, String::from_utf8_lossy(text));
+            crate::errln!(
+                "[{}] ← {}",
+                self.label,
+                crate::out::elide(&String::from_utf8_lossy(text), SHOWN)
+            );
         }
         let frame = Frame::parse(text);
         self.stats.hellos += u64::from(frame.is_hello());

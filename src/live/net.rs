@@ -15,6 +15,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use xiaozhi_sim::device::url::Endpoint;
+
+use super::lenient::Lenient;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 
 /// Virtual time that follows the wall clock from a starting instant.
@@ -48,12 +50,18 @@ pub fn small_ws_config(max_message: usize) -> WebSocketConfig {
         .max_frame_size(Some(max_message))
 }
 
-/// A WebSocket of the device.
-pub type Ws = WebSocketStream<TcpStream>;
+/// The largest message or frame the device's WebSocket takes: 64 MiB, more than any board's
+/// heap ([`xiaozhi_sim::board::MAX_FREE_HEAP`]), so every frame the firmware could hold reaches
+/// the device model, which decides (an envelope that does not fit the heap fails to parse, as
+/// cJSON's malloc would); a longer one ends the connection (docs/guarantees.md, "Input limits").
+pub const MAX_DEVICE_FRAME: usize = xiaozhi_sim::board::MAX_FREE_HEAP;
+
+/// A WebSocket of the device: text frames arrive as bytes ([`Lenient`]).
+pub type Ws = WebSocketStream<Lenient<TcpStream>>;
 
 /// esp-ml307's client handshake: write the device's exact request bytes, read the response
 /// header block, succeed iff it contains `HTTP/1.1 101`.
-pub async fn dial(endpoint: &Endpoint, request: &[u8], max_message: usize) -> Result<Ws> {
+pub async fn dial(endpoint: &Endpoint, request: &[u8]) -> Result<Ws> {
     if endpoint.tls {
         bail!("wss:// is not supported by the twin (ws:// only)");
     }
@@ -68,7 +76,14 @@ pub async fn dial(endpoint: &Endpoint, request: &[u8], max_message: usize) -> Re
         bail!("handshake refused: {}", header.lines().next().unwrap_or_default());
     }
     let leftover = head[end..].to_vec();
-    Ok(WebSocketStream::from_partially_read(stream, leftover, Role::Client, Some(small_ws_config(max_message))).await)
+    let mut lenient = Lenient::new(stream);
+    // Frames that came with the handshake's answer are read through the same rewriting.
+    let mut leftover = leftover;
+    lenient.scan_leftover(&mut leftover);
+    Ok(
+        WebSocketStream::from_partially_read(lenient, leftover, Role::Client, Some(small_ws_config(MAX_DEVICE_FRAME)))
+            .await,
+    )
 }
 
 /// Reads an HTTP header block (up to 16 KiB); returns the bytes read and the end of the block

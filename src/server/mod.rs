@@ -60,7 +60,7 @@ pub fn load_personality(name: &str) -> Result<BackendSpec> {
             names.join(", ")
         );
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let text = xiaozhi_sim::spec::read_text(path)?;
     Ok(BackendSpec::from_yaml(&path.display().to_string(), &text)?)
 }
 
@@ -140,7 +140,7 @@ struct WavFiles;
 impl Resources for WavFiles {
     fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String> {
         crate::wav::read_pcm(std::path::Path::new(path)).map_err(|e| {
-            eprintln!("backend: speak: {e:#}; speaking with the built-in voice");
+            crate::errln!("backend: speak: {e:#}; speaking with the built-in voice");
             format!("{e:#}")
         })
     }
@@ -243,10 +243,10 @@ impl Server {
         if self.print
             && let Ok(line) = serde_json::to_string(&report)
         {
-            println!("{line}");
+            crate::outln!("{line}");
         }
         if self.verbose || self.print {
-            eprintln!(
+            crate::errln!(
                 "backend: connection {} ({}) ended: {}, {} exchanges, unanswered ids {:?}",
                 report.connection,
                 report.session.device_id,
@@ -278,7 +278,7 @@ pub async fn serve(listener: TcpListener, server: Arc<Server>, stop: watch::Rece
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning.
                     if server.verbose {
-                        eprintln!("backend: accept failed: {e}");
+                        crate::errln!("backend: accept failed: {e}");
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -346,13 +346,13 @@ async fn accept(
         Ok(Ok(x)) => Some(x),
         Ok(Err(e)) => {
             if verbose {
-                eprintln!("backend: {peer}: handshake failed: {e:#}");
+                crate::errln!("backend: {peer}: handshake failed: {e:#}");
             }
             None
         }
         Err(_) => {
             if verbose {
-                eprintln!("backend: {peer}: no handshake within 10 s");
+                crate::errln!("backend: {peer}: no handshake within 10 s");
             }
             None
         }
@@ -398,7 +398,7 @@ impl Server {
         }
         let device_connection = self.device_connection(session.device_id());
         if self.verbose {
-            eprintln!("backend: connection {n} from {peer} ({}), {path}", session.device_id());
+            crate::errln!("backend: connection {n} from {peer} ({}), {path}", session.device_id());
         }
         let backend = ScriptedBackend::new(
             session,
@@ -497,7 +497,7 @@ impl Link<'_> {
                     match msg {
                         Some(Ok(Message::Text(t))) => {
                             if self.server.verbose {
-                                eprintln!("backend[{}] ← {}", self.n, t.as_str());
+                                crate::errln!("backend[{}] ← {}", self.n, t.as_str());
                             }
                             backend.handle_text(now, t.as_str());
                         }
@@ -531,7 +531,7 @@ impl Link<'_> {
             let sent = match action {
                 ScriptedAction::Text(text) => {
                     if self.server.verbose {
-                        eprintln!("backend[{}] → {text}", self.n);
+                        crate::errln!("backend[{}] → {text}", self.n);
                     }
                     ws.send(Message::text(text)).await
                 }

@@ -113,7 +113,7 @@ pub async fn serve_mqtt(
                 }
                 Err(e) => {
                     if server.verbose {
-                        eprintln!("backend: MQTT accept failed: {e}");
+                        crate::errln!("backend: MQTT accept failed: {e}");
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
@@ -265,10 +265,10 @@ impl Link {
             self.server.close(open, ending);
         }
         if self.server.verbose {
-            eprintln!("backend: MQTT connection from {} ended ({over:?})", self.peer);
+            crate::errln!("backend: MQTT connection from {} ended ({over:?})", self.peer);
         }
         if self.gateway.undelivered() > 0 {
-            eprintln!(
+            crate::errln!(
                 "backend: {} message(s) for {} were not delivered: the broker delivers only to subscribers, and the device subscribed to nothing",
                 self.gateway.undelivered(),
                 self.gateway.reply_topic().unwrap_or("the device")
@@ -299,23 +299,32 @@ impl Link {
     fn packets(&mut self, inbuf: &mut BytesMut) {
         let now = self.server.clock.now();
         while !self.gateway.is_closed() {
-            let header = match mqttbytes::check(inbuf.iter(), usize::MAX) {
-                Ok(h) => h,
-                Err(mqttbytes::Error::InsufficientBytes(_)) => return,
-                Err(_) => return self.gateway.protocol_error(),
-            };
-            if header.frame_length() > self.wire.max_packet {
+            // The claimed length is judged as soon as the fixed header is in, before the
+            // packet's bytes are waited for: a connection that claims 256 MB is closed after a
+            // few bytes, never buffered up to its claim (and before any password is checked).
+            let too_long = |bytes: usize| {
                 if self.server.verbose {
-                    eprintln!(
-                        "backend: {}: a {}-byte MQTT packet is over max_mqtt_payload_size ({}): the gateway closes the connection",
+                    crate::errln!(
+                        "backend: {}: a {bytes}-byte MQTT packet is over max_mqtt_payload_size ({}): the gateway closes the connection",
                         self.peer,
-                        header.frame_length(),
                         self.wire.max_packet
                     );
                 }
+            };
+            let header = match mqttbytes::check(inbuf.iter(), self.wire.max_packet) {
+                Ok(h) => h,
+                Err(mqttbytes::Error::InsufficientBytes(_)) if inbuf.len() <= self.wire.max_packet + 5 => return,
+                Err(mqttbytes::Error::PayloadSizeLimitExceeded(remaining)) => {
+                    too_long(remaining);
+                    return self.gateway.protocol_error();
+                }
+                Err(_) => return self.gateway.protocol_error(),
+            };
+            if header.frame_length() > self.wire.max_packet {
+                too_long(header.frame_length());
                 return self.gateway.protocol_error();
             }
-            let Ok(packet) = Packet::read(inbuf, usize::MAX) else {
+            let Ok(packet) = Packet::read(inbuf, self.wire.max_packet) else {
                 return self.gateway.protocol_error();
             };
             if !self.connected && !matches!(packet, Packet::Connect(_)) {
@@ -401,7 +410,7 @@ impl Link {
                 }
                 GatewayAction::Publish { topic, payload } => {
                     if self.server.verbose {
-                        eprintln!("backend: gateway → {topic}: {payload}");
+                        crate::errln!("backend: gateway → {topic}: {payload}");
                     }
                     let publish = Publish::new(topic, QoS::AtMostOnce, payload);
                     let _ = Packet::Publish(publish).write(&mut self.out, usize::MAX);
@@ -433,7 +442,7 @@ impl Link {
                 GatewayAction::BridgeText(text) => {
                     if let Some(b) = self.bridge.as_mut() {
                         if self.server.verbose {
-                            eprintln!("backend[{}] ← {text}", b.n);
+                            crate::errln!("backend[{}] ← {text}", b.n);
                         }
                         b.backend.handle_text(now, &text);
                     }
@@ -464,7 +473,7 @@ impl Link {
                     if self.server.verbose
                         && let Some(b) = &self.bridge
                     {
-                        eprintln!("backend[{}] → {text}", b.n);
+                        crate::errln!("backend[{}] → {text}", b.n);
                     }
                     self.gateway.bridge_text(now, &text);
                 }

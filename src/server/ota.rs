@@ -28,8 +28,8 @@ pub async fn serve_ota(listener: TcpListener, config: OtaConfig, verbose: bool, 
                     let config = config.clone();
                     tokio::spawn(async move {
                         match tokio::time::timeout(Duration::from_secs(10), request(stream, &config)).await {
-                            Ok(Ok(line)) if verbose => eprintln!("backend: OTA {peer}: {line}"),
-                            Ok(Err(e)) if verbose => eprintln!("backend: OTA {peer}: {e:#}"),
+                            Ok(Ok(line)) if verbose => crate::errln!("backend: OTA {peer}: {line}"),
+                            Ok(Err(e)) if verbose => crate::errln!("backend: OTA {peer}: {e:#}"),
                             _ => {}
                         }
                     });

@@ -80,6 +80,21 @@ pub fn listening(args: &[&str]) -> Backend {
     }
 }
 
+/// Waits until a line for which `want` holds arrives on `lines` (a process's stderr), within a
+/// generous `limit`: tests wait for events, not for a time that a busy machine may overrun.
+pub fn wait_for_line(lines: &mpsc::Receiver<String>, limit: Duration, want: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + limit;
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(l) if want(&l) => return l,
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("no such line within {limit:?}; seen: {seen:?}"),
+        }
+    }
+}
+
 /// Waits for a child with a hard limit; returns (exit code, stdout, stderr).
 pub fn finish(mut child: Child, limit: Duration) -> (i32, String, String) {
     let start = Instant::now();

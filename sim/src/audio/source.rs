@@ -147,7 +147,8 @@ impl Sampler {
         let amplitude = (32768.0 * 10f64.powf(dbfs / 20.0)).round().min(32767.0);
         let rate_f = f64::from(rate.max(1));
         let period = rate_f / freq_hz;
-        if freq_hz > 0.0 && period.fract() == 0.0 && period <= 48_000.0 {
+        // A whole period of at least one sample (an infinite frequency has a period of 0).
+        if freq_hz > 0.0 && period >= 1.0 && period.fract() == 0.0 && period <= 48_000.0 {
             let n = period as usize;
             let table: Vec<i16> = (0..n)
                 .map(|i| (amplitude * (std::f64::consts::TAU * i as f64 / period).sin()).round() as i16)
@@ -191,5 +192,21 @@ mod tests {
         assert_eq!(table.len(), 24);
         assert_eq!(table[6], 16423);
         assert_eq!(table[18], -16423);
+    }
+
+    #[test]
+    fn impossible_tones_sample_without_a_panic() {
+        for (hz, db) in [
+            (f64::INFINITY, -6.0),
+            (f64::NAN, -6.0),
+            (-1000.0, -6.0),
+            (0.0, -6.0),
+            (1e308, f64::NAN),
+        ] {
+            let s = Source::probe(hz, db).sampler(24_000);
+            for n in [0, 1, 7, u64::MAX] {
+                let _ = s.sample(n);
+            }
+        }
     }
 }

@@ -311,7 +311,52 @@ pub const SHIPPED: &[(&str, &str)] = &[
 impl BackendSpec {
     /// Parses a personality; `origin` names the source in errors.
     pub fn from_yaml(origin: &str, text: &str) -> Result<BackendSpec, SpecError> {
-        spec::from_yaml(origin, text)
+        let parsed: BackendSpec = spec::from_yaml(origin, text)?;
+        parsed
+            .check()
+            .map_err(|refused| spec::invalid_at(origin, text, refused))?;
+        Ok(parsed)
+    }
+
+    /// What serde cannot check: the voice's numbers make a turn possible (a VAD window of 0
+    /// chunks or a NaN level would hear no utterance ever, so the backend would never answer).
+    fn check(&self) -> Result<(), (String, String)> {
+        let Some(voice) = &self.voice else {
+            return Ok(());
+        };
+        let at = |f: &str| format!("voice.{f}");
+        if ![8_000, 12_000, 16_000, 24_000, 48_000].contains(&voice.tts_rate) {
+            return Err((
+                at("tts_rate"),
+                format!(
+                    "{} Hz is not an Opus rate (8000, 12000, 16000, 24000, 48000)",
+                    voice.tts_rate
+                ),
+            ));
+        }
+        let v = &voice.vad;
+        let counts = [
+            ("vad.chunk", v.chunk, 1, 16_000),
+            ("vad.window", v.window, 1, 1_000),
+            ("vad.voiced_in_window", v.voiced_in_window, 1, v.window),
+            ("vad.keep_before_voice", v.keep_before_voice, 0, 100_000),
+            ("vad.min_frames", v.min_frames, 0, 100_000),
+        ];
+        for (field, n, lo, hi) in counts {
+            if !(lo..=hi).contains(&n) {
+                return Err((at(field), format!("{n} is outside {lo}..={hi}")));
+            }
+        }
+        for (field, level) in [("vad.voice_dbfs", v.voice_dbfs), ("vad.quiet_dbfs", v.quiet_dbfs)] {
+            spec::within(level, -120.0, 0.0, "dBFS").map_err(|m| (at(field), m))?;
+        }
+        if v.quiet_dbfs > v.voice_dbfs {
+            return Err((
+                at("vad.quiet_dbfs"),
+                format!("{} dBFS is above voice_dbfs ({} dBFS)", v.quiet_dbfs, v.voice_dbfs),
+            ));
+        }
+        Ok(())
     }
 
     /// A shipped personality by name.

@@ -24,11 +24,13 @@ pub mod button;
 pub mod by_firmware;
 pub mod target;
 pub mod upstream;
+mod validate;
 pub use builtin::{Builtin, MOTIONS};
 pub use button::{ButtonAction, ButtonSpec, Gesture, MultipleClick};
 pub use by_firmware::FirmwareOverride;
 pub use target::{Chip, PartitionRow, PartitionTable, TargetSpec};
 pub use upstream::{UpstreamCodec, UpstreamSpec};
+pub use validate::MAX_FREE_HEAP;
 
 /// A validated board description.
 #[derive(Clone, Debug, Deserialize)]
@@ -418,26 +420,14 @@ impl BoardSpec {
     /// Parses and validates a board file's text; `origin` names the file in errors.
     pub fn from_yaml(origin: &str, text: &str) -> Result<BoardSpec, SpecError> {
         let mut spec: BoardSpec = spec::from_yaml(origin, text)?;
-        let checked = spec
-            .validate()
+        let checked = validate::board(&spec)
             .and_then(|()| spec.resolve_by_firmware())
             .and_then(|()| {
                 spec.override_variants().iter().try_for_each(|(i, variant)| {
-                    variant
-                        .validate()
-                        .map_err(|(field, message)| (format!("by_firmware[{i}].{field}"), message))
+                    validate::board(variant).map_err(|(field, message)| (format!("by_firmware[{i}].{field}"), message))
                 })
             });
-        checked.map_err(|(field, message)| {
-            let (line, column) = spec::find_field(text, &field);
-            SpecError::Invalid {
-                origin: origin.to_string(),
-                line,
-                column,
-                field,
-                message,
-            }
-        })?;
+        checked.map_err(|refused| spec::invalid_at(origin, text, refused))?;
         Ok(spec)
     }
 
@@ -478,215 +468,6 @@ impl BoardSpec {
         self.firmware.firmware()
     }
 
-    /// Checks what serde cannot: impossible values, inconsistent facts. Returns the offending
-    /// field path and why.
-    fn validate(&self) -> Result<(), (String, String)> {
-        let bad = |field: &str, message: String| Err((field.to_string(), message));
-        if self.name.is_empty()
-            || !self
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
-        {
-            return bad(
-                "name",
-                format!("`{}` is not a BOARD_NAME: CMake allows only [a-z0-9.-]+", self.name),
-            );
-        }
-        if self.board_type.is_empty() {
-            return bad("type", "BOARD_TYPE must not be empty".into());
-        }
-        match Firmware::parse(&self.firmware.version) {
-            Err(e) => return bad("firmware.version", e.to_string()),
-            Ok(f) if self.firmware.range_error_aborts && f.user_only_tools => {
-                return bad(
-                    "firmware.range_error_aborts",
-                    format!("the L1–L2 flag applies over a 1.x line, not {}", f.label()),
-                );
-            }
-            Ok(f) => {
-                if let Some(tags) = &self.firmware.tags {
-                    match crate::firmware::Constraint::parse(tags) {
-                        Err(e) => return bad("firmware.tags", e.to_string()),
-                        Ok(c) if !c.matches(&f) => {
-                            return bad(
-                                "firmware.version",
-                                format!("{} is outside this board's tags ({})", f.tag, c.text()),
-                            );
-                        }
-                        Ok(_) => {}
-                    }
-                }
-            }
-        }
-        if self.target.tick_hz == 0 || self.target.tick_hz > 1000 {
-            return bad(
-                "target.tick_hz",
-                format!("{} Hz: FreeRTOS allows 1..=1000", self.target.tick_hz),
-            );
-        }
-        let d = &self.display;
-        if d.kind != DisplayKind::None {
-            if d.width == 0 || d.height == 0 || d.width > 2048 || d.height > 2048 {
-                return bad("display.width", format!("{}x{} is not a panel size", d.width, d.height));
-            }
-            if let Some(t) = &d.default_theme
-                && !d.themes.contains(t)
-            {
-                return bad(
-                    "display.default_theme",
-                    format!("`{t}` is not one of the registered themes {:?}", d.themes),
-                );
-            }
-        } else if !d.themes.is_empty() {
-            return bad("display.themes", "a board without a display registers no themes".into());
-        }
-        if let Some(b) = &self.backlight {
-            if b.default_brightness > 100 {
-                return bad(
-                    "backlight.default_brightness",
-                    format!("{} > 100", b.default_brightness),
-                );
-            }
-            if b.frequency_hz == 0 {
-                return bad("backlight.frequency_hz", "must be > 0".into());
-            }
-        }
-        if let Some(c) = &self.camera
-            && (c.width == 0 || c.height == 0)
-        {
-            return bad("camera.width", "frame size must be > 0".into());
-        }
-        let a = &self.audio;
-        for (field, rate) in [
-            ("audio.input_sample_rate", a.input_sample_rate),
-            ("audio.output_sample_rate", a.output_sample_rate),
-        ] {
-            if !(8_000..=96_000).contains(&rate) {
-                return bad(
-                    field,
-                    format!("{rate} Hz is not an I2S sample rate the firmware uses (8000..=96000)"),
-                );
-            }
-        }
-        if !(0..=100).contains(&a.default_volume) {
-            return bad(
-                "audio.default_volume",
-                format!("{} is outside 0..=100", a.default_volume),
-            );
-        }
-        let mut names: Vec<&str> = Vec::new();
-        for (i, tool) in self.board_tools.iter().enumerate() {
-            match tool {
-                BoardTool::Lamp { gpio } => {
-                    check_gpio(*gpio).map_err(|m| (format!("board_tools[{i}].lamp.gpio"), m.to_string()))?;
-                }
-                BoardTool::Tool(t) => {
-                    let at = |f: &str| format!("board_tools[{i}].tool.{f}");
-                    if t.name.is_empty() || t.name.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-                        return Err((
-                            at("name"),
-                            format!(
-                                "`{}` is not a usable tool name (no quotes, backslashes or control characters)",
-                                t.name
-                            ),
-                        ));
-                    }
-                    if names.contains(&t.name.as_str()) {
-                        return Err((
-                            at("name"),
-                            format!(
-                                "`{}` is declared twice; the firmware would log \"already added\" and drop the second",
-                                t.name
-                            ),
-                        ));
-                    }
-                    names.push(&t.name);
-                    for (j, p) in t.properties.iter().enumerate() {
-                        p.to_property()
-                            .map_err(|e| (format!("board_tools[{i}].tool.properties[{j}]"), e.to_string()))?;
-                    }
-                    let prop_type = |n: &str| t.properties.iter().find(|p| p.name == n).map(|p| p.ty);
-                    match &t.behavior {
-                        Behavior::Gpio { gpio, level, from } => {
-                            check_gpio(*gpio).map_err(|m| (at("behavior.gpio.gpio"), m.to_string()))?;
-                            match (level, from) {
-                                (Some(l), None) if *l <= 1 => {}
-                                (Some(l), None) => {
-                                    return Err((at("behavior.gpio.level"), format!("{l} is not 0 or 1")));
-                                }
-                                (None, Some(f)) => match prop_type(f) {
-                                    Some(PropertyType::Boolean | PropertyType::Integer) => {}
-                                    _ => {
-                                        return Err((
-                                            at("behavior.gpio.from"),
-                                            format!("`{f}` is not a boolean or integer property of this tool"),
-                                        ));
-                                    }
-                                },
-                                _ => return Err((at("behavior.gpio"), "give exactly one of `level` or `from`".into())),
-                            }
-                        }
-                        Behavior::GpioState { gpio, .. } => {
-                            check_gpio(*gpio).map_err(|m| (at("behavior.gpio_state.gpio"), m.to_string()))?
-                        }
-                        Behavior::NvsSet { from, .. } => {
-                            if prop_type(from).is_none() {
-                                return Err((
-                                    at("behavior.nvs_set.from"),
-                                    format!("`{from}` is not a property of this tool"),
-                                ));
-                            }
-                        }
-                        Behavior::Returns { .. } | Behavior::Unmodelled { .. } => {}
-                        Behavior::Builtin { name, motion } => {
-                            if (*name == Builtin::OttoMotion) != motion.is_some() {
-                                return Err((
-                                    at("behavior.builtin"),
-                                    "`motion` goes with `otto.motion` and only with it".into(),
-                                ));
-                            }
-                            if let Some(m) = motion
-                                && !MOTIONS.contains(&m.as_str())
-                            {
-                                return Err((
-                                    at("behavior.builtin.motion"),
-                                    format!("unknown motion `{m}`; known: {}", MOTIONS.join(", ")),
-                                ));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        for (i, b) in self.buttons.iter().enumerate() {
-            check_gpio(b.gpio).map_err(|m| (format!("buttons[{i}].gpio"), m.to_string()))?;
-            if b.wired().is_empty() {
-                return bad(
-                    &format!("buttons[{i}]"),
-                    "a button with no callback does nothing: give it press_down, press_up, click, double_click, multiple_click or long_press".into(),
-                );
-            }
-            if let Some(m) = b.multiple_click
-                && m.clicks == 0
-            {
-                return bad(
-                    &format!("buttons[{i}].multiple_click.clicks"),
-                    "0 clicks is refused by iot_button_register_cb".into(),
-                );
-            }
-            if self.buttons[..i].iter().any(|o| o.name == b.name) {
-                return bad(&format!("buttons[{i}].name"), format!("`{}` names two buttons", b.name));
-            }
-        }
-        if let Some(bat) = &self.battery
-            && !(0..=100).contains(&bat.level)
-        {
-            return bad("battery.level", format!("{} is outside 0..=100", bat.level));
-        }
-        Ok(())
-    }
-
     /// The font in the device hello: the board's, else the display's usual built-in font
     /// (14 px 1 bpp on OLEDs, 16 px 4 bpp on LCDs), none without a display.
     pub fn text_font(&self) -> Option<TextFontSpec> {
@@ -718,15 +499,6 @@ impl BoardSpec {
             BoardTool::Tool(_) => None,
         })
     }
-}
-
-/// A pin number beyond the chip's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("GPIO {0} does not exist on an ESP32 (0..=56); an NC pin registers nothing, so leave the tool out")]
-struct NoSuchGpio(u32);
-
-fn check_gpio(gpio: u32) -> Result<(), NoSuchGpio> {
-    if gpio > 56 { Err(NoSuchGpio(gpio)) } else { Ok(()) }
 }
 
 impl fmt::Display for DisplayKind {

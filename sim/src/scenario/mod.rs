@@ -25,6 +25,7 @@ mod acceptance;
 mod check;
 pub mod discovery;
 pub mod expect;
+mod limits;
 pub mod over_wire;
 mod press;
 pub mod record;
@@ -41,10 +42,9 @@ use serde_saphyr::Spanned;
 use crate::board::BoardSpec;
 use crate::fault::Fault;
 use crate::spec::{self, SpecError, SpecErrors};
+use crate::time::Duration;
 #[cfg(test)]
 use crate::time::SimDuration;
-use crate::time::{Duration, MAX_SOUND};
-use crate::voice::speak::{TooLongSound, check_sound};
 use crate::world::WorldSpec;
 
 /// A scenario file.
@@ -468,6 +468,9 @@ impl ScenarioSpec {
                 message: message.to_string(),
             });
         }
+        if let Some(Err((field, message))) = self.world.as_ref().map(WorldSpec::check) {
+            errors.push(spec::invalid_at(origin, text, (format!("world.{field}"), message)));
+        }
         for (i, f) in self.faults.iter().enumerate() {
             if f.set.is_some() == f.clear.is_some() {
                 let (line, column) = spec::find_field(text, &format!("faults[{i}]"));
@@ -520,6 +523,9 @@ impl ScenarioSpec {
             {
                 errors.push(located(origin, &step.referenced, "say", "give either `wav` or `text`"));
             }
+            if let Some(message) = limits::impossible_tone(&step.value) {
+                errors.push(located(origin, &step.referenced, step_key(&step.value), &message));
+            }
             if both {
                 errors.push(located(
                     origin,
@@ -528,7 +534,7 @@ impl ScenarioSpec {
                     "give either `tone` or `wav`, not both",
                 ));
             }
-            if let Some(message) = too_long_sound(&step.value) {
+            if let Some(message) = limits::too_long_sound(&step.value) {
                 errors.push(located(origin, &step.referenced, step_key(&step.value), &message));
             }
         }
@@ -586,22 +592,6 @@ impl ScenarioSpec {
         } else {
             Err(SpecErrors::tidy(errors))
         }
-    }
-}
-
-/// Why a step's sound is longer than the twin makes in one piece ([`MAX_SOUND`]): a `speak`
-/// (its `for`, or its text's natural length when it has neither `for` nor a WAV), a `play`'s
-/// `for`, a `listen`'s `for`.
-fn too_long_sound(step: &Step) -> Option<String> {
-    let given = |d: Duration| (d.0 > MAX_SOUND).then(|| TooLongSound::Given(d.0).to_string());
-    match step {
-        Step::Speak(p) if p.wav.is_some() && p.duration.is_none() => None,
-        Step::Speak(p) => check_sound(&p.text, p.duration.map(|d| d.0))
-            .err()
-            .map(|e| e.to_string()),
-        Step::Play(p) => p.duration.and_then(given),
-        Step::Listen(l) => given(l.duration),
-        _ => None,
     }
 }
 
