@@ -5,6 +5,11 @@
 //! inherent impls in more than two files; every path the README names and every document the
 //! code cites exists (with the cited section); no patch leftovers are committed.
 //!
+//! Every rule is a linear scan of the files, so the tidy stays cheap: the whole of it runs in
+//! under 5 s and 200 MB (measured, not asserted: 0.54–0.71 s and under 4 MB peak resident for
+//! the test binary, `/usr/bin/time`, 2026-12-04, three runs; a brace expansion of a YAML block
+//! once took 81 s and 12 GB). It covers `src/`, `sim/` and `boardgen/`.
+//!
 //! Each rule reads the files as text (comments stripped where code is meant); a violation names
 //! the file and line. Each parser is also run on a planted violation, so a rule cannot pass
 //! vacuously.
@@ -46,7 +51,7 @@ fn is_rust(p: &Path) -> bool {
 }
 
 fn rust_files() -> Vec<PathBuf> {
-    ["src", "sim", "tests", "benches", "fuzz"]
+    ["src", "sim", "boardgen", "tests", "benches", "fuzz"]
         .iter()
         .flat_map(|d| files(&root().join(d)))
         .filter(|p| is_rust(p))
@@ -460,6 +465,11 @@ const LARGE_FILES: &[(&str, usize, &str)] = &[
         "mirrors one C file (cJSON 1.7.19: parse, lookup, print) function by function",
     ),
     (
+        "boardgen/src/extract.rs",
+        1323,
+        "reads an upstream build: sdkconfig, config.h, the board's sources and tools; to split: the tool reader (read_tools, read_tool, read_properties) into its own file",
+    ),
+    (
         "sim/src/backend/mod.rs",
         886,
         "the backend Session and its MCP exchange rules; to split: the personality-specific result handling",
@@ -648,20 +658,74 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
     out
 }
 
-/// The ceiling for a function in `src/` (lines, signature to closing brace).
+/// The ceiling for a function in the crates' sources (lines, signature to closing brace).
 const FUNCTION_CEILING: usize = 120;
 
+/// Functions over the ceiling, each at its exact length: an entry may not grow, one that
+/// shrinks is lowered to its new length, and one that falls to the ceiling leaves the list.
+const LONG_FUNCTIONS: &[(&str, &str, usize, &str)] = &[
+    (
+        "sim/src/audio/render.rs",
+        "render",
+        178,
+        "the sample loop of the acoustic chain; to split: the per-sample stages (codec, amplifier, speaker) into functions, figures unchanged",
+    ),
+    (
+        "sim/src/device/builtin.rs",
+        "builtin",
+        125,
+        "one match arm per built-in tool callback; to split: otto's arms into device::otto",
+    ),
+    (
+        "sim/src/scenario/over_wire.rs",
+        "of",
+        147,
+        "WirePlan::of, one arm per step kind; to split: the voice steps' arms",
+    ),
+    (
+        "boardgen/src/emit.rs",
+        "board_yaml",
+        339,
+        "writes one board file top to bottom; to split: one function per section (target, display, audio, tools, buttons, upstream)",
+    ),
+    (
+        "boardgen/src/extract.rs",
+        "read_build",
+        133,
+        "reads one build's sdkconfig and config.h; to split: the sdkconfig assembly",
+    ),
+];
+
 #[test]
-fn functions_in_src_stay_short() {
+fn functions_stay_short_and_the_allow_list_only_shrinks() {
     let mut bad = Vec::new();
-    for p in files(&root().join("src")).into_iter().filter(|p| is_rust(p)) {
-        for (name, line, len) in functions(&code(&read(&p))) {
-            if len > FUNCTION_CEILING {
-                bad.push(format!(
-                    "{}:{line}: fn {name} is {len} lines (ceiling {FUNCTION_CEILING})",
-                    rel(&p)
-                ));
+    let mut seen = BTreeSet::new();
+    for dir in ["src", "sim/src", "boardgen/src"] {
+        for p in files(&root().join(dir)).into_iter().filter(|p| is_rust(p)) {
+            for (name, line, len) in functions(&code(&read(&p))) {
+                if len <= FUNCTION_CEILING {
+                    continue;
+                }
+                let at = format!("{}:{line}: fn {name} is {len} lines", rel(&p));
+                match LONG_FUNCTIONS.iter().find(|(f, n, _, _)| rel(&p) == *f && name == *n) {
+                    Some((f, n, max, _)) => {
+                        seen.insert((*f, *n));
+                        if len > *max {
+                            bad.push(format!("{at}, listed at {max}: it may not grow"));
+                        } else if len < *max {
+                            bad.push(format!("{at}, listed at {max}: write {len} (the list only shrinks)"));
+                        }
+                    }
+                    None => bad.push(format!("{at} (ceiling {FUNCTION_CEILING})")),
+                }
             }
+        }
+    }
+    for (f, n, _, _) in LONG_FUNCTIONS {
+        if !seen.contains(&(*f, *n)) {
+            bad.push(format!(
+                "{f}: fn {n} is listed but no longer over the ceiling (or gone): remove it"
+            ));
         }
     }
     assert!(bad.is_empty(), "long functions:\n{}", bad.join("\n"));
@@ -782,10 +846,42 @@ fn every_source_file_is_in_the_readme_tour_or_the_lib_map() {
                 bad.push(format!("{path} (module `{module}`)"));
             }
         }
+        // The other way: a module path the map names (`a::b`, lowercase segments) is a module
+        // file of the crate, or an item (`fn`, `const`, `static`, `macro`) of the module before it.
+        let modules: BTreeSet<String> = sources.iter().map(|f| module_of(&src, f).join("::")).collect();
+        for m in &map {
+            let segments: Vec<&str> = m.split("::").collect();
+            let is_path = segments.len() > 1
+                && segments.iter().all(|s| {
+                    !s.is_empty()
+                        && s.chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                });
+            if !is_path || !modules.iter().any(|k| k.split("::").next() == Some(segments[0])) {
+                continue;
+            }
+            let parent = segments[..segments.len() - 1].join("::");
+            let item = segments[segments.len() - 1];
+            let is_item = sources
+                .iter()
+                .filter(|f| module_of(&src, f).join("::") == parent)
+                .any(|f| {
+                    let text = read(f);
+                    ["fn ", "const ", "static ", "macro_rules! "]
+                        .iter()
+                        .any(|k| text.contains(&format!("{k}{item}")))
+                });
+            if !modules.contains(m) && !is_item {
+                bad.push(format!(
+                    "{}: the map names `{m}`, which is no module or item",
+                    rel(&src.join("lib.rs"))
+                ));
+            }
+        }
     }
     assert!(
         bad.is_empty(),
-        "source files named neither in README's tour nor in their crate's lib.rs map:\n{}",
+        "source files named neither in README's tour nor in their crate's lib.rs map, or map entries that name nothing:\n{}",
         bad.join("\n")
     );
 }

@@ -61,9 +61,9 @@
 //!   * `device::peripherals` (the board's objects and their tool callbacks), `device::builtin`
 //!     (the built-in behaviours' callbacks), `device::upgrade` (the firmware upgrade flow);
 //!   * `device::application` (`Application`, the hub of one boot),
-//!     `device::application::voice` (its voice interaction),
-//!     `device::application::inbound` (the receive tasks and `OnIncomingJson`) and
-//!     `device::application::buttons` (its buttons' callbacks).
+//!     `device::application::voice` (its voice interaction) and
+//!     `device::application::inbound` (the receive tasks and `OnIncomingJson`); its buttons'
+//!     callbacks are `device::button`'s.
 //! * **Drivers** (on the device)
 //!   * `harness`: the owner of virtual time for offline runs; `replay`: the conformance replay
 //!     format and its runner; `loopback`: a device and a backend connection in one clock.

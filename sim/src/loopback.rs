@@ -1,7 +1,7 @@
 //! A device and a backend connection joined by an in-memory "socket" in virtual time: the whole
 //! WebSocket exchange (handshake, hellos, MCP both ways, speech, closes) without the network, so
 //! personalities, backend scripts and backend faults can be tested deterministically. The live
-//! version of the same pairing runs over real sockets in the binary (`server.rs`).
+//! version of the same pairing runs over real sockets in the binary (`src/server/mod.rs`).
 //!
 //! A device an OTA answer sent to MQTT meets the same backend through a
 //! [`GatewayConn`] (xiaozhi-mqtt-gateway's behaviour): its MQTT publishes and UDP datagrams go to
