@@ -29,6 +29,8 @@ pub struct BoundedLines<R> {
     line: Vec<u8>,
     /// Bytes of the current line seen so far (kept or not).
     seen: u64,
+    /// The last byte seen was a `\r` (not part of the line if the `\n` follows).
+    cr: bool,
 }
 
 impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
@@ -39,6 +41,7 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
             cap,
             line: Vec::new(),
             seen: 0,
+            cr: false,
         }
     }
 
@@ -53,11 +56,13 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
                 Some(i) => (&avail[..i], i + 1, true),
                 None => (avail, avail.len(), false),
             };
-            let room = self.cap.saturating_sub(self.line.len());
-            if self.seen as usize <= self.cap {
-                self.line.extend_from_slice(&part[..part.len().min(room)]);
-            }
+            // One byte past the cap is kept room for a `\r` before the `\n`.
+            let room = (self.cap + 1).saturating_sub(self.line.len());
+            self.line.extend_from_slice(&part[..part.len().min(room)]);
             self.seen += part.len() as u64;
+            if let Some(&last) = part.last() {
+                self.cr = last == b'\r';
+            }
             self.inner.consume(used);
             if ended {
                 return Ok(Some(self.finish()));
@@ -66,13 +71,14 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
     }
 
     fn finish(&mut self) -> Line {
-        let seen = std::mem::take(&mut self.seen);
+        let mut seen = std::mem::take(&mut self.seen);
         let mut line = std::mem::take(&mut self.line);
+        if std::mem::take(&mut self.cr) {
+            seen -= 1;
+            line.truncate(seen.min(line.len() as u64) as usize);
+        }
         if seen > self.cap as u64 {
             return Line::TooLong { bytes: seen };
-        }
-        if line.last() == Some(&b'\r') {
-            line.pop();
         }
         Line::Whole(line)
     }
@@ -104,7 +110,11 @@ mod tests {
                 Line::Whole(b"last".to_vec()),
             ]
         );
-        // Exactly the cap is whole; one byte more is not.
+        // Exactly the cap is whole (its `\r\n` not counted); one byte more is not.
+        assert_eq!(
+            all(b"12345\r\n123456\r\n", 5).await,
+            vec![Line::Whole(b"12345".to_vec()), Line::TooLong { bytes: 6 }]
+        );
         assert_eq!(
             all(b"12345\n123456\n", 5).await,
             vec![Line::Whole(b"12345".to_vec()), Line::TooLong { bytes: 6 }]

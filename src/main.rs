@@ -80,17 +80,20 @@ fn report_error(e: anyhow::Error) -> ExitCode {
 }
 
 /// `--help` and `--version` as clap prints them (exit 0); a usage error in one line on stderr
-/// with the command's usage, exit status 2 (clap's own message takes 3–7 lines).
+/// with the command's usage, exit status 2 (clap's own message takes 3–7 lines); no command at
+/// all: the help on stderr, exit status 2.
 fn usage_error(e: &clap::Error) -> ExitCode {
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
-        || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    {
-        xiaozhi_twin::out!("{}", e.render());
-        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-            ExitCode::from(2)
-        } else {
-            ExitCode::SUCCESS
-        };
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            xiaozhi_twin::out!("{}", e.render());
+            return ExitCode::SUCCESS;
+        }
+        // No subcommand: the help is the message, on stderr (nothing on stdout when refused).
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            xiaozhi_twin::err!("{}", e.render());
+            return ExitCode::from(2);
+        }
+        _ => {}
     }
     let text = e.render().to_string();
     let what: Vec<&str> = text

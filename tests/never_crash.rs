@@ -320,6 +320,16 @@ fn a_closed_standard_output_ends_the_output_quietly() {
     closed_after_ten_bytes(&["run", root().join("scenarios").to_str().unwrap()]);
     let dir = scratch_dir("never-crash-demo");
     closed_after_ten_bytes(&["demo", "--out", dir.to_str().unwrap()]);
+    // The end of the output, not of the work: the report files are still written.
+    let json = dir.join("run.json");
+    closed_after_ten_bytes(&[
+        "run",
+        root().join("scenarios/00-turn-it-down-a-bit.yaml").to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(report.as_array().is_some_and(|a| a.len() == 1), "{report}");
 }
 
 #[test]
@@ -461,6 +471,33 @@ fn fifos_and_character_devices_are_read_up_to_the_cap_and_no_further() {
         let e = refused(&out, device);
         assert!(e.contains("larger than"), "{e}");
     }
+    // 20 MB through /dev/stdin.
+    let mut child = Command::new(BIN)
+        .args(["run", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let chunk = vec![b'a'; 1 << 16];
+        for _ in 0..305 {
+            if stdin.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let (code, out, err) = common::finish(child, Duration::from_secs(60));
+    feeder.join().unwrap();
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("/dev/stdin: larger than"), "{err}");
+    // A request file that is one endless line: refused at 64 MiB, not read for ever.
+    let e = refused(
+        &twin(&["replay", "--board", "bread-compact-wifi", "/dev/zero"]),
+        "/dev/zero:1:",
+    );
+    assert!(e.contains("longer than 67108864 bytes"), "{e}");
     // Before the fix: 688 MB resident for 20 MB through /dev/stdin, and /dev/zero until the
     // machine ran out of memory.
     let peak = children_peak_kib();
@@ -801,6 +838,17 @@ fn invalid_utf8_and_oversized_text_frames_reach_the_device_model() {
     let (code, _, err) = common::finish(dev, Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("panicked"), "{err}");
+    // The device logged the frame it could not parse, as the firmware does; the driver printed
+    // the first 2,000 characters of that line and its length, not 9 MB.
+    let logged = err
+        .lines()
+        .find(|l| l.contains("Missing message type"))
+        .expect("the device's log line");
+    assert!(
+        logged.len() < 2_500 && logged.contains("bytes in all"),
+        "{} bytes",
+        logged.len()
+    );
 }
 
 /// `stdio` reads a message that arrives in pieces, with the device's 1 s clock tick firing in
@@ -959,6 +1007,14 @@ fn long_names_wide_wavs_and_bad_flags_are_one_short_line_with_nothing_on_stdout(
         &["frobnicate"],
     ] {
         refused(&twin(args), "(");
+    }
+    // A report that cannot be written at the end (a full disk): nothing on stdout, exit 2.
+    for flag in ["--json", "--junit", "--html"] {
+        let scenario = root().join("scenarios/00-turn-it-down-a-bit.yaml");
+        refused(
+            &twin(&["run", scenario.to_str().unwrap(), flag, "/dev/full"]),
+            "/dev/full",
+        );
     }
     // An output that cannot be written is refused before anything runs.
     let dir = scratch_dir("never-crash-out");

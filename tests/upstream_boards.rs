@@ -356,3 +356,35 @@ fn each_family_follows_the_boot_rule() {
         assert!(m.audible, "{board}: heard");
     }
 }
+
+/// sensecap-watcher's camera tools whose property values are run-time state: both listed (they
+/// used to be left out), with a first boot's values, and `param_set` answers its literal.
+#[test]
+fn sensecap_watcher_lists_its_model_tools_with_first_boot_values() {
+    let spec = load("sensecap-watcher").unwrap();
+    let names = listed_names(spec.clone());
+    for tool in ["self.model.param_get", "self.model.param_set", "self.model.enable"] {
+        assert!(names.iter().any(|n| n == tool), "{tool} not in {names:?}");
+    }
+    let mut h = Harness::new(Device::new(spec, WorldSpec::conformance(), 0));
+    h.power_on();
+    h.sleep(SimDuration::from_millis(1000));
+    h.run_until_idle().unwrap();
+    let reply = |h: &mut Harness, args: &str| {
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"self.model.param_set","arguments":{args}}}}}"#
+        );
+        h.deliver(call.as_bytes());
+        h.run_until_idle().unwrap();
+        let replies: Vec<String> = h
+            .take_mcp_payloads()
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        replies.concat()
+    };
+    let ok = reply(&mut h, r#"{"target":255}"#);
+    assert!(ok.contains("Detection configuration updated"), "{ok}");
+    let refused = reply(&mut h, r#"{"target":256}"#);
+    assert!(refused.contains("Value exceeds maximum allowed: 255"), "{refused}");
+}

@@ -291,9 +291,17 @@ pub fn run(opts: &Args) -> Result<bool> {
                 None => std::future::pending().await,
             }
         };
+        // A closed standard output stops the server as Ctrl-C does: its reports have nowhere
+        // to go (src/out.rs).
+        let orphaned = async {
+            while !crate::out::stdout_closed() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
         tokio::select! {
             _ = enough => {}
             _ = deadline => {}
+            _ = orphaned => {}
             _ = tokio::signal::ctrl_c() => {}
         }
         let _ = stop_tx.send(true);

@@ -290,6 +290,11 @@ pub fn run(opts: &Args) -> Result<bool> {
     if let Some(p) = &opts.report {
         crate::out::check_writable("--report", p)?;
     }
+    crate::out::holding(opts.report.is_some(), || run_inner(opts))
+}
+
+/// [`run`] once its output files were checked.
+fn run_inner(opts: &Args) -> Result<bool> {
     let mut device = build_device(opts)?;
     let script = match &opts.script {
         Some(p) => {

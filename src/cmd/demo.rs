@@ -84,6 +84,11 @@ pub fn run(opts: &Args) -> Result<bool> {
     if let Some(p) = &opts.html {
         crate::out::check_writable("--html", p)?;
     }
+    crate::out::holding(opts.html.is_some(), || run_inner(opts))
+}
+
+/// [`run`] once its output files were checked.
+fn run_inner(opts: &Args) -> Result<bool> {
     crate::outln!("xiaozhi-twin demo: the gap between `true`, readback and what is heard");
     crate::outln!("(firmware 78/xiaozhi-esp32 2.4.2 @ 48142026, simulated in virtual time)\n");
     let mut all_passed = true;

@@ -214,6 +214,11 @@ pub fn run(opts: &Args) -> Result<bool> {
     if let Some(p) = &opts.json {
         crate::out::check_writable("--json", p)?;
     }
+    crate::out::holding(opts.json.is_some(), || run_inner(opts))
+}
+
+/// [`run`] once its output files were checked.
+fn run_inner(opts: &Args) -> Result<bool> {
     if let Some(Command::Merge { files, json, partial }) = &opts.command {
         let m = merge_files(files, *partial)?;
         m.print();

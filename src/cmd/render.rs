@@ -111,6 +111,11 @@ pub fn run(opts: &Args) -> Result<bool> {
     if let Some(p) = &opts.screen {
         crate::out::check_writable("--screen", p)?;
     }
+    crate::out::holding(opts.html.is_some() || opts.screen.is_some(), || run_inner(opts))
+}
+
+/// [`run`] once its output files were checked.
+fn run_inner(opts: &Args) -> Result<bool> {
     let spec = opts.board.load()?;
     if let Some(v) = opts.volume
         && !(0..=100).contains(&v)

@@ -99,6 +99,10 @@ enum Lines {
     Directives,
 }
 
+/// The longest line of a request file: 64 MiB, more than any board's heap (docs/guarantees.md,
+/// "Input limits"); a longer one (`replay /dev/zero`) is refused, not read for ever.
+const MAX_LINE: usize = xiaozhi_sim::board::MAX_FREE_HEAP;
+
 /// Calls `f` with each line of `file` (of `which`) and its number (from 1), without its `\n` or
 /// `\r\n`: the same lines as `replay::split_lines` on the whole content. A line that lies whole
 /// in the read buffer is handed over in place (no copy); `memchr` finds the ends of lines.
@@ -110,9 +114,10 @@ fn for_each_line(file: &Path, which: Lines, mut f: impl FnMut(usize, &[u8]) -> R
         Err(e) => return Err(e).with_context(cannot_read),
     };
     let mut reader = BufReader::with_capacity(1 << 16, handle);
-    // A line that runs over the end of the buffer, gathered here (`skip`: not wanted).
+    // A line that runs over the end of the buffer, gathered here (`skip`: not wanted); `long`
+    // counts its bytes, kept or not, against MAX_LINE.
     let mut line = Vec::with_capacity(4096);
-    let (mut n, mut partial, mut skip) = (1usize, false, false);
+    let (mut n, mut partial, mut skip, mut long) = (1usize, false, false, 0usize);
     loop {
         let avail = reader.fill_buf().with_context(cannot_read)?;
         if avail.is_empty() {
@@ -125,6 +130,13 @@ fn for_each_line(file: &Path, which: Lines, mut f: impl FnMut(usize, &[u8]) -> R
             skip = which == Lines::Directives && !is_directive(avail);
         }
         let Some(end) = memchr::memchr(b'\n', avail) else {
+            long += avail.len();
+            if long > MAX_LINE {
+                bail!(
+                    "{}:{n}: a line longer than {MAX_LINE} bytes (more than any board's heap could take)",
+                    file.display()
+                );
+            }
             if !skip {
                 line.extend_from_slice(avail);
             }
@@ -142,7 +154,7 @@ fn for_each_line(file: &Path, which: Lines, mut f: impl FnMut(usize, &[u8]) -> R
             }
         }
         line.clear();
-        partial = false;
+        (partial, long) = (false, 0);
         n += 1;
         reader.consume(end + 1);
     }

@@ -114,14 +114,22 @@ impl Wire<'_> {
 }
 
 pub fn run(opts: &Args) -> Result<bool> {
-    let versions = firmware_list(&opts.firmware)?;
-    if versions.len() > 1 && (opts.junit.is_some() || opts.out.is_some() || opts.html.is_some()) {
-        anyhow::bail!("--junit, --html and --out take one firmware version at a time (a matrix run writes --json)");
-    }
     for (flag, path) in [("--json", &opts.json), ("--junit", &opts.junit), ("--html", &opts.html)] {
         if let Some(p) = path {
             crate::out::check_writable(flag, p)?;
         }
+    }
+    crate::out::holding(
+        opts.json.is_some() || opts.junit.is_some() || opts.html.is_some(),
+        || run_inner(opts),
+    )
+}
+
+/// [`run`] once its output files were checked.
+fn run_inner(opts: &Args) -> Result<bool> {
+    let versions = firmware_list(&opts.firmware)?;
+    if versions.len() > 1 && (opts.junit.is_some() || opts.out.is_some() || opts.html.is_some()) {
+        anyhow::bail!("--junit, --html and --out take one firmware version at a time (a matrix run writes --json)");
     }
     let (mut loaded, not_applicable) = load(opts, &versions)?;
     let mut skipped = 0;

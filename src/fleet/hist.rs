@@ -129,11 +129,16 @@ fn checked_v2(bytes: &[u8]) -> Result<Vec<u8>> {
     Ok(plain)
 }
 
+/// The most values a histogram may hold in all: 2^53 (far beyond any fleet's turns; hdrhistogram
+/// sums counts with plain additions, which three counts near `i64::MAX` overflow).
+const MAX_TOTAL: u64 = 1 << 53;
+
 /// Every zig-zag varint of a V2 payload (LEB128, the ninth byte whole) is a count or a run of
-/// zeros that stays inside `counts` slots.
+/// zeros that stays inside `counts` slots, and the counts add up to at most [`MAX_TOTAL`].
 fn check_payload(payload: &[u8], counts: usize) -> Result<()> {
     let mut at = 0;
     let mut index: u64 = 0;
+    let mut total: u64 = 0;
     while at < payload.len() {
         let mut value: u64 = 0;
         let mut i = 0;
@@ -158,6 +163,12 @@ fn check_payload(payload: &[u8], counts: usize) -> Result<()> {
         index = index.saturating_add(step);
         if index > counts as u64 + 1 {
             bail!("histogram: the payload runs past its {counts} counts");
+        }
+        if n > 0 {
+            total = total.saturating_add(n.unsigned_abs());
+            if total > MAX_TOTAL {
+                bail!("histogram: more than {MAX_TOTAL} values in all (its counts would overflow when summed)");
+            }
         }
     }
     Ok(())
@@ -244,6 +255,12 @@ mod tests {
         // i64::MIN as a run of zeros (hdrhistogram negates it: an overflow).
         let e = Hist::decode(&crafted(3, None, &[0xff; 9])).unwrap_err().to_string();
         assert!(e.contains("runs past"), "{e}");
+        // Three counts near i64::MAX: their sum overflows hdrhistogram's percentile walk.
+        let big = [0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        let e = Hist::decode(&crafted(3, None, &[big, big, big].concat()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("values in all"), "{e}");
         // A varint cut off at the end.
         let e = Hist::decode(&crafted(3, None, &[0x80])).unwrap_err().to_string();
         assert!(e.contains("cut off"), "{e}");

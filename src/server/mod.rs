@@ -497,7 +497,7 @@ impl Link<'_> {
                     match msg {
                         Some(Ok(Message::Text(t))) => {
                             if self.server.verbose {
-                                crate::errln!("backend[{}] ← {}", self.n, t.as_str());
+                                crate::errln!("backend[{}] ← {}", self.n, crate::out::elide(t.as_str(), 2_000));
                             }
                             backend.handle_text(now, t.as_str());
                         }
@@ -531,7 +531,7 @@ impl Link<'_> {
             let sent = match action {
                 ScriptedAction::Text(text) => {
                     if self.server.verbose {
-                        crate::errln!("backend[{}] → {text}", self.n);
+                        crate::errln!("backend[{}] → {}", self.n, crate::out::elide(&text, 2_000));
                     }
                     ws.send(Message::text(text)).await
                 }

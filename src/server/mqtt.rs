@@ -410,7 +410,10 @@ impl Link {
                 }
                 GatewayAction::Publish { topic, payload } => {
                     if self.server.verbose {
-                        crate::errln!("backend: gateway → {topic}: {payload}");
+                        crate::errln!(
+                            "backend: gateway → {topic}: {}",
+                            crate::out::elide(&String::from_utf8_lossy(payload.as_ref()), 2_000)
+                        );
                     }
                     let publish = Publish::new(topic, QoS::AtMostOnce, payload);
                     let _ = Packet::Publish(publish).write(&mut self.out, usize::MAX);
@@ -442,7 +445,11 @@ impl Link {
                 GatewayAction::BridgeText(text) => {
                     if let Some(b) = self.bridge.as_mut() {
                         if self.server.verbose {
-                            crate::errln!("backend[{}] ← {text}", b.n);
+                            crate::errln!(
+                                "backend[{}] ← {}",
+                                b.n,
+                                crate::out::elide(&String::from_utf8_lossy(text.as_ref()), 2_000)
+                            );
                         }
                         b.backend.handle_text(now, &text);
                     }
@@ -473,7 +480,7 @@ impl Link {
                     if self.server.verbose
                         && let Some(b) = &self.bridge
                     {
-                        crate::errln!("backend[{}] → {text}", b.n);
+                        crate::errln!("backend[{}] → {}", b.n, crate::out::elide(&text, 2_000));
                     }
                     self.gateway.bridge_text(now, &text);
                 }

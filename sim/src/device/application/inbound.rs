@@ -32,9 +32,11 @@ pub(crate) fn ws_text(
     } else {
         Terminator::Nul
     };
+    // Built only when the log is kept: a frame may be as large as a board's heap.
     let missing_type = |platform: &mut Platform| {
-        let shown = String::from_utf8_lossy(frame).into_owned();
-        platform.log(LogLevel::Error, "WS", || format!("Missing message type, data: {shown}"));
+        platform.log(LogLevel::Error, "WS", || {
+            format!("Missing message type, data: {}", String::from_utf8_lossy(frame))
+        });
     };
     let received = match parser.parse(frame, terminator, limits) {
         Err(_) => {
