@@ -359,27 +359,11 @@ pub fn read_build(up: &Upstream, dir: &str, cfg: &serde_json::Value, index: usiz
     let mut base = sdk.defines();
     base.set("BOARD_NAME", &format!("\"{}\"", f.build));
     base.set("BOARD_TYPE", &format!("\"{}\"", f.board_type));
-    let folder = up.root.join("main/boards").join(dir);
-    let mut config_defs = base.clone();
-    pp::preprocess(&folder.join("config.h"), &mut config_defs, 0);
-    let mut sources = Vec::new();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&folder)
-        .map(|rd| rd.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    names.sort();
-    for p in names {
-        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if ext != "cc" && ext != "c" && ext != "h" && ext != "cpp" {
-            continue;
-        }
-        let name = p.file_name().unwrap_or_default().to_string_lossy().to_string();
-        if name == "config.h" {
-            continue;
-        }
-        let mut defs = base.clone();
-        let text = pp::preprocess(&p, &mut defs, 0);
-        sources.push(Source { name, text, defs });
-    }
+    let (config_defs, files) = pp::preprocess_folder(&up.root.join("main/boards").join(dir), &base);
+    let sources: Vec<Source> = files
+        .into_iter()
+        .map(|(name, text, defs)| Source { name, text, defs })
+        .collect();
     let Some(main_i) = sources.iter().position(|s| s.text.contains("DECLARE_BOARD(")) else {
         f.notes.push("no DECLARE_BOARD in the folder's sources".into());
         return f;

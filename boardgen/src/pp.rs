@@ -111,8 +111,35 @@ pub fn skip_literal(b: &[u8], i: usize) -> usize {
 
 /// Comments removed (replaced by a space, newlines kept so line numbers hold), line
 /// continuations joined.
+/// Joins lines that end in a backslash, and puts the line ends it took out after the joined
+/// line, so every later line keeps its number (citations count lines).
+fn join_continuations(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut owed = 0;
+    let mut lines = src.split('\n').peekable();
+    while let Some(line) = lines.next() {
+        match line.strip_suffix('\\') {
+            Some(joined) if lines.peek().is_some() => {
+                out.push_str(joined);
+                owed += 1;
+            }
+            _ => {
+                out.push_str(line);
+                if lines.peek().is_some() {
+                    out.push('\n');
+                    for _ in 0..owed {
+                        out.push('\n');
+                    }
+                }
+                owed = 0;
+            }
+        }
+    }
+    out
+}
+
 pub fn strip_comments(src: &str) -> String {
-    let src = src.replace("\r\n", "\n").replace("\\\n", "");
+    let src = join_continuations(&src.replace("\r\n", "\n"));
     let b = src.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -157,7 +184,8 @@ struct Level {
 }
 
 /// Preprocesses `path` (read from `dir` for local includes) with `defs`, which it extends.
-/// Returns the active text.
+/// Returns the active text: the file's own lines at their line numbers, then what its local
+/// includes hold.
 pub fn preprocess(path: &Path, defs: &mut Defines, depth: u32) -> String {
     let Ok(raw) = std::fs::read_to_string(path) else {
         return String::new();
@@ -165,6 +193,7 @@ pub fn preprocess(path: &Path, defs: &mut Defines, depth: u32) -> String {
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let text = strip_comments(&raw);
     let mut out = String::new();
+    let mut included = String::new();
     let mut stack: Vec<Level> = Vec::new();
     let active = |s: &Vec<Level>| s.last().is_none_or(|l| l.active);
     for line in text.lines() {
@@ -219,7 +248,9 @@ pub fn preprocess(path: &Path, defs: &mut Defines, depth: u32) -> String {
                     if let Some(f) = rest.trim().strip_prefix('"').and_then(|r| r.split('"').next()) {
                         let p: PathBuf = dir.join(f);
                         if p.is_file() {
-                            out.push_str(&preprocess(&p, defs, depth + 1));
+                            // Read here (its defines count from this point on), placed after the
+                            // file's own lines, which so keep their line numbers for citations.
+                            included.push_str(&preprocess(&p, defs, depth + 1));
                         }
                     }
                 }
@@ -233,7 +264,31 @@ pub fn preprocess(path: &Path, defs: &mut Defines, depth: u32) -> String {
         }
         out.push('\n');
     }
+    out.push_str(&included);
     out
+}
+
+/// A board folder: its `config.h` (the defines it leaves) and every other source (`.cc`, `.c`,
+/// `.cpp`, `.h`), each preprocessed with `base`, in file-name order: (name, text, defines).
+pub fn preprocess_folder(folder: &Path, base: &Defines) -> (Defines, Vec<(String, String, Defines)>) {
+    let mut config_defs = base.clone();
+    preprocess(&folder.join("config.h"), &mut config_defs, 0);
+    let mut names: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    names.sort();
+    let mut sources = Vec::new();
+    for p in names {
+        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let name = p.file_name().unwrap_or_default().to_string_lossy().to_string();
+        if !matches!(ext, "cc" | "c" | "h" | "cpp") || name == "config.h" {
+            continue;
+        }
+        let mut defs = base.clone();
+        let text = preprocess(&p, &mut defs, 0);
+        sources.push((name, text, defs));
+    }
+    (config_defs, sources)
 }
 
 fn split_word(s: &str) -> (&str, &str) {
@@ -524,4 +579,31 @@ pub fn eval_if(expr: &str) -> i64 {
         strict: false,
     };
     p.ternary().filter(|_| p.pos == p.toks.len()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continued_lines_and_includes_leave_every_line_at_its_number() {
+        assert_eq!(join_continuations("a \\\nb\nc\n"), "a b\n\nc\n");
+        let dir = std::env::temp_dir().join(format!("boardgen-pp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("h.h"), "#define X 1\nclass H {};\n").unwrap();
+        std::fs::write(
+            dir.join("a.cc"),
+            "#include \"h.h\"\n#define Y \\\n 2\nint a;\nint b = X;\n",
+        )
+        .unwrap();
+        let mut defs = Defines::default();
+        let text = preprocess(&dir.join("a.cc"), &mut defs, 0);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[3], "int a;", "{text}");
+        assert_eq!(lines[4], "int b = X;", "{text}");
+        assert!(text.contains("class H"), "{text}");
+        assert_eq!(defs.resolve_int("X"), Some(1));
+        assert_eq!(defs.resolve_int("Y"), Some(2));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

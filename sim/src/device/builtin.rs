@@ -107,28 +107,7 @@ impl Peripherals {
                             None => text(otto::ERR_INVALID_ACTION),
                         }
                     }
-                    Builtin::OttoSetTrim => {
-                        let servo = bytes("servo_type");
-                        let trim = int("trim_value");
-                        platform.log(LogLevel::Info, "OttoController", || {
-                            format!("设置舵机微调: {} = {}度", String::from_utf8_lossy(&servo), trim)
-                        });
-                        let Some(i) = otto::TRIM_KEYS.iter().position(|k| k.as_bytes() == servo.as_slice()) else {
-                            return text(otto::ERR_INVALID_SERVO);
-                        };
-                        if let Err(e) = platform.nvs_set(otto::TRIM_NAMESPACE, otto::TRIM_KEYS[i], NvsValue::I32(trim))
-                        {
-                            return panic(e);
-                        }
-                        o.trims[i] = trim;
-                        let reply = ReturnValue::Text(otto::trim_saved(&servo, trim));
-                        Self::queue_otto(
-                            o,
-                            platform,
-                            otto::Motion::new(otto::kind::JUMP, 1, 500, 0, 0),
-                            Ok(reply),
-                        )
-                    }
+                    Builtin::OttoSetTrim => Self::otto_set_trim(o, platform, bytes("servo_type"), int("trim_value")),
                     // Answered above, before the controller is needed.
                     other => {
                         Callback::Throw(format!("built-in behaviour {} ran out of place", other.name()).into_bytes())
@@ -136,6 +115,27 @@ impl Peripherals {
                 }
             }
         }
+    }
+
+    /// `self.otto.set_trim`: log, store the trim in NVS, keep it, and jump once to show it.
+    fn otto_set_trim(o: &mut Otto, platform: &mut Platform, servo: Vec<u8>, trim: i32) -> Callback {
+        platform.log(LogLevel::Info, "OttoController", || {
+            format!("设置舵机微调: {} = {}度", String::from_utf8_lossy(&servo), trim)
+        });
+        let Some(i) = otto::TRIM_KEYS.iter().position(|k| k.as_bytes() == servo.as_slice()) else {
+            return Callback::Return(ReturnValue::Text(otto::ERR_INVALID_SERVO.as_bytes().to_vec()));
+        };
+        if let Err(e) = platform.nvs_set(otto::TRIM_NAMESPACE, otto::TRIM_KEYS[i], NvsValue::I32(trim)) {
+            return panic(e);
+        }
+        o.trims[i] = trim;
+        let reply = ReturnValue::Text(otto::trim_saved(&servo, trim));
+        Self::queue_otto(
+            o,
+            platform,
+            otto::Motion::new(otto::kind::JUMP, 1, 500, 0, 0),
+            Ok(reply),
+        )
     }
 
     /// `QueueAction`: log, queue; a full queue blocks the caller until the task frees a slot.
