@@ -83,15 +83,8 @@ impl WirePlan {
     /// `text` is the scenario file's text (for the position of a refused fault timeline).
     pub fn of(spec: &ScenarioSpec, origin: &str, text: &str) -> Result<WirePlan, SpecError> {
         if !spec.faults.is_empty() {
-            let (line, column) = crate::spec::find_field(text, "faults");
-            return Err(SpecError::Invalid {
-                origin: origin.to_string(),
-                line,
-                column,
-                field: "faults".into(),
-                message: "cannot run over the wire: a fault timeline acts on the device itself (run without --wire)"
-                    .into(),
-            });
+            let why = "cannot run over the wire: a fault timeline acts on the device itself (run without --wire)";
+            return Err(crate::spec::invalid_at(origin, text, ("faults".into(), why.into())));
         }
         let mut lines = Vec::new();
         let mut steps = Vec::new();
@@ -114,6 +107,17 @@ impl WirePlan {
                 only_on: Some(connection),
                 step,
             };
+            // A call the backend's script makes on this connection; its index among them.
+            let mut plan_call = |tool: &str, args: &Value| {
+                let call = ScriptCommand::Call {
+                    tool: tool.to_string(),
+                    args: args.clone(),
+                    wait: true,
+                };
+                lines.push(script_line(call, connection));
+                calls_on_connection += 1;
+                calls_on_connection - 1
+            };
             let kind = match &spanned.value {
                 Step::Call(c) => {
                     if c.id.is_some() {
@@ -123,19 +127,10 @@ impl WirePlan {
                         return refuse("an acoustic measurement needs the simulated room");
                     }
                     let args = c.args.clone().unwrap_or_else(|| Value::Object(Default::default()));
-                    lines.push(script_line(
-                        ScriptCommand::Call {
-                            tool: c.tool.value.clone(),
-                            args: args.clone(),
-                            wait: true,
-                        },
-                        connection,
-                    ));
-                    calls_on_connection += 1;
                     Kind::Call {
                         tool: c.tool.value.clone(),
+                        index: plan_call(&c.tool.value, &args),
                         args,
-                        index: calls_on_connection - 1,
                         decision: c.decision.clone(),
                         readback: None,
                         expect: c.expect.clone(),
@@ -143,19 +138,10 @@ impl WirePlan {
                 }
                 Step::Readback(r) => {
                     let args = Value::Object(Default::default());
-                    lines.push(script_line(
-                        ScriptCommand::Call {
-                            tool: STATUS_TOOL.into(),
-                            args: args.clone(),
-                            wait: true,
-                        },
-                        connection,
-                    ));
-                    calls_on_connection += 1;
                     Kind::Call {
                         tool: STATUS_TOOL.into(),
+                        index: plan_call(STATUS_TOOL, &args),
                         args,
-                        index: calls_on_connection - 1,
                         decision: None,
                         readback: Some(r.path.clone()),
                         expect: r.expect.clone(),
@@ -186,23 +172,7 @@ impl WirePlan {
                         expect: i.expect.clone(),
                     }
                 }
-                Step::Send(_) | Step::Burst(_) => {
-                    return refuse("replies to raw payloads cannot be paired over the wire");
-                }
-                Step::Play(_) | Step::Listen(_) => return refuse("it measures the simulated room"),
-                Step::Speak(_) | Step::Wake(_) | Step::Say(_) | Step::Abort(_) | Step::Server(_) => {
-                    return refuse("voice steps run in virtual time only (use `connect --script` for a real backend)");
-                }
-                Step::Press(_)
-                | Step::ButtonDown(_)
-                | Step::ButtonUp(_)
-                | Step::Reboot
-                | Step::CutPower
-                | Step::PowerOn
-                | Step::Fault(_)
-                | Step::Busy(_) => {
-                    return refuse("it acts on the device itself, not through the backend");
-                }
+                other => return refuse(off_the_wire(other)),
             };
             let ends_connection = match &kind {
                 Kind::Call { tool, expect, .. } => {
@@ -227,6 +197,32 @@ impl WirePlan {
             connections: connection,
             steps,
         })
+    }
+}
+
+/// Why a step of a kind that never runs over a connection cannot.
+fn off_the_wire(step: &Step) -> &'static str {
+    match step {
+        Step::Send(_) | Step::Burst(_) => "replies to raw payloads cannot be paired over the wire",
+        Step::Play(_) | Step::Listen(_) => "it measures the simulated room",
+        Step::Speak(_) | Step::Wake(_) | Step::Say(_) | Step::Abort(_) | Step::Server(_) => {
+            "voice steps run in virtual time only (use `connect --script` for a real backend)"
+        }
+        Step::Press(_)
+        | Step::ButtonDown(_)
+        | Step::ButtonUp(_)
+        | Step::Reboot
+        | Step::CutPower
+        | Step::PowerOn
+        | Step::Fault(_)
+        | Step::Busy(_) => "it acts on the device itself, not through the backend",
+        // Planned by `WirePlan::of`; listed so that a new kind of step must be placed here.
+        Step::Call(_)
+        | Step::Readback(_)
+        | Step::ListTools(_)
+        | Step::Wait(_)
+        | Step::Note(_)
+        | Step::Initialize(_) => "it runs over the wire",
     }
 }
 
