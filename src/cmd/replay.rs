@@ -99,7 +99,8 @@ enum Lines {
     Directives,
 }
 
-/// The longest line of a request file: 64 MiB, more than any board's heap (docs/guarantees.md,
+/// The longest line of a request file: 64 MiB, the largest heap a board may declare, which no
+/// longer message could be parsed in (docs/guarantees.md,
 /// "Input limits"); a longer one (`replay /dev/zero`) is refused, not read for ever.
 const MAX_LINE: usize = xiaozhi_sim::board::MAX_FREE_HEAP;
 

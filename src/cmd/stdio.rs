@@ -20,7 +20,7 @@ use crate::args::BoardArgs;
 use crate::lines::{BoundedLines, Line};
 use crate::live::Clock;
 
-/// The longest message line read from stdin: more than any board's heap (at most 64 MiB,
+/// The longest message line read from stdin: the largest heap a board may declare (64 MiB,
 /// `target.free_heap`), so every message the device could hold gets through and the device
 /// decides; a longer line is dropped without being held (docs/guarantees.md, "Input limits").
 pub const MAX_LINE: usize = xiaozhi_sim::board::MAX_FREE_HEAP;

@@ -50,8 +50,8 @@ pub fn small_ws_config(max_message: usize) -> WebSocketConfig {
         .max_frame_size(Some(max_message))
 }
 
-/// The largest message or frame the device's WebSocket takes: 64 MiB, more than any board's
-/// heap ([`xiaozhi_sim::board::MAX_FREE_HEAP`]), so every frame the firmware could hold reaches
+/// The largest message or frame the device's WebSocket takes: 64 MiB, the largest heap a board
+/// may declare ([`xiaozhi_sim::board::MAX_FREE_HEAP`]), so every frame the firmware could hold reaches
 /// the device model, which decides (an envelope that does not fit the heap fails to parse, as
 /// cJSON's malloc would); a longer one ends the connection (docs/guarantees.md, "Input limits").
 pub const MAX_DEVICE_FRAME: usize = xiaozhi_sim::board::MAX_FREE_HEAP;
