@@ -140,14 +140,8 @@ pub fn check_writable(flag: &str, path: &std::path::Path) -> anyhow::Result<()> 
     }
 }
 
-/// `text` cut to its first `max` characters, with how long it was, for one-line messages that
-/// quote an input (a 100,000-character tool name is not echoed whole).
-pub fn elide(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    match text.char_indices().nth(max) {
-        None => text.into(),
-        Some((at, _)) => format!("{}… ({} bytes in all)", &text[..at], text.len()).into(),
-    }
-}
+/// `text` cut to its first `max` characters, with its length (the sim crate's one rule).
+pub use xiaozhi_sim::spec::elide;
 
 /// `println!` that ends the process quietly when standard output is closed (see [`crate::out`]).
 #[macro_export]

@@ -149,6 +149,15 @@ pub fn invalid_at(origin: &str, text: &str, (field, message): (String, String)) 
     }
 }
 
+/// `text` cut to its first `max` characters, with how long it was, for one-line messages that
+/// quote an input (a 100,000-character tool name is not echoed whole).
+pub fn elide(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => text.into(),
+        Some((at, _)) => format!("{}… ({} bytes in all)", &text[..at], text.len()).into(),
+    }
+}
+
 /// A physical quantity is a finite number in `lo..=hi` (NaN and the infinities never are);
 /// otherwise why not, in `unit`s (board files, worlds, flags: docs/guarantees.md, "Input limits").
 pub fn within(value: f64, lo: f64, hi: f64, unit: &str) -> Result<(), String> {

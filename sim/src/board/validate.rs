@@ -217,7 +217,7 @@ fn tools(spec: &BoardSpec) -> Checked {
                         at("name"),
                         format!(
                             "`{}` is not a usable tool name (no quotes, backslashes or control characters)",
-                            shown(&t.name)
+                            crate::spec::elide(&t.name, 200)
                         ),
                     ));
                 }
@@ -226,7 +226,7 @@ fn tools(spec: &BoardSpec) -> Checked {
                         at("name"),
                         format!(
                             "`{}` is declared twice; the firmware would log \"already added\" and drop the second",
-                            shown(&t.name)
+                            crate::spec::elide(&t.name, 200)
                         ),
                     ));
                 }
@@ -337,14 +337,6 @@ fn battery(spec: &BoardSpec) -> Checked {
         return bad("battery.level", format!("{} is outside 0..=100", bat.level));
     }
     Ok(())
-}
-
-/// A tool name as a one-line message quotes it: its first 200 characters and its length.
-fn shown(name: &str) -> String {
-    match name.char_indices().nth(200) {
-        None => name.to_string(),
-        Some((at, _)) => format!("{}… ({} bytes in all)", &name[..at], name.len()),
-    }
 }
 
 /// A pin number beyond the chip's.
