@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use xiaozhi_sim::hw::render::{Frame, has_glyph, render_png};
+use xiaozhi_sim::hw::lvgl::font;
+use xiaozhi_sim::hw::render::{Frame, render_png};
 use xiaozhi_sim::hw::screen::{self, NetworkIcon, ScreenCall, ScreenLog, StatusIcons};
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_twin::boards::load;
@@ -215,16 +216,23 @@ fn a_round_panel_shows_only_its_circle() {
     for (x, y) in [(0, 0), (239, 0), (0, 239), (239, 239), (30, 30)] {
         assert_eq!(p.pixel(x, y), Some([0, 0, 0]), "({x}, {y}) is outside the glass");
     }
-    assert_eq!(p.pixel(120, 100), Some([255, 255, 255]), "the centre is lit");
+    assert_eq!(
+        p.pixel(120, 60),
+        Some([255, 255, 255]),
+        "the middle above the emoji is lit"
+    );
     // The snapshot is LVGL's square: its corners are the theme's background.
     let fb = render::framebuffer(&spec, &state, t(100)).unwrap();
     assert_eq!(fb.pixel(0, 0), Some([255, 255, 255]));
 }
 
-/// Every text the firmware's screen calls use in the twin, and the test sentences, have glyphs.
+/// Every text the firmware's screen calls use in the twin has glyphs in every built-in font (the
+/// component's `basic` charset is made from the firmware's own strings); the test's chat sentence
+/// is in the assets' `common` fonts but five of its letters are not in the built-in ones, which
+/// is what a board without assets shows (issue 41: "好的，已你了").
 #[test]
-fn the_font_covers_the_firmwares_screen_texts() {
-    let texts = [
+fn the_fonts_cover_the_firmwares_screen_texts() {
+    let firmware = [
         screen::STANDBY,
         screen::CONNECTING,
         screen::LISTENING,
@@ -232,15 +240,22 @@ fn the_font_covers_the_firmwares_screen_texts() {
         screen::VOLUME,
         screen::MAX_VOLUME,
         screen::MUTED,
-        "错误警告信息无法连接服务，请稍后再试好的已经帮你调小了声音",
-        "0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ []().,!?",
+        "0123456789 abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ ().,!?",
     ];
-    let missing: Vec<char> = texts
-        .iter()
-        .flat_map(|s| s.chars())
-        .filter(|c| !has_glyph(*c))
-        .collect();
-    assert!(missing.is_empty(), "no glyph for {missing:?}");
+    let sentence = "好的，已经帮你调小了声音";
+    for size in ["14_1", "16_4", "20_4", "30_4"] {
+        let basic = font::by_name(&format!("font_noto_sans_basic_{size}")).expect("shipped");
+        let common = font::by_name(&format!("font_noto_sans_common_{size}")).expect("shipped");
+        let missing: Vec<char> = firmware
+            .iter()
+            .flat_map(|s| s.chars())
+            .filter(|c| !basic.has(*c))
+            .collect();
+        assert!(missing.is_empty(), "basic {size}: no glyph for {missing:?}");
+        let lacks: String = sentence.chars().filter(|c| !basic.has(*c)).collect();
+        assert_eq!(lacks, "经帮调小声", "basic {size}");
+        assert!(sentence.chars().all(|c| common.has(c)), "common {size}");
+    }
 }
 
 /// The RGB bytes of a PNG (tiny-skia's own decoder, as the renderer encodes with it).
@@ -455,4 +470,63 @@ fn a_previewed_png_shows_for_five_seconds_and_a_jpeg_is_refused() {
     );
     assert!(reply.contains(r#""text":"true""#), "{reply}");
     assert_eq!(oled.device.screen_log().calls().len(), before, "the OLED shows nothing");
+}
+
+/// Every shipped board with a screen draws at its own build's sizes (issue 41): the status text
+/// of idle (待命) stands in the rows its font's glyph boxes put ink in, below the status label's
+/// top 4 px down (`spacing(2)`), and a board with the default assets and a colour collection
+/// shows the emotion in colour, one without them its monochrome letter.
+#[test]
+fn every_board_draws_at_its_own_font_sizes() {
+    use xiaozhi_sim::board::DisplayKind;
+    use xiaozhi_sim::hw::layout::ScreenFonts;
+    let mut checked = 0;
+    let mut sizes = std::collections::BTreeSet::new();
+    let ids = xiaozhi_twin::boards::shipped_ids()
+        .into_iter()
+        .chain(xiaozhi_twin::boards::UPSTREAM.iter().map(|(id, _, _)| *id));
+    for id in ids {
+        let spec = load(id).expect("board");
+        if !matches!(spec.display.kind, DisplayKind::Lcd) || spec.display.width < 200 {
+            continue;
+        }
+        let fonts = ScreenFonts::of(&spec).expect("the board's fonts are shipped");
+        let f = fonts.text;
+        // The ink rows of 待命 from the font data: each glyph's box sits `line_height − base_line
+        // − box_h − ofs_y` below the label's top; its coverage says which box rows hold ink.
+        let mut want = (i32::MAX, i32::MIN);
+        for c in screen::STANDBY.chars() {
+            let g = f.glyph(c, None).expect("a glyph");
+            let cov = f.coverage(&g);
+            for r in 0..g.box_h {
+                let row = &cov[(r * g.box_w) as usize..((r + 1) * g.box_w) as usize];
+                if row.iter().any(|&a| a > 0) {
+                    let y = 4 + f.line_height - f.base_line - g.box_h - g.ofs_y + r;
+                    want = (want.0.min(y), want.1.max(y));
+                }
+            }
+        }
+        let state = story("light", 0).at(t(100));
+        let fb = render::framebuffer(&spec, &state, t(100)).expect("a picture");
+        let rows: Vec<i32> = (0..(8 + f.line_height) as u32)
+            .filter(|&y| {
+                (fb.width() / 8..fb.width() * 7 / 8).any(|x| fb.pixel(x, y).is_some_and(|p| p != [255, 255, 255]))
+            })
+            .map(|y| y as i32)
+            .collect();
+        let got = (rows.first().copied().unwrap_or(-1), rows.last().copied().unwrap_or(-1));
+        assert_eq!(got, want, "{id}: the status text's ink rows ({})", fonts.names[0]);
+        let colour = (0..fb.height()).any(|y| {
+            (0..fb.width()).any(|x| {
+                fb.pixel(x, y)
+                    .is_some_and(|[r, g, b]| r.abs_diff(b) > 60 || g.abs_diff(b) > 60)
+            })
+        });
+        let expect_colour = spec.has_default_assets() && spec.display.emoji_collection.is_some();
+        assert_eq!(colour, expect_colour, "{id}: a colour emoji");
+        sizes.insert(fonts.names[0].clone());
+        checked += 1;
+    }
+    assert!(checked > 100, "{checked} LCD boards");
+    assert_eq!(sizes.len(), 4, "{sizes:?}");
 }

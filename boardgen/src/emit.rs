@@ -210,6 +210,18 @@ fn yaml_display(y: &mut String, f: &Facts, notes: &mut Vec<String>) {
         }
         _ => {}
     }
+    if kind == "lcd" || kind == "oled" {
+        let _ = writeln!(y, "  icon_font: {}   # BUILTIN_ICON_FONT", f.icon_font);
+        match f.emoji_collection.as_str() {
+            "" => {}
+            c if c.starts_with("noto-color-emoji_") => {
+                let _ = writeln!(y, "  emoji_collection: {c}   # DEFAULT_EMOJI_COLLECTION");
+            }
+            c => notes.push(format!(
+                "DEFAULT_EMOJI_COLLECTION {c}: not drawn, the monochrome emoji font stands in"
+            )),
+        }
+    }
     if (kind == "lcd" || kind == "oled")
         && let Some((bundle, size, bpp)) = font(&f.text_font)
     {

@@ -22,6 +22,10 @@ pub struct Facts {
     pub board_base: String,
     pub main_file: String,
     pub text_font: String,
+    /// `BUILTIN_ICON_FONT` of the board's CMake branch (empty: the default).
+    pub icon_font: String,
+    /// `DEFAULT_EMOJI_COLLECTION` of the board's CMake branch (empty: none).
+    pub emoji_collection: String,
     pub input_rate: Option<i64>,
     pub output_rate: Option<i64>,
     pub codec: Option<CodecFacts>,
@@ -335,17 +339,25 @@ pub fn read_build(up: &Upstream, dir: &str, cfg: &serde_json::Value, index: usiz
             .push("no CONFIG_BOARD_TYPE_* symbol found for this folder in main/CMakeLists.txt".into()),
     }
     sdk.apply_kconfig_defaults(&up.kconfig);
-    // The text font of the board's CMake branch.
-    if let Some((_, body)) = candidates.iter().find(|(s, _)| Some(s) == symbol.as_ref())
-        && let Some(font) = body.lines().find_map(|l| {
-            l.strip_prefix("set(BUILTIN_TEXT_FONT ")
-                .map(|r| r.trim_end_matches(')').trim().to_string())
-        })
-    {
-        f.text_font = font;
+    // The fonts and emoji of the board's CMake branch.
+    if let Some((_, body)) = candidates.iter().find(|(s, _)| Some(s) == symbol.as_ref()) {
+        let set = |var: &str| {
+            body.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix(&format!("set({var} "))
+                    .map(|r| r.trim_end_matches(')').trim().to_string())
+            })
+        };
+        f.text_font = set("BUILTIN_TEXT_FONT").unwrap_or_default();
+        f.icon_font = set("BUILTIN_ICON_FONT").unwrap_or_default();
+        f.emoji_collection = set("DEFAULT_EMOJI_COLLECTION").unwrap_or_default();
     }
+    // main/CMakeLists.txt's defaults before the branches.
     if f.text_font.is_empty() {
         f.text_font = "font_noto_sans_basic_14_1".into();
+    }
+    if f.icon_font.is_empty() {
+        f.icon_font = "font_material_symbols_14_1".into();
     }
     f.device_aec = sdk.yes("USE_DEVICE_AEC");
     f.wake_word = !sdk.yes("WAKE_WORD_DISABLED");

@@ -154,6 +154,15 @@ pub struct DisplaySpec {
     /// A theme the board constructor forces (and persists) at every boot (otto-robot: `dark`).
     #[serde(default)]
     pub boot_theme: Option<String>,
+    /// `BUILTIN_ICON_FONT` of the build (the status bar's icons); by default the Material
+    /// Symbols font of the text font's size and depth, as most builds pair them.
+    #[serde(default)]
+    pub icon_font: Option<String>,
+    /// `DEFAULT_EMOJI_COLLECTION` of the build (`noto-color-emoji_32`, `_64` or `_128`): the
+    /// colour emoji the default assets carry; none by default (the emotion is then a letter
+    /// of the monochrome emoji font).
+    #[serde(default)]
+    pub emoji_collection: Option<String>,
 }
 
 /// The LEDC PWM backlight (`PwmBacklight`).
@@ -485,6 +494,15 @@ impl BoardSpec {
             size,
             bpp,
         })
+    }
+
+    /// Whether the screen draws with the default assets: the build flashes them (`FLASH_DEFAULT_
+    /// ASSETS`, the Kconfig default except for emote builds) into an assets partition, which
+    /// its partition table has and which holds a valid image; else only the built-in fonts.
+    pub fn has_default_assets(&self) -> bool {
+        self.display.kind != DisplayKind::Emote
+            && self.target.assets_partition_valid
+            && self.target.partitions.rows().iter().any(|r| r.0 == "assets")
     }
 
     /// The button named `name`.

@@ -316,8 +316,15 @@ fn buttons(spec: &BoardSpec) -> Checked {
     Ok(())
 }
 
-/// The hello's text font: a glyph height of 1..=128 px at 1, 2, 4 or 8 bits per pixel.
+/// The text font: a size and depth the firmware's font component ships (a build draws with
+/// `font_noto_sans_basic_<size>_<bpp>`, main/CMakeLists.txt refuses any other name) when the
+/// board has a screen; the icon font and emoji collection among those the twin ships.
 fn text_font(spec: &BoardSpec) -> Checked {
+    use crate::hw::lvgl::{emoji, font};
+    let drawn = matches!(
+        spec.display.kind,
+        DisplayKind::Lcd | DisplayKind::Oled | DisplayKind::Emote
+    );
     if let Some(f) = &spec.text_font {
         if !(1..=128).contains(&f.size) {
             return bad("text_font.size", format!("{} px is outside 1..=128", f.size));
@@ -325,6 +332,32 @@ fn text_font(spec: &BoardSpec) -> Checked {
         if ![1, 2, 4, 8].contains(&f.bpp) {
             return bad("text_font.bpp", format!("{} is not 1, 2, 4 or 8 bits per pixel", f.bpp));
         }
+        let name = format!("font_noto_sans_basic_{}_{}", f.size, f.bpp);
+        if drawn && font::by_name(&name).is_none() {
+            return bad(
+                "text_font.size",
+                format!(
+                    "{name} is not a font of 78/xiaozhi-fonts 2.0: a screen draws at 14 px 1 bpp, 16, 20 or 30 px 4 bpp"
+                ),
+            );
+        }
+    }
+    if let Some(icon) = &spec.display.icon_font
+        && font::by_name(icon).is_none_or(|_| !icon.starts_with("font_material_symbols_"))
+    {
+        let known: Vec<&str> = font::names()
+            .filter(|n| n.starts_with("font_material_symbols_"))
+            .collect();
+        return bad("display.icon_font", format!("`{icon}` is none of {}", known.join(", ")));
+    }
+    if let Some(c) = &spec.display.emoji_collection
+        && !emoji::collections().any(|k| k == c)
+    {
+        let known: Vec<&str> = emoji::collections().collect();
+        return bad(
+            "display.emoji_collection",
+            format!("`{c}` is none of {}", known.join(", ")),
+        );
     }
     Ok(())
 }
