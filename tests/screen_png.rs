@@ -5,9 +5,9 @@
 
 use std::path::PathBuf;
 
-use xiaozhi_sim::hw::lvgl::font;
 use xiaozhi_sim::hw::render::{Frame, render_png};
 use xiaozhi_sim::hw::screen::{self, NetworkIcon, ScreenCall, ScreenLog, StatusIcons};
+use xiaozhi_sim::lvgl::font;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_twin::boards::load;
 

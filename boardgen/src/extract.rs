@@ -340,25 +340,8 @@ pub fn read_build(up: &Upstream, dir: &str, cfg: &serde_json::Value, index: usiz
     }
     sdk.apply_kconfig_defaults(&up.kconfig);
     // The fonts and emoji of the board's CMake branch.
-    if let Some((_, body)) = candidates.iter().find(|(s, _)| Some(s) == symbol.as_ref()) {
-        let set = |var: &str| {
-            body.lines().find_map(|l| {
-                l.trim()
-                    .strip_prefix(&format!("set({var} "))
-                    .map(|r| r.trim_end_matches(')').trim().to_string())
-            })
-        };
-        f.text_font = set("BUILTIN_TEXT_FONT").unwrap_or_default();
-        f.icon_font = set("BUILTIN_ICON_FONT").unwrap_or_default();
-        f.emoji_collection = set("DEFAULT_EMOJI_COLLECTION").unwrap_or_default();
-    }
-    // main/CMakeLists.txt's defaults before the branches.
-    if f.text_font.is_empty() {
-        f.text_font = "font_noto_sans_basic_14_1".into();
-    }
-    if f.icon_font.is_empty() {
-        f.icon_font = "font_material_symbols_14_1".into();
-    }
+    let branch = candidates.iter().find(|(s, _)| Some(s) == symbol.as_ref());
+    (f.text_font, f.icon_font, f.emoji_collection) = crate::cmake::fonts(branch.map_or("", |(_, b)| b));
     f.device_aec = sdk.yes("USE_DEVICE_AEC");
     f.wake_word = !sdk.yes("WAKE_WORD_DISABLED");
     f.lv_use_snapshot = sdk.yes("LV_USE_SNAPSHOT");

@@ -8,6 +8,7 @@
 //! `UPSTREAM_DIR` holds the tree at `HASH` (`main/`, `sdkconfig.defaults*`); `boardgen/regen.sh`
 //! fetches it. `--check` writes nothing and exits 1 when a committed file differs.
 
+mod cmake;
 mod cxx;
 mod emit;
 mod extract;

@@ -39,8 +39,12 @@
 //!     the listener), `audio::measure` (levels and verdicts).
 //!   * `hw`: virtual hardware: `hw::nvs` (flash with the firmware's limits), `hw::backlight`
 //!     (PWM fade), `hw::display` (classes and themes), `hw::screen` (what the display is told,
-//!     in virtual time), `hw::render` (the screen drawn: the panel a person sees, the snapshot
+//!     in virtual time), `hw::layout` (the display classes' `SetupUI` layouts drawn with the
+//!     board's fonts), `hw::render` (the screen drawn: the panel a person sees, the snapshot
 //!     tool's JPEG), `hw::camera`.
+//!   * `lvgl`: what the screen draws with, as LVGL 9.5 draws it: `lvgl::font` (the firmware's
+//!     fonts, 78/xiaozhi-fonts 2.0.0, read as LVGL reads them), `lvgl::emoji` (the colour emoji
+//!     collections), `lvgl::canvas` (a 16-bit framebuffer blending as LVGL's renderer does).
 //!   * `voice`: the voice channel's data: `voice::frame` (binary frames v1–v3), `voice::udp`
 //!     (the MQTT protocol's AES-CTR datagrams and the hello's `udp` block), `voice::codec`
 //!     (Opus, resampling), `voice::memo` (codec work shared by many devices), `voice::stream`
@@ -97,6 +101,7 @@ pub mod firmware;
 pub mod harness;
 pub mod hw;
 pub mod loopback;
+pub mod lvgl;
 pub mod mcp;
 pub mod mqtt;
 pub mod replay;

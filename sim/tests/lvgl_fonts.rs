@@ -3,8 +3,8 @@
 //! sources by `sim/assets/lvgl/make.py`, the assets' fonts as the component's own converter made
 //! them), and the code points the layouts draw are the component's.
 
-use xiaozhi_sim::hw::lvgl::canvas::{Align, Area, Canvas, line_width, mix16, rgb565};
-use xiaozhi_sim::hw::lvgl::{emoji, font};
+use xiaozhi_sim::lvgl::canvas::{Align, Area, Canvas, line_width, mix16, rgb565};
+use xiaozhi_sim::lvgl::{emoji, font};
 
 #[test]
 fn every_shipped_font_parses_with_its_upstream_metrics() {

@@ -320,7 +320,7 @@ fn buttons(spec: &BoardSpec) -> Checked {
 /// `font_noto_sans_basic_<size>_<bpp>`, main/CMakeLists.txt refuses any other name) when the
 /// board has a screen; the icon font and emoji collection among those the twin ships.
 fn text_font(spec: &BoardSpec) -> Checked {
-    use crate::hw::lvgl::{emoji, font};
+    use crate::lvgl::{emoji, font};
     let drawn = matches!(
         spec.display.kind,
         DisplayKind::Lcd | DisplayKind::Oled | DisplayKind::Emote

@@ -5,10 +5,10 @@
 //! the geometry with its upstream lines and what the twin leaves out.
 
 use crate::board::{BoardSpec, DisplayKind};
-use crate::hw::lvgl::canvas::{Align, Area, Canvas, rgb565};
-use crate::hw::lvgl::emoji;
-use crate::hw::lvgl::font::{self, Font};
 use crate::hw::screen::{NetworkIcon, PreviewImage, ScreenState};
+use crate::lvgl::canvas::{Align, Area, Canvas, rgb565};
+use crate::lvgl::emoji;
+use crate::lvgl::font::{self, Font};
 use crate::time::SimTime;
 
 /// The fonts and emoji a board's screen draws with.
@@ -39,7 +39,9 @@ impl ScreenFonts {
         let mono = spec.display.kind == DisplayKind::Oled;
         let assets = spec.has_default_assets();
         let builtin = format!("font_noto_sans_basic_{size}_{bpp}");
-        let text = if assets {
+        // The emote stand-in's texts: its engine's own font is not modelled; the `common` font
+        // shows them whole.
+        let text = if assets || spec.display.kind == DisplayKind::Emote {
             format!("font_noto_sans_common_{size}_{bpp}")
         } else {
             builtin.clone()
@@ -65,6 +67,21 @@ impl ScreenFonts {
             names: [text, builtin, icon, large.into(), emoji_font.into()],
         })
     }
+}
+
+/// The letters of `texts` the board's text font has no glyph for, in order, each once: LVGL
+/// draws them as nothing (no placeholder), so a person does not see them.
+pub fn missing_letters<'a>(spec: &BoardSpec, texts: impl IntoIterator<Item = &'a str>) -> String {
+    let Some(f) = ScreenFonts::of(spec) else {
+        return String::new();
+    };
+    let mut missing = String::new();
+    for c in texts.into_iter().flat_map(str::chars) {
+        if !c.is_control() && !f.text.has(c) && !missing.contains(c) {
+            missing.push(c);
+        }
+    }
+    missing
 }
 
 /// A Material Symbols glyph by its name (`mappings/material_symbols.json` of the component).
@@ -170,7 +187,7 @@ fn face<'a>(f: &ScreenFonts, emotion: &str) -> Face<'a> {
 
 /// A label's width as `LV_SIZE_CONTENT` makes it: its text's width.
 fn text_w(text: &str, font: &Font) -> i32 {
-    crate::hw::lvgl::canvas::line_width(text, font)
+    crate::lvgl::canvas::line_width(text, font)
 }
 
 /// The theme's colours: `(background, text)` (`lcd_display.cc:33-59`; OLEDs white on black).
@@ -326,7 +343,7 @@ fn preview_image(c: &mut Canvas, image: &PreviewImage) {
 /// `OledDisplay::SetupUI_128x64` (`oled_display.cc:171-304`): a 16 px top bar (the network
 /// icon at the left, mute and battery at the right) under a 16 px status row (the text centred
 /// across the width); below, a row whose 32 px left box holds the emotion (centred, 8 px down)
-/// and whose right side the chat line (14 px down, from the left); the right side hidden while
+/// and, 8 px after it (the card style's gap), the chat line (14 px down, from the left); the right side hidden while
 /// the chat is empty, which centres the left box alone.
 fn oled_128x64(c: &mut Canvas, f: &ScreenFonts, s: &ScreenState, at: SimTime, fg: u16) {
     let w = c.width();
@@ -366,9 +383,11 @@ fn oled_128x64(c: &mut Canvas, f: &ScreenFonts, s: &ScreenState, at: SimTime, fg
     c.label(&t.status, f.text, status, &screen, Align::Center, fg);
     let left_x = if t.chat.is_empty() { (w - 32) / 2 } else { 0 };
     let slot = Area::at(left_x, 16, 32, c.height() - 16);
-    face_in(c, f, &s.emotion, slot, 8, fg);
+    face_in(c, f, &s.emotion, slot, Some(8), fg);
     if !t.chat.is_empty() {
-        let chat = Area::at(32, 16 + 14, w - 32, f.text.line_height);
+        // The right side starts after the left box and the card style's 8 px gap (`content_`
+        // sets no pad_column); its label is `width − 32` wide, clipped to the side.
+        let chat = Area::at(32 + 8, 16 + 14, w - 32, f.text.line_height);
         c.label(&t.chat, f.text, chat, &screen, Align::Left, fg);
     }
 }
@@ -380,7 +399,7 @@ fn oled_128x32(c: &mut Canvas, f: &ScreenFonts, s: &ScreenState, at: SimTime, fg
     let w = c.width();
     let screen = c.screen();
     let t = texts(s, at);
-    face_in(c, f, &s.emotion, Area::at(0, 0, 32, 32), 0, fg);
+    face_in(c, f, &s.emotion, Area::at(0, 0, 32, 32), None, fg);
     let icons = [
         if s.muted { symbol("volume_off") } else { "" },
         network_text(s.icons.network),
@@ -405,19 +424,25 @@ fn oled_128x32(c: &mut Canvas, f: &ScreenFonts, s: &ScreenState, at: SimTime, fg
     c.label(&t.chat, f.text, chat, &screen, Align::Left, fg);
 }
 
-/// The emotion centred across `slot`, `pad_top` px below its top (OLEDs: letters only, their
-/// builds have no colour collection).
-fn face_in(c: &mut Canvas, f: &ScreenFonts, emotion: &str, slot: Area, pad_top: i32, fg: u16) {
+/// The emotion centred across `slot`: `pad_top` px below its top, or (`None`) centred down it
+/// too, as `lv_obj_center` places a label in its box.
+fn face_in(c: &mut Canvas, f: &ScreenFonts, emotion: &str, slot: Area, pad_top: Option<i32>, fg: u16) {
     let screen = c.screen();
+    let y = |h: i32| pad_top.map_or(slot.y1 + slot.h() / 2 - h / 2, |p| slot.y1 + p);
     match face(f, emotion) {
         Face::Image(img) => {
             let (iw, ih) = (img.width as i32, img.height as i32);
             let x = slot.x1 + slot.w() / 2 - iw / 2;
-            c.image(x, slot.y1 + pad_top, iw, ih, &img.rgba, &screen);
+            c.image(x, y(ih), iw, ih, &img.rgba, &screen);
         }
         Face::Letter(letter, font) => {
             let lw = text_w(letter, font);
-            let area = Area::at(slot.x1 + slot.w() / 2 - lw / 2, slot.y1 + pad_top, lw, font.line_height);
+            let area = Area::at(
+                slot.x1 + slot.w() / 2 - lw / 2,
+                y(font.line_height),
+                lw,
+                font.line_height,
+            );
             c.label(letter, font, area, &screen, Align::Left, fg);
         }
     }
@@ -432,7 +457,7 @@ fn emote(c: &mut Canvas, f: &ScreenFonts, s: &ScreenState, at: SimTime, fg: u16)
     let screen = c.screen();
     let line = f.text.line_height;
     if !s.emotion.is_empty() {
-        face_in(c, f, &s.emotion, Area::at(0, (h - line) / 2 - 16, w, 32), 0, fg);
+        face_in(c, f, &s.emotion, Area::at(0, 0, w, h - 2 * line), None, fg);
     }
     let text = s
         .notification_at(at)

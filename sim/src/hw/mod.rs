@@ -5,7 +5,6 @@ pub mod backlight;
 pub mod camera;
 pub mod display;
 pub mod layout;
-pub mod lvgl;
 pub mod nvs;
 pub mod render;
 pub mod screen;

@@ -11,15 +11,15 @@
 //! save.
 //!
 //! The layouts are drawn by [`crate::hw::layout`] with the firmware's own glyph data and LVGL's
-//! blending into 16-bit colour ([`crate::hw::lvgl`]); the picture shows each 16-bit pixel with
+//! blending into 16-bit colour ([`crate::lvgl`]); the picture shows each 16-bit pixel with
 //! its high bits repeated into the low ones.
 
 use tiny_skia::Pixmap;
 
 use crate::board::{BoardSpec, DisplayKind};
 use crate::hw::layout;
-use crate::hw::lvgl::canvas::Canvas;
 use crate::hw::screen::ScreenState;
+use crate::lvgl::canvas::Canvas;
 use crate::time::SimTime;
 
 /// A drawn screen: opaque RGBA pixels at the display's resolution.
@@ -92,7 +92,7 @@ pub fn preview_image(png: &[u8]) -> crate::hw::screen::PreviewImage {
     };
     let (width, height) = (be(16), be(20));
     let rgba = (u64::from(width) * u64::from(height) <= 1 << 22)
-        .then(|| crate::hw::lvgl::emoji::decode(png).ok())
+        .then(|| crate::lvgl::emoji::decode(png).ok())
         .flatten()
         .filter(|p| (p.width, p.height) == (width, height))
         .map(|p| p.rgba);

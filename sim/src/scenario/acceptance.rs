@@ -230,6 +230,15 @@ fn describe_screen(st: &ScreenState, t: SimTime, light: Option<u8>, spec: &crate
     if let Some(b) = light {
         parts.push(format!("backlight {b} %"));
     }
+    let shown = [
+        Some(st.status.as_str()),
+        st.last_message().map(|m| m.1.as_str()),
+        st.notification_at(t),
+    ];
+    let missing = crate::hw::layout::missing_letters(spec, shown.into_iter().flatten());
+    if !missing.is_empty() {
+        parts.push(format!("no glyph for {} (drawn as nothing)", quoted(&missing)));
+    }
     let d = &spec.display;
     let kind = match d.kind {
         crate::board::DisplayKind::Oled => "OLED, white on black whatever the theme",

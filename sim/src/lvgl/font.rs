@@ -22,7 +22,7 @@ macro_rules! fonts {
     ($($name:literal),* $(,)?) => {
         &[$(FontFile {
             name: $name,
-            bytes: include_bytes!(concat!("../../../assets/lvgl/fonts/", $name, ".bin")),
+            bytes: include_bytes!(concat!("../../assets/lvgl/fonts/", $name, ".bin")),
         }),*]
     };
 }

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 macro_rules! collection {
     ($size:literal: $($emotion:literal),* $(,)?) => {
         &[$(($emotion, include_bytes!(concat!(
-            "../../../assets/lvgl/emoji/noto-color-emoji_", $size, "/", $emotion, ".png"
+            "../../assets/lvgl/emoji/noto-color-emoji_", $size, "/", $emotion, ".png"
         )) as &[u8])),*]
     };
 }
