@@ -76,10 +76,19 @@ fn story(theme: &str, upto: u8) -> ScreenLog {
 }
 
 fn check(name: &str, board: &str, log: &ScreenLog, brightness: u8, failures: &mut Vec<String>) {
-    let spec = load(board).expect("board");
+    check_spec(name, &load(board).expect("board"), log, brightness, failures);
+}
+
+fn check_spec(
+    name: &str,
+    spec: &xiaozhi_sim::board::BoardSpec,
+    log: &ScreenLog,
+    brightness: u8,
+    failures: &mut Vec<String>,
+) {
     let state = log.at(t(100));
     let png = render_png(&Frame {
-        spec: &spec,
+        spec,
         state: &state,
         at: t(100),
         brightness,
@@ -146,6 +155,18 @@ fn each_display_kind_renders_its_states_as_the_golden_pictures() {
                 }),
             );
             check(&format!("{kind}-icons"), board, &log, 100, &mut failures);
+        }
+        if kind.starts_with("lcd") {
+            // The same board without the default assets: the built-in fonts only.
+            let mut bare = (*load(board).expect("board")).clone();
+            bare.target.assets_partition_valid = false;
+            check_spec(
+                &format!("{kind}-builtin-speaking"),
+                &bare,
+                &story("light", 2),
+                100,
+                &mut failures,
+            );
         }
         if lcd {
             check(&format!("{kind}-dark"), board, &story("dark", 2), 100, &mut failures);
@@ -529,4 +550,32 @@ fn every_board_draws_at_its_own_font_sizes() {
     }
     assert!(checked > 100, "{checked} LCD boards");
     assert_eq!(sizes.len(), 4, "{sizes:?}");
+}
+
+/// A board without the default assets draws with its built-in fonts: the letters they lack are
+/// not drawn, and the screen's record says which (issue 41: "好的，已你了").
+#[test]
+fn without_the_default_assets_the_missing_letters_are_named() {
+    let with = load("bread-compact-wifi-lcd").expect("board");
+    let mut bare = (*with).clone();
+    bare.target.assets_partition_valid = false;
+    assert!(with.has_default_assets() && !bare.has_default_assets());
+    let sentence = ["好的，已经帮你调小了"];
+    assert_eq!(xiaozhi_sim::hw::layout::missing_letters(&with, sentence), "");
+    assert_eq!(xiaozhi_sim::hw::layout::missing_letters(&bare, sentence), "经帮调小");
+    let state = story("light", 2).at(t(100));
+    let a = render::framebuffer(&with, &state, t(100)).expect("drawn");
+    let b = render::framebuffer(&bare, &state, t(100)).expect("drawn");
+    // The chat line is narrower without its four letters, and the emotion is no longer in colour.
+    let ink = |p: &render::Picture| {
+        let y0 = p.height() - 39;
+        (0..p.width())
+            .filter(|&x| (y0..p.height()).any(|y| p.pixel(x, y) != Some([255, 255, 255])))
+            .count()
+    };
+    assert!(ink(&b) < ink(&a) * 3 / 4, "{} against {}", ink(&b), ink(&a));
+    let coloured = |p: &render::Picture| {
+        (0..p.height()).any(|y| (0..p.width()).any(|x| p.pixel(x, y).is_some_and(|[r, _, b]| r.abs_diff(b) > 60)))
+    };
+    assert!(coloured(&a) && !coloured(&b));
 }
