@@ -275,21 +275,21 @@ fn lanes(r: &ScenarioReport) -> Lanes {
             Event::BatchStarted { .. } => l.batches.push(t),
             Event::TaskDelayed { ms } => l.busy.push((t, t + *ms as f64)),
             Event::VolumeChanged { volume } => l.volume.push((t, f64::from(*volume))),
-            Event::StateChanged { to, .. } => l.states.push((t, to.to_string())),
+            Event::StateChanged { to, .. } => l.states.push((t, to.name().to_string())),
             Event::Booted { .. } => l.boots.push(t),
             Event::Restarted => l.restarts.push(t),
             Event::PowerCut => {
                 l.cuts.push(t);
                 l.states.push((t, "off".into()));
             }
-            Event::Note { text } if text.starts_with("audio channel opened") => l.sockets.push((t, true)),
-            Event::Note { text } if text.starts_with("websocket destroyed") => l.sockets.push((t, false)),
+            Event::AudioChannelOpened { .. } => l.sockets.push((t, true)),
+            Event::WebSocketDestroyed { .. } => l.sockets.push((t, false)),
             _ => {}
         }
     }
     for s in &r.steps {
         l.end = l.end.max(s.at_ms);
-        if s.kind == "readback" {
+        if s.kind == xiaozhi_sim::scenario::StepKind::Readback {
             let value = s.replies.iter().find_map(|p| readback_volume(p));
             if let Some(v) = value {
                 l.readbacks.push((s.at_ms, v));

@@ -167,7 +167,7 @@ fn a_10_mb_string_runs_the_8_mib_board_out_of_heap_and_is_dropped() {
         h.device.drain_events().iter().any(|e| matches!(
             e.kind,
             Event::MessageDropped {
-                reason: "out of memory while parsing"
+                reason: DropReason::OutOfMemory
             }
         )),
         "the drop is a device event"

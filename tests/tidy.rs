@@ -1023,3 +1023,38 @@ fn no_patch_leftovers_are_committed() {
         .collect();
     assert!(bad.is_empty(), "patch leftovers: {bad:?}");
 }
+
+/// The lines of `code` (up to its first `#[cfg(test)]`) that name a trace event and match text
+/// on the same line, or name the free-text `Note` event.
+fn event_text_matches(code: &str) -> Vec<usize> {
+    let code = code.split("#[cfg(test)]").next().unwrap_or_default();
+    code.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let text_match = [".starts_with(\"", ".contains(\"", ".ends_with(\""]
+                .iter()
+                .any(|p| l.contains(p));
+            (l.contains("Event::") && text_match) || l.contains("Event::Note")
+        })
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
+/// Consumers read what the device emits as typed facts (issue 39): outside tests, no line of
+/// `src/` or `sim/src/` names a trace event and matches text on it (`starts_with("…")`,
+/// `contains("…")`, `ends_with("…")`), and the free-text `Note` event is gone. A line-based
+/// rule: a guard split over lines escapes it, so keep guards on one line.
+#[test]
+fn no_consumer_matches_an_event_by_its_text() {
+    let planted = "match e {\n    Event::Logged { text, .. } if text.contains(\"x\") => {}\n}\n";
+    assert_eq!(event_text_matches(planted), vec![2], "the rule sees a planted match");
+    let mut bad = Vec::new();
+    for dir in ["src", "sim/src"] {
+        for f in files(&root().join(dir)).into_iter().filter(|p| is_rust(p)) {
+            for n in event_text_matches(&read(&f)) {
+                bad.push(format!("{}:{n}", rel(&f)));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "events matched by their text:\n{}", bad.join("\n"));
+}

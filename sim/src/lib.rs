@@ -27,7 +27,8 @@
 //!     firmware tag; `board::target`: the SoC, flash and partition table; `board::upstream`:
 //!     what a generated board records of its upstream build; `board::validate`: what serde
 //!     cannot check (every physical quantity finite and in range).
-//!   * `firmware`: the upstream tags and their behaviour switches (`firmware::mqtt`: where the
+//!   * `firmware`: the upstream tags and their behaviour switches (`firmware::state`: the
+//!     device states and their transition table; `firmware::mqtt`: where the
 //!     MQTT + UDP protocol differs by tag); `world`: Wi-Fi, HTTP hosts,
 //!     OTA, room, WebSocket config; `fault`: faults as data; `mqtt`: the MQTT protocol's
 //!     data (the protocol an OTA answer leads to, its NVS writes, the client settings).
@@ -52,7 +53,7 @@
 //!     `voice::speak` (a backend's speaking side as data).
 //! * **The device**: `device` (`Device`: `handle_*` in, `poll_*` out), and inside it:
 //!   * `device::platform` (what survives a reboot, the outputs, `Board`), `device::url`,
-//!     `device::state`, `device::listening`, `device::main_loop`, `device::task` (what the main
+//!     `device::listening`, `device::main_loop`, `device::task` (what the main
 //!     task runs), `device::status` (status and system-info JSON), `device::catalogue` (tool
 //!     registration), `device::otto` (otto-robot's controller), `device::button` (a button as
 //!     the button component polls it), `device::user` (what the user does: buttons, wake
@@ -71,8 +72,9 @@
 //! * **Drivers** (on the device)
 //!   * `harness`: the owner of virtual time for offline runs; `replay`: the conformance replay
 //!     format and its runner; `loopback`: a device and a backend connection in one clock.
-//!   * `scenario`: scenario files; `scenario::runner` and `scenario::steps` (running them in
-//!     virtual time; `scenario::press`: the button steps), `scenario::voice` (the runner's voice bookkeeping), `scenario::expect`
+//!   * `scenario`: scenario files (`scenario::step_kind`: a step's kind); `scenario::runner`
+//!     and `scenario::steps` (running them in virtual time; `scenario::press`: the button
+//!     steps), `scenario::voice` (the runner's voice bookkeeping), `scenario::expect`
 //!     (the `expect:` data), `scenario::limits` (what a step may ask of the sound: length, tone),
 //!     `scenario::check` (the one expectation checker),
 //!     `scenario::acceptance` (the one record builder), `scenario::record` (records, reports,

@@ -8,6 +8,8 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use crate::firmware::state::DeviceState;
+use crate::mcp::DropReason;
 use crate::time::SimTime;
 
 /// The text of a log line: a constant, formatted for this event, or shared by every boot that
@@ -217,8 +219,8 @@ pub enum Event {
     },
     /// An MCP payload was dropped on the receive task without a reply.
     MessageDropped {
-        /// The [`DropReason`](crate::mcp::DropReason) text.
-        reason: &'static str,
+        /// Why.
+        reason: DropReason,
     },
     /// The device produced an MCP payload and handed it to the protocol.
     ReplySent {
@@ -337,23 +339,141 @@ pub enum Event {
     },
     /// The device state machine moved to a new state.
     StateChanged {
-        /// Previous state name.
-        from: &'static str,
-        /// New state name.
-        to: &'static str,
+        /// Previous state.
+        from: DeviceState,
+        /// New state.
+        to: DeviceState,
     },
     /// The state machine refused a transition (the firmware logs a warning).
     StateRejected {
-        /// Current state name.
-        from: &'static str,
-        /// Refused target state name.
-        to: &'static str,
+        /// Current state.
+        from: DeviceState,
+        /// Refused target state.
+        to: DeviceState,
     },
-    /// Anything board specific (e.g. an Otto servo action queued).
-    Note {
-        /// Free-form text, rendered as-is before `t=`.
-        text: String,
+    /// `PlaySound`: one of the firmware's sounds queued, playing from `from` to `to`.
+    SoundQueued {
+        /// The sound's name (`Prompt::name`).
+        sound: &'static str,
+        /// When it starts playing.
+        from: SimTime,
+        /// When it ends.
+        to: SimTime,
     },
+    /// The WebSocket object was destroyed: the server sees TCP close without a close frame.
+    WebSocketDestroyed {
+        /// Why the firmware destroyed it.
+        why: &'static str,
+    },
+    /// `OpenAudioChannel` failed.
+    AudioChannelFailed {
+        /// What failed.
+        why: ChannelFailure,
+    },
+    /// The audio channel opened (the server's hello arrived).
+    AudioChannelOpened {
+        /// Over MQTT + UDP (else WebSocket).
+        udp: bool,
+    },
+    /// The server's hello was accepted.
+    ServerHello {
+        /// Its session id (lossy UTF-8).
+        session: String,
+        /// The UDP endpoint `host:port` it named (MQTT + UDP), if any.
+        udp: Option<String>,
+    },
+    /// The MQTT client connected.
+    MqttConnected,
+    /// `self.camera.take_photo` asked the explain server a question.
+    CameraExplained {
+        /// The question as asked.
+        question: String,
+    },
+    /// `self.screen.snapshot` encoded a JPEG.
+    SnapshotTaken {
+        /// The JPEG quality asked for.
+        quality: i32,
+        /// The JPEG's size.
+        bytes: usize,
+    },
+    /// A tool the twin registers but whose physical effect it does not model was called.
+    NoEffectModelled {
+        /// The tool's name.
+        tool: String,
+    },
+    /// A `listen start` waits until playback drains (1.7.5–1.8.x).
+    ListenDeferred,
+    /// The main task blocks in `WaitForPlaybackQueueEmpty`.
+    PlaybackDrainAwaited,
+    /// A wake word was heard while detection was off.
+    WakeWordIgnored {
+        /// The word.
+        word: String,
+        /// The device state then (its name).
+        state: &'static str,
+        /// Why detection is off in that state (empty when the state says it all).
+        why: &'static str,
+    },
+    /// Typed text arrived as `listen detect` (what py-xiaozhi sends; not firmware behaviour).
+    TypedInput,
+    /// 1.7.5–1.9.1: a tool call got its own `tool_call` thread.
+    ToolThreadStarted {
+        /// The thread's stack size in bytes.
+        stack: i32,
+    },
+    /// The `tool_call` thread ended.
+    ToolThreadExited,
+    /// The audio service powered a direction down after 15 s unused.
+    AudioPoweredDown {
+        /// The output (else the input).
+        output: bool,
+    },
+    /// A binary frame announced more payload than it carries; the firmware reads past it.
+    FrameOverread {
+        /// The frame's length.
+        len: usize,
+        /// The payload length it announces.
+        announced: usize,
+        /// Bytes read past the frame.
+        past: usize,
+    },
+    /// The server's `llm` message carried an emotion.
+    EmotionReceived {
+        /// The emotion's name.
+        emotion: String,
+    },
+    /// The firmware would abort at every boot (a boot loop); the twin leaves the board off.
+    BootLoop,
+    /// A button gesture fired.
+    ButtonFired {
+        /// The button's name.
+        button: String,
+        /// Its GPIO.
+        gpio: u32,
+        /// The gesture (`click`, `long press`, ...).
+        gesture: String,
+        /// What its callback did (`no callback` when none takes it).
+        did: &'static str,
+    },
+}
+
+/// Why `OpenAudioChannel` failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelFailure {
+    /// The WebSocket is not connected.
+    ServerNotConnected,
+    /// No server hello within 10 s.
+    NoServerHello,
+}
+
+impl ChannelFailure {
+    /// The words of the trace line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelFailure::ServerNotConnected => "server not connected",
+            ChannelFailure::NoServerHello => "no server hello within 10 s",
+        }
+    }
 }
 
 /// Renders bytes as a JSON-ish quoted string (lossless for ASCII, `\xNN` for other bytes).
@@ -388,7 +508,9 @@ impl fmt::Display for TraceEvent {
             Event::Logged { level, tag, text } => write!(f, "log {level} {tag}: {text}"),
             Event::BatchStarted { tasks } => write!(f, "batch tasks={tasks} t={t}"),
             Event::TaskDelayed { ms } => write!(f, "vTaskDelay ms={ms} t={t}"),
-            Event::MessageDropped { reason } => write!(f, "dropped kind=receive reason=\"{reason}\" t={t}"),
+            Event::MessageDropped { reason } => {
+                write!(f, "dropped kind=receive reason=\"{}\" t={t}", reason.as_str())
+            }
             Event::ReplySent { payload } => write!(f, "sent bytes={} t={t}", payload.len()),
             Event::ReplyDropped { payload, why } => {
                 write!(f, "dropped kind=send why=\"{why}\" payload={} t={t}", quote(payload))
@@ -417,9 +539,79 @@ impl fmt::Display for TraceEvent {
             Event::CameraCaptured { width, height } => write!(f, "camera_capture frame={width}x{height} t={t}"),
             Event::OtaStarted { url } => write!(f, "ota_start url={} t={t}", quote(url)),
             Event::OtaFinished { ok } => write!(f, "ota_done ok={ok} t={t}"),
-            Event::StateChanged { from, to } => write!(f, "state {from} -> {to} t={t}"),
-            Event::StateRejected { from, to } => write!(f, "state {from} -> {to} rejected t={t}"),
-            Event::Note { text } => write!(f, "{text} t={t}"),
+            Event::StateChanged { from, to } => write!(f, "state {} -> {} t={t}", from.name(), to.name()),
+            Event::StateRejected { from, to } => {
+                write!(f, "state {} -> {} rejected t={t}", from.name(), to.name())
+            }
+            Event::SoundQueued { sound, from, to } => write!(f, "play sound={sound} from={from} to={to} t={t}"),
+            Event::WebSocketDestroyed { why } => {
+                write!(f, "websocket destroyed ({why}): TCP closed without a close frame t={t}")
+            }
+            Event::AudioChannelFailed { why } => write!(f, "audio channel failed: {} t={t}", why.as_str()),
+            Event::AudioChannelOpened { udp: false } => write!(f, "audio channel opened t={t}"),
+            Event::AudioChannelOpened { udp: true } => write!(f, "audio channel opened (UDP) t={t}"),
+            Event::ServerHello { session, udp: None } => write!(f, "server hello, session {session} t={t}"),
+            Event::ServerHello {
+                session,
+                udp: Some(udp),
+            } => {
+                write!(f, "server hello (udp {udp}), session {session} t={t}")
+            }
+            Event::MqttConnected => write!(f, "MQTT connected t={t}"),
+            Event::CameraExplained { question } => {
+                write!(f, "camera_explain question={} t={t}", quote(question.as_bytes()))
+            }
+            Event::SnapshotTaken { quality, bytes } => {
+                write!(f, "display_snapshot quality={quality} bytes={bytes} t={t}")
+            }
+            Event::NoEffectModelled { tool } => write!(f, "{tool}: no physical effect modelled for this tool t={t}"),
+            Event::ListenDeferred => write!(f, "listen start deferred until playback drains t={t}"),
+            Event::PlaybackDrainAwaited => {
+                write!(
+                    f,
+                    "the main task waits for playback to drain (WaitForPlaybackQueueEmpty) t={t}"
+                )
+            }
+            Event::WakeWordIgnored { word, state, why } => {
+                write!(
+                    f,
+                    "wake word \"{word}\" not detected: detection is off in state {state}{why} t={t}"
+                )
+            }
+            Event::TypedInput => {
+                write!(
+                    f,
+                    "typed input (as py-xiaozhi sends it; not firmware behaviour): listen detect t={t}"
+                )
+            }
+            Event::ToolThreadStarted { stack } => {
+                write!(f, "tool_thread start name=tool_call stack={stack} prio=1 t={t}")
+            }
+            Event::ToolThreadExited => write!(f, "tool_thread exit t={t}"),
+            Event::AudioPoweredDown { output: true } => {
+                write!(f, "audio output powered down (15 s without output) t={t}")
+            }
+            Event::AudioPoweredDown { output: false } => write!(
+                f,
+                "audio input powered down (15 s without input: no wake word detection, no voice processing) t={t}"
+            ),
+            Event::FrameOverread { len, announced, past } => write!(
+                f,
+                "binary frame of {len} bytes announces {announced} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros) t={t}"
+            ),
+            Event::EmotionReceived { emotion } => write!(f, "emotion {emotion} t={t}"),
+            Event::BootLoop => write!(
+                f,
+                "the firmware aborts at every boot here (a boot loop); the twin leaves the board off t={t}"
+            ),
+            Event::ButtonFired {
+                button,
+                gpio,
+                gesture,
+                did,
+            } => {
+                write!(f, "button {button} (GPIO {gpio}): {gesture} → {did} t={t}")
+            }
         }
     }
 }

@@ -122,7 +122,11 @@ fn run_inner(opts: &Args) -> Result<bool> {
                 crate::outln!("      {row:<10} {value}");
             }
         }
-        for s in report.steps.iter().filter(|s| s.kind == "burst") {
+        for s in report
+            .steps
+            .iter()
+            .filter(|s| s.kind == xiaozhi_sim::scenario::StepKind::Burst)
+        {
             let ids: Vec<String> = s
                 .replies
                 .iter()
@@ -130,7 +134,12 @@ fn run_inner(opts: &Args) -> Result<bool> {
                 .collect();
             crate::outln!("\n    {}: replies left in the order {}", s.summary, ids.join(", "));
         }
-        for s in report.steps.iter().filter(|s| s.kind == "play" || s.kind == "listen") {
+        for s in report.steps.iter().filter(|s| {
+            matches!(
+                s.kind,
+                xiaozhi_sim::scenario::StepKind::Play | xiaozhi_sim::scenario::StepKind::Listen
+            )
+        }) {
             crate::outln!(
                 "\n    {} → {}",
                 s.summary,

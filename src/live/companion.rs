@@ -301,7 +301,8 @@ impl Companion for Recorder {
             }
             Seen::Traced(e) => {
                 if let Event::StateChanged { from, to } = &e.kind {
-                    self.transitions.push((ms(e.at), from.to_string(), to.to_string()));
+                    self.transitions
+                        .push((ms(e.at), from.name().to_string(), to.name().to_string()));
                 }
             }
             _ => {}

@@ -236,8 +236,10 @@ impl AudioService {
         let (_, _, duration) = prompt.burst();
         let now = platform.now;
         let (start, end) = self.play(&mut platform.audio, now, Source::Prompt(prompt), duration, volume);
-        platform.emit(|| Event::Note {
-            text: format!("play sound={} from={} to={}", prompt.name(), start, end),
+        platform.emit(|| Event::SoundQueued {
+            sound: prompt.name(),
+            from: start,
+            to: end,
         });
     }
 

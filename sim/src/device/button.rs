@@ -306,8 +306,11 @@ impl Buttons {
                     continue;
                 }
                 let did = action.map_or("no callback", ButtonAction::describe);
-                platform.emit(|| Event::Note {
-                    text: format!("button {} (GPIO {}): {} → {did}", b.name, b.gpio, gesture.name()),
+                platform.emit(|| Event::ButtonFired {
+                    button: b.name.clone(),
+                    gpio: b.gpio,
+                    gesture: gesture.name(),
+                    did,
                 });
                 let button = b.name.clone();
                 platform.gestures.push(Fired {

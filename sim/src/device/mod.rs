@@ -35,7 +35,6 @@ mod peripherals;
 mod platform;
 mod playback;
 mod protocol;
-pub mod state;
 mod status;
 mod task;
 mod upgrade;
@@ -61,11 +60,11 @@ use platform::{Platform, Power};
 use protocol::websocket::HelloCrash;
 use task::TaskEnd;
 
+pub use crate::firmware::state::DeviceState;
 pub use button::NoSuchButton;
 pub use listening::{AbortReason, ListeningMode};
 pub use mic::Utterance;
 pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, HttpUpload, Output, Receipt};
-pub use state::DeviceState;
 
 /// A simulated board.
 pub struct Device {
@@ -385,9 +384,7 @@ impl Device {
         if self.app.as_ref().is_some_and(|a| a.abort_pending) {
             // An abort in the activation task happens at every boot: a boot loop, which the
             // twin ends by leaving the board off (it would spin in zero virtual time).
-            self.platform.emit(|| Event::Note {
-                text: "the firmware aborts at every boot here (a boot loop); the twin leaves the board off".into(),
-            });
+            self.platform.emit(|| Event::BootLoop);
             self.drop_everything("boot loop");
             self.platform.power = Power::Off;
         }
@@ -426,7 +423,7 @@ impl Device {
         self.run_before(now);
         if !self.is_running() {
             self.platform.emit(|| Event::MessageDropped {
-                reason: "device not running",
+                reason: crate::mcp::DropReason::NotRunning,
             });
             return Receipt::NotRunning;
         }

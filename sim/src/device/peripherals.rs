@@ -244,9 +244,7 @@ impl Peripherals {
         }
         let url = camera.explain_url.clone();
         let asked = String::from_utf8_lossy(question).into_owned();
-        platform.emit(|| Event::Note {
-            text: format!("camera_explain question={}", crate::trace::quote(asked.as_bytes())),
-        });
+        platform.emit(|| Event::CameraExplained { question: asked });
         match platform.http("POST", &url) {
             HttpOutcome::Unreachable { after } => {
                 platform.log(LogLevel::Error, "Esp32Camera", || strings::ERR_CONNECT_EXPLAIN_URL);
@@ -292,9 +290,7 @@ impl Peripherals {
             }
         };
         let bytes = jpeg.len();
-        platform.emit(|| Event::Note {
-            text: format!("display_snapshot quality={quality} bytes={bytes}"),
-        });
+        platform.emit(|| Event::SnapshotTaken { quality, bytes });
         platform.log(LogLevel::Info, "MCP", || {
             format!("Upload snapshot {bytes} bytes to {}", String::from_utf8_lossy(url))
         });
@@ -403,8 +399,8 @@ impl Peripherals {
             }),
             Behavior::Builtin { name, motion } => self.builtin(platform, *name, motion.as_deref(), &arg_named),
             Behavior::Unmodelled { returns, .. } => {
-                platform.emit(|| Event::Note {
-                    text: format!("{}: no physical effect modelled for this tool", t.name),
+                platform.emit(|| Event::NoEffectModelled {
+                    tool: t.name.to_string(),
                 });
                 Callback::Return(match returns {
                     Some(ReturnSpec::Bool(b)) => ReturnValue::Bool(*b),

@@ -6,10 +6,11 @@
 //! Every behavioural difference between the lines is one named switch of [`Firmware`], decided
 //! here, in one place, and read where the behaviour lives (tool registration, the call path,
 //! reply scheduling, result encoding, system info). Nothing else compares version strings.
-//! [`FirmwareSpec`] is a board file's `firmware:` section. Knows nothing about devices or
-//! runtime state.
+//! [`FirmwareSpec`] is a board file's `firmware:` section; [`state`] the device state machine's
+//! states and transition table. Knows nothing about devices or runtime state.
 
 mod mqtt;
+pub mod state;
 
 pub use mqtt::{MqttRules, ServerGoodbye};
 

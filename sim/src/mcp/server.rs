@@ -14,7 +14,7 @@ use crate::mcp::strings;
 use crate::mcp::tool::{McpTool, ReturnValue, encode_result};
 
 /// Why a message was dropped without any reply (docs/reference/firmware.md §4.2, quirk 6).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DropReason {
     /// cJSON could not parse the bytes.
     Unparseable,
@@ -28,6 +28,10 @@ pub enum DropReason {
     InvalidParams,
     /// `id` absent or not a number.
     InvalidId,
+    /// cJSON ran out of heap while parsing (the receive task logs it and drops the payload).
+    OutOfMemory,
+    /// The device was not running (off, or in a boot loop) when the payload arrived.
+    NotRunning,
 }
 
 impl DropReason {
@@ -40,6 +44,8 @@ impl DropReason {
             DropReason::Notification => "notification",
             DropReason::InvalidParams => "params not an object",
             DropReason::InvalidId => "id missing or not a number",
+            DropReason::OutOfMemory => "out of memory while parsing",
+            DropReason::NotRunning => "device not running",
         }
     }
 }

@@ -59,15 +59,17 @@ impl EventName {
 
     /// Whether the device's trace holds this event.
     pub(crate) fn in_trace(self, events: &[TraceEvent]) -> bool {
-        events.iter().any(|e| match (&e.kind, self) {
-            (Event::ReplyDropped { .. }, EventName::ReplyDropped) => true,
-            (Event::Booted { .. }, EventName::DeviceRebooted) => true,
-            (Event::MessageDropped { .. }, EventName::MessageDropped) => true,
-            (Event::Panicked { .. }, EventName::Panicked) => true,
-            (Event::Note { text }, EventName::OutputPoweredDown) => text.starts_with("audio output powered down"),
-            (Event::NvsSet { .. }, EventName::NvsWritten) => true,
-            (Event::GpioSet { .. }, EventName::GpioChanged) => true,
-            _ => false,
+        events.iter().any(|e| {
+            matches!(
+                (&e.kind, self),
+                (Event::ReplyDropped { .. }, EventName::ReplyDropped)
+                    | (Event::Booted { .. }, EventName::DeviceRebooted)
+                    | (Event::MessageDropped { .. }, EventName::MessageDropped)
+                    | (Event::Panicked { .. }, EventName::Panicked)
+                    | (Event::AudioPoweredDown { output: true }, EventName::OutputPoweredDown)
+                    | (Event::NvsSet { .. }, EventName::NvsWritten)
+                    | (Event::GpioSet { .. }, EventName::GpioChanged)
+            )
         })
     }
 }

@@ -31,10 +31,13 @@ mod press;
 pub mod record;
 pub mod reply;
 pub mod runner;
+mod step_kind;
 mod steps;
 pub mod voice;
 
 pub use expect::{Approx, ClaimExpect, EventName, Expect, FramesExpect, HeardExpect};
+pub use step_kind::StepKind;
+pub(crate) use step_kind::step_key;
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;
@@ -524,18 +527,28 @@ impl ScenarioSpec {
                 errors.push(located(origin, &step.referenced, "say", "give either `wav` or `text`"));
             }
             if let Some(message) = limits::impossible_tone(&step.value) {
-                errors.push(located(origin, &step.referenced, step_key(&step.value), &message));
+                errors.push(located(
+                    origin,
+                    &step.referenced,
+                    step_key(&step.value).as_str(),
+                    &message,
+                ));
             }
             if both {
                 errors.push(located(
                     origin,
                     &step.referenced,
-                    step_key(&step.value),
+                    step_key(&step.value).as_str(),
                     "give either `tone` or `wav`, not both",
                 ));
             }
             if let Some(message) = limits::too_long_sound(&step.value) {
-                errors.push(located(origin, &step.referenced, step_key(&step.value), &message));
+                errors.push(located(
+                    origin,
+                    &step.referenced,
+                    step_key(&step.value).as_str(),
+                    &message,
+                ));
             }
         }
         errors
@@ -596,34 +609,6 @@ impl ScenarioSpec {
 }
 
 /// A step's name as written in the scenario file.
-pub(crate) fn step_key(step: &Step) -> &'static str {
-    match step {
-        Step::Initialize(_) => "initialize",
-        Step::ListTools(_) => "list_tools",
-        Step::Call(_) => "call",
-        Step::Send(_) => "send",
-        Step::Burst(_) => "burst",
-        Step::Wait(_) => "wait",
-        Step::Readback(_) => "readback",
-        Step::Play(_) => "play",
-        Step::Listen(_) => "listen",
-        Step::Press(_) => "press",
-        Step::ButtonDown(_) => "button_down",
-        Step::ButtonUp(_) => "button_up",
-        Step::Reboot => "reboot",
-        Step::CutPower => "cut_power",
-        Step::PowerOn => "power_on",
-        Step::Fault(_) => "fault",
-        Step::Busy(_) => "busy",
-        Step::Note(_) => "note",
-        Step::Speak(_) => "speak",
-        Step::Wake(_) => "wake",
-        Step::Say(_) => "say",
-        Step::Abort(_) => "abort",
-        Step::Server(_) => "server",
-    }
-}
-
 fn located(origin: &str, at: &serde_saphyr::Location, field: &str, message: &str) -> SpecError {
     SpecError::Invalid {
         origin: origin.to_string(),

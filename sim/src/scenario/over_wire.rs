@@ -25,8 +25,8 @@ use crate::scenario::check::{self, Answer, Connection, Listing, Observed, Outsid
 use crate::scenario::expect::{EventName, Expect};
 use crate::scenario::record::{Record, ScenarioReport, StepReport, Trace};
 use crate::scenario::reply::reply_text;
-use crate::scenario::step_key as step_kind;
 use crate::scenario::{ScenarioSpec, Step, located};
+use crate::scenario::{StepKind, step_key as step_kind};
 use crate::spec::SpecError;
 use crate::time::SimDuration;
 
@@ -98,7 +98,7 @@ impl WirePlan {
                 Err(located(
                     origin,
                     at,
-                    step_kind(&spanned.value),
+                    step_kind(&spanned.value).as_str(),
                     &format!("cannot run over the wire: {why} (run without --wire)"),
                 ))
             };
@@ -346,10 +346,10 @@ impl<'a> Reported<'a> {
     /// it expects nothing (`wait`, `note`).
     fn step<'p>(&self, i: usize, p: &'p Planned, report: &mut ScenarioReport) -> Option<(&'p Expect, Observed<'_>)> {
         let c = self.connections.iter().find(|c| c.number == p.connection);
-        let row = |kind: &str, at_ms: f64, summary: String, replies: Vec<String>| StepReport {
+        let row = |kind: StepKind, at_ms: f64, summary: String, replies: Vec<String>| StepReport {
             n: p.n,
             line: p.line,
-            kind: kind.into(),
+            kind,
             at_ms,
             summary,
             sent: Vec::new(),
@@ -377,7 +377,11 @@ impl<'a> Reported<'a> {
                     (Some(e), None) => format!("tools/call {tool} id {}", e.id),
                     (None, _) => not_run(c, p.connection),
                 };
-                let kind = if readback.is_some() { "readback" } else { "call" };
+                let kind = if readback.is_some() {
+                    StepKind::Readback
+                } else {
+                    StepKind::Call
+                };
                 let at_ms = exchange.map_or(0.0, |e| e.sent_ms);
                 report.steps.push(row(kind, at_ms, summary, replies(exchange)));
                 if readback.is_none() {
@@ -394,7 +398,9 @@ impl<'a> Reported<'a> {
                     |e| format!("initialize id {} (sent by the backend during its discovery)", e.id),
                 );
                 let at_ms = exchange.map_or(0.0, |e| e.sent_ms);
-                report.steps.push(row("initialize", at_ms, summary, replies(exchange)));
+                report
+                    .steps
+                    .push(row(StepKind::Initialize, at_ms, summary, replies(exchange)));
                 Some((expect, answered(exchange, c, self.connections, None)))
             }
             Kind::List {
@@ -405,7 +411,7 @@ impl<'a> Reported<'a> {
                 let listing = discovered(self.backend, c, *with_user_tools, *follow);
                 let summary = listing.how.clone().unwrap_or_default();
                 let at_ms = c.map_or(0.0, |c| c.opened_ms);
-                report.steps.push(row("list_tools", at_ms, summary, Vec::new()));
+                report.steps.push(row(StepKind::ListTools, at_ms, summary, Vec::new()));
                 let outside = Outside {
                     sent: false,
                     closed: false,
@@ -422,11 +428,11 @@ impl<'a> Reported<'a> {
             Kind::Wait(d) => {
                 report
                     .steps
-                    .push(row("wait", 0.0, format!("waited {d} (wall clock)"), Vec::new()));
+                    .push(row(StepKind::Wait, 0.0, format!("waited {d} (wall clock)"), Vec::new()));
                 None
             }
             Kind::Note(text) => {
-                report.steps.push(row("note", 0.0, text.clone(), Vec::new()));
+                report.steps.push(row(StepKind::Note, 0.0, text.clone(), Vec::new()));
                 None
             }
         }

@@ -126,8 +126,8 @@ pub struct StepReport {
     pub n: usize,
     /// The step's line in the scenario file.
     pub line: u64,
-    /// The step's YAML key (`call`, `list_tools`, `wait`, …).
-    pub kind: String,
+    /// The step's kind: its YAML key (`call`, `list_tools`, `wait`, …).
+    pub kind: crate::scenario::StepKind,
     /// When the step started, in ms of virtual time since power-on.
     pub at_ms: f64,
     /// What the step did, in words.

@@ -79,7 +79,7 @@ impl Runner<'_> {
         self.steps.push(StepReport {
             n,
             line,
-            kind: step_key(step).to_string(),
+            kind: step_key(step),
             at_ms: started.as_micros() as f64 / 1000.0,
             summary,
             sent: out.sent.iter().map(|p| lossy(p)).collect(),

@@ -102,12 +102,10 @@ pub(crate) fn ws_binary(app: &mut Application, platform: &mut Platform, frame: &
             return Err(unpacked.announced);
         }
         let past = unpacked.overread;
-        platform.emit(|| Event::Note {
-            text: format!(
-                "binary frame of {} bytes announces {} payload bytes: the firmware copies {past} bytes past the frame (undefined behaviour; the twin reads zeros)",
-                frame.len(),
-                unpacked.announced
-            ),
+        platform.emit(|| Event::FrameOverread {
+            len: frame.len(),
+            announced: unpacked.announced,
+            past,
         });
         payload.resize(unpacked.announced, 0);
     }
@@ -287,9 +285,7 @@ fn incoming_voice_json(app: &mut Application, platform: &mut Platform, kind: &[u
         b"llm" => {
             if let Some(emotion) = text_of(root, b"emotion") {
                 let shown = emotion.clone();
-                platform.emit(|| Event::Note {
-                    text: format!("emotion {shown}"),
-                });
+                platform.emit(|| Event::EmotionReceived { emotion: shown });
                 app.main.schedule(Task::Screen(ScreenCall::SetEmotion(emotion)));
             }
         }

@@ -31,11 +31,11 @@ use crate::device::peripherals::{Callback, Peripherals, panic};
 use crate::device::platform::{Platform, Receipt};
 use crate::device::playback::Playback;
 use crate::device::protocol::Protocol;
-use crate::device::state::DeviceState;
 use crate::device::status::{self, StatusFacts, SystemFacts};
 use crate::device::task::{EventBit, RebootStage, Task, TaskEnd};
 use crate::device::upgrade::{Upgrade, UpgradeHost, UpgradeNext};
 use crate::firmware::CallPath;
+use crate::firmware::state::DeviceState;
 use crate::hw::backlight::Backlight;
 use crate::hw::nvs::{EspErr, names};
 use crate::hw::screen::{self, NetworkIcon, ScreenCall, StatusIcons};
@@ -217,17 +217,11 @@ impl Application {
             return true;
         }
         if platform.firmware.state_table && !from.can_go_to(to) {
-            platform.emit(|| Event::StateRejected {
-                from: from.name(),
-                to: to.name(),
-            });
+            platform.emit(|| Event::StateRejected { from, to });
             return false;
         }
         self.state = to;
-        platform.emit(|| Event::StateChanged {
-            from: from.name(),
-            to: to.name(),
-        });
+        platform.emit(|| Event::StateChanged { from, to });
         self.main.signal(EventBit::StateChanged);
         true
     }
@@ -249,7 +243,7 @@ impl Application {
             Err(cjson::ParseError::OutOfMemory { .. }) => {
                 platform.log(LogLevel::Error, "MCP", || "Failed to parse MCP message: out of memory");
                 platform.emit(|| Event::MessageDropped {
-                    reason: "out of memory while parsing",
+                    reason: DropReason::OutOfMemory,
                 });
                 return Receipt::OutOfMemory;
             }
@@ -271,8 +265,7 @@ impl Application {
                 if let Some(line) = log {
                     platform.log_line(line);
                 }
-                let why = reason.as_str();
-                platform.emit(|| Event::MessageDropped { reason: why });
+                platform.emit(|| Event::MessageDropped { reason });
                 Receipt::Dropped { reason }
             }
             Received::Reply {
@@ -439,9 +432,7 @@ impl Application {
     /// what it throws) goes through `SendMcpMessage`, which schedules it on the main task. A
     /// callback that blocks blocks only its thread: the reply is scheduled when it resumes.
     fn call_in_thread(&mut self, platform: &mut Platform, id: i32, tool: usize, args: &[PropertyValue], stack: i32) {
-        platform.emit(|| Event::Note {
-            text: format!("tool_thread start name=tool_call stack={stack} prio=1"),
-        });
+        platform.emit(|| Event::ToolThreadStarted { stack });
         match self.call(platform, tool, args) {
             Callback::Return(value) => {
                 self.reply_later(platform, id, Ok(value));
@@ -458,9 +449,7 @@ impl Application {
                 self.abort_pending = true;
             }
         }
-        platform.emit(|| Event::Note {
-            text: "tool_thread exit".into(),
-        });
+        platform.emit(|| Event::ToolThreadExited);
     }
 
     /// The earliest esp_timer deadline.
@@ -493,15 +482,10 @@ impl Application {
         let reading = self.listening.wake_detection || self.mic.is_processing();
         let (output_off, input_off) = self.audio.on_power_tick(&mut platform.audio, now, self.volume, reading);
         if output_off {
-            platform.emit(|| Event::Note {
-                text: "audio output powered down (15 s without output)".to_string(),
-            });
+            platform.emit(|| Event::AudioPoweredDown { output: true });
         }
         if input_off {
-            platform.emit(|| Event::Note {
-                text: "audio input powered down (15 s without input: no wake word detection, no voice processing)"
-                    .to_string(),
-            });
+            platform.emit(|| Event::AudioPoweredDown { output: false });
         }
         if self
             .playback

@@ -21,8 +21,8 @@ use crate::device::protocol::mqtt::{CONNECT_TIMEOUT, Waiter};
 use crate::device::protocol::websocket::HelloCrash;
 use crate::device::protocol::{OpenNext, OpenStage};
 use crate::device::protocol::{Protocol, ProtocolBase};
-use crate::device::state::DeviceState;
 use crate::device::task::{EventBit, Task, TaskEnd, VoiceTask};
+use crate::firmware::state::DeviceState;
 use crate::hw::screen::{self, ScreenCall};
 use crate::time::SimTime;
 use crate::trace::{Event, LogLevel};
@@ -308,15 +308,11 @@ impl Application {
                 match Playback::after_stop(&self.audio, now, platform.firmware.stop_tail, auto) {
                     AfterStop::Defer => {
                         self.listening.pending_start = true;
-                        platform.emit(|| Event::Note {
-                            text: "listen start deferred until playback drains".into(),
-                        });
+                        platform.emit(|| Event::ListenDeferred);
                         self.playback.arm_drain_check(&self.audio, now);
                     }
                     AfterStop::Block(wait) => {
-                        platform.emit(|| Event::Note {
-                            text: "the main task waits for playback to drain (WaitForPlaybackQueueEmpty)".into(),
-                        });
+                        platform.emit(|| Event::PlaybackDrainAwaited);
                         return TaskEnd::Block(wait, Task::Voice(VoiceTask::ListenAfterDrain));
                     }
                     AfterStop::ListenNow => self.start_listening_audio(platform),
@@ -479,16 +475,14 @@ impl Application {
         let said = self.mic.take_wake_audio();
         if !std::mem::take(&mut self.listening.wake_detection) {
             let state = self.state;
-            platform.emit(|| Event::Note {
-                text: format!(
-                    "wake word \"{word}\" not detected: detection is off in state {}{}",
-                    state.name(),
-                    match state {
-                        DeviceState::Listening => " (WAKE_WORD_DETECTION_IN_LISTENING is n)",
-                        DeviceState::Speaking => " (only the AFE wake word is detected while speaking)",
-                        _ => "",
-                    }
-                ),
+            platform.emit(|| Event::WakeWordIgnored {
+                word: word.to_string(),
+                state: state.name(),
+                why: match state {
+                    DeviceState::Listening => " (WAKE_WORD_DETECTION_IN_LISTENING is n)",
+                    DeviceState::Speaking => " (only the AFE wake word is detected while speaking)",
+                    _ => "",
+                },
             });
             return;
         }
@@ -571,9 +565,7 @@ impl Application {
     /// idle the wake word's path opens the channel and sends the text as `listen detect`;
     /// otherwise the `listen detect` goes out at once.
     pub(crate) fn typed_text(&mut self, platform: &mut Platform, text: &str) {
-        platform.emit(|| Event::Note {
-            text: "typed input (as py-xiaozhi sends it; not firmware behaviour): listen detect".into(),
-        });
+        platform.emit(|| Event::TypedInput);
         if self.state == DeviceState::Idle {
             self.main.schedule(Task::Voice(VoiceTask::WakeWord(text.to_string())));
             return;

@@ -21,7 +21,7 @@ use crate::device::protocol::websocket::text_font_capabilities;
 use crate::firmware::ServerGoodbye;
 use crate::mqtt::{Broker, MqttDial, MqttSettings};
 use crate::time::{SimDuration, SimTime};
-use crate::trace::{Event, LogLevel};
+use crate::trace::{ChannelFailure, Event, LogLevel};
 use crate::voice::udp::{OldUdp, Refused, UdpChannel, parse_udp, parse_udp_old};
 
 /// `MQTT_CONNECT_TIMEOUT_MS` (esp-ml307 `esp_mqtt.h:13`): how long `Connect()` waits.
@@ -237,9 +237,7 @@ impl MqttProtocol {
             // OnConnected: the application dismisses its alert; the reconnect timer stops.
             self.client = Client::Connected;
             self.reconnect_at = None;
-            platform.emit(|| Event::Note {
-                text: "MQTT connected".into(),
-            });
+            platform.emit(|| Event::MqttConnected);
         } else {
             self.client = Client::Retrying(platform.now + AUTO_RECONNECT);
             platform.log(LogLevel::Error, "mqtt_client", || "MQTT connect failed");
@@ -359,8 +357,8 @@ impl MqttProtocol {
         let Some((_, host, port)) = self.crypto.as_ref().filter(|_| self.hello_received) else {
             platform.log(LogLevel::Error, "MQTT", || "Failed to receive server hello");
             base.set_error(SERVER_TIMEOUT);
-            platform.emit(|| Event::Note {
-                text: "audio channel failed: no server hello within 10 s".into(),
+            platform.emit(|| Event::AudioChannelFailed {
+                why: ChannelFailure::NoServerHello,
             });
             return false;
         };
@@ -369,9 +367,7 @@ impl MqttProtocol {
         let at = platform.now;
         platform.push_output(Output::UdpOpen { host, port, at });
         self.udp_open = true;
-        platform.emit(|| Event::Note {
-            text: "audio channel opened (UDP)".into(),
-        });
+        platform.emit(|| Event::AudioChannelOpened { udp: true });
         true
     }
 
@@ -437,8 +433,9 @@ impl MqttProtocol {
         };
         let sid = String::from_utf8_lossy(&base.session_id).into_owned();
         let udp = format!("{}:{}", params.server, params.port);
-        platform.emit(|| Event::Note {
-            text: format!("server hello (udp {udp}), session {sid}"),
+        platform.emit(|| Event::ServerHello {
+            session: sid,
+            udp: Some(udp),
         });
         self.crypto = Some((UdpChannel::new(&params), params.server, params.port));
         self.hello_received = true;

@@ -15,7 +15,7 @@ use crate::cjson;
 use crate::device::platform::{Output, Platform};
 use crate::device::protocol::base::{ProtocolBase, SERVER_NOT_CONNECTED, SERVER_TIMEOUT};
 use crate::device::url::{Endpoint, parse_url};
-use crate::trace::{Event, LogLevel};
+use crate::trace::{ChannelFailure, Event, LogLevel};
 use crate::world::WsConfig;
 
 /// Where the socket is.
@@ -93,9 +93,7 @@ impl WebsocketProtocol {
     pub(crate) fn drop_socket(&mut self, platform: &mut Platform, why: &'static str) {
         if self.socket != Socket::None {
             self.socket = Socket::None;
-            platform.emit(|| Event::Note {
-                text: format!("websocket destroyed ({why}): TCP closed without a close frame"),
-            });
+            platform.emit(|| Event::WebSocketDestroyed { why });
             let at = platform.now;
             platform.push_output(Output::WsClose { at });
         }
@@ -152,8 +150,8 @@ impl WebsocketProtocol {
         if self.socket != Socket::Connected {
             base.set_error(SERVER_NOT_CONNECTED);
             platform.log(LogLevel::Error, "WS", || "Failed to connect to websocket server");
-            platform.emit(|| Event::Note {
-                text: "audio channel failed: server not connected".into(),
+            platform.emit(|| Event::AudioChannelFailed {
+                why: ChannelFailure::ServerNotConnected,
             });
             return false;
         }
@@ -168,15 +166,13 @@ impl WebsocketProtocol {
         if !self.hello_received {
             base.set_error(SERVER_TIMEOUT);
             platform.log(LogLevel::Error, "WS", || "Failed to receive server hello");
-            platform.emit(|| Event::Note {
-                text: "audio channel failed: no server hello within 10 s".into(),
+            platform.emit(|| Event::AudioChannelFailed {
+                why: ChannelFailure::NoServerHello,
             });
             return false;
         }
         base.last_incoming = platform.now;
-        platform.emit(|| Event::Note {
-            text: "audio channel opened".into(),
-        });
+        platform.emit(|| Event::AudioChannelOpened { udp: false });
         true
     }
 
@@ -232,8 +228,9 @@ impl WebsocketProtocol {
         }
         self.hello_received = true;
         let sid = String::from_utf8_lossy(&base.session_id).into_owned();
-        platform.emit(|| Event::Note {
-            text: format!("server hello, session {sid}"),
+        platform.emit(|| Event::ServerHello {
+            session: sid,
+            udp: None,
         });
         Ok(true)
     }
