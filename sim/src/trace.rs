@@ -59,6 +59,29 @@ impl From<Arc<str>> for LogText {
     }
 }
 
+/// A log line the firmware prints, as data: formatted as `<letter> (<ms>) <tag>: <text>` only
+/// where it is shown ([`Event::Logged`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    /// The level.
+    pub level: LogLevel,
+    /// The ESP_LOG tag.
+    pub tag: &'static str,
+    /// The message after `tag: `.
+    pub text: String,
+}
+
+impl LogRecord {
+    /// An `ESP_LOGE` of the `MCP` tag (`mcp_server.cc`'s errors).
+    pub fn mcp_error(text: String) -> LogRecord {
+        LogRecord {
+            level: LogLevel::Error,
+            tag: "MCP",
+            text,
+        }
+    }
+}
+
 /// One thing that happened, at `at`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceEvent {

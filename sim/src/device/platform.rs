@@ -21,7 +21,7 @@ use crate::firmware::state::DeviceState;
 use crate::hw::nvs::{EspErr, Nvs};
 use crate::mcp::{Arguments, DropReason};
 use crate::time::{SimDuration, SimTime};
-use crate::trace::{BootReason, Event, LogLevel, LogText, NvsValue, TraceEvent};
+use crate::trace::{BootReason, Event, LogLevel, LogRecord, LogText, NvsValue, TraceEvent};
 use crate::voice::log::SpeechLog;
 use crate::world::{HttpOutcome, WorldSpec};
 
@@ -539,17 +539,8 @@ impl Platform {
         uuid
     }
 
-    /// Records a firmware log line given as `"<L> <TAG>: <text>"`.
-    pub(crate) fn log_line(&mut self, line: String) {
-        let (level, rest) = line.split_at(1);
-        let level = LogLevel::from_letter(level.chars().next().unwrap_or('I'));
-        let rest = rest.trim_start();
-        let (tag, text) = rest.split_once(": ").unwrap_or(("MCP", rest));
-        let tag: &'static str = match tag {
-            "MCP" => "MCP",
-            _ => "App",
-        };
-        let text = text.to_string();
-        self.log(level, tag, || text);
+    /// Records a log line the firmware's code built as data ([`LogRecord`]).
+    pub(crate) fn log_record(&mut self, record: LogRecord) {
+        self.log(record.level, record.tag, || record.text);
     }
 }

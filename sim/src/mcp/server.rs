@@ -12,6 +12,7 @@ use crate::cjson::Item;
 use crate::mcp::property::Arguments;
 use crate::mcp::strings;
 use crate::mcp::tool::{McpTool, ReturnValue, encode_result};
+use crate::trace::{LogLevel, LogRecord};
 
 /// Why a message was dropped without any reply (docs/reference/firmware.md §4.2, quirk 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub enum Received {
         /// Which validation step dropped it.
         reason: DropReason,
         /// The firmware's log line, if it logs one.
-        log: Option<String>,
+        log: Option<LogRecord>,
     },
     /// A reply built on the receive task (1 hop). `vision` is set by an `initialize` that
     /// configures the camera.
@@ -79,7 +80,7 @@ pub enum Received {
         /// Whether `payload` is an `error` reply.
         is_error: bool,
         /// The firmware's log line, if it logs one.
-        log: Option<String>,
+        log: Option<LogRecord>,
         /// The camera explain URL/token to set (camera boards only).
         vision: Option<Vision>,
     },
@@ -87,8 +88,8 @@ pub enum Received {
     Aborted {
         /// What was thrown (`std::invalid_argument` and its message).
         reason: String,
-        /// The firmware's last log line (`abort() was called`).
-        log: String,
+        /// The firmware's last log line (the C++ runtime's `terminate called …`).
+        log: LogRecord,
     },
     /// A valid `tools/call`: run `tool` with `args` on the main task (2 hops), or — on a
     /// threaded server (1.7.5–1.9.1) — in a `tool_call` thread of `stack` bytes.
@@ -242,14 +243,14 @@ impl McpServer {
                 };
                 return Received::Dropped {
                     reason: DropReason::InvalidVersion,
-                    log: Some(format!("E MCP: Invalid JSONRPC version: {shown}")),
+                    log: Some(LogRecord::mcp_error(format!("Invalid JSONRPC version: {shown}"))),
                 };
             }
         }
         let Some(method) = json.get(b"method").and_then(|m| m.c_string()) else {
             return Received::Dropped {
                 reason: DropReason::MissingMethod,
-                log: Some("E MCP: Missing method".to_string()),
+                log: Some(LogRecord::mcp_error("Missing method".to_string())),
             };
         };
         if method.starts_with(strings::NOTIFICATIONS_PREFIX) {
@@ -262,13 +263,19 @@ impl McpServer {
         if params.is_some_and(|p| !p.is_object()) {
             return Received::Dropped {
                 reason: DropReason::InvalidParams,
-                log: Some(format!("E MCP: Invalid params for method: {}", lossy(method))),
+                log: Some(LogRecord::mcp_error(format!(
+                    "Invalid params for method: {}",
+                    lossy(method)
+                ))),
             };
         }
         let Some(id) = json.get(b"id").filter(Item::is_number) else {
             return Received::Dropped {
                 reason: DropReason::InvalidId,
-                log: Some(format!("E MCP: Invalid id for method: {}", lossy(method))),
+                log: Some(LogRecord::mcp_error(format!(
+                    "Invalid id for method: {}",
+                    lossy(method)
+                ))),
             };
         };
         let id = id.valueint();
@@ -296,7 +303,7 @@ impl McpServer {
                 match page {
                     ToolsPage::Page { result, .. } => reply(id, strings::reply_result(id, result), false, None),
                     ToolsPage::Error { message } => {
-                        let log = format!("E MCP: tools/list: {}", lossy(message));
+                        let log = LogRecord::mcp_error(format!("tools/list: {}", lossy(message)));
                         reply(id, strings::reply_error(id, message), true, Some(log))
                     }
                 }
@@ -304,7 +311,7 @@ impl McpServer {
             strings::METHOD_TOOLS_CALL => self.tools_call(id, params),
             _ => {
                 let message = strings::concat(strings::ERR_METHOD_NOT_IMPLEMENTED, method);
-                let log = format!("E MCP: {}", lossy(&message));
+                let log = LogRecord::mcp_error(lossy(&message));
                 reply(id, strings::reply_error(id, &message), true, Some(log))
             }
         }
@@ -403,7 +410,7 @@ impl McpServer {
 
     fn tools_call(&self, id: i32, params: Option<Item<'_>>) -> Received {
         let error = |message: Vec<u8>| {
-            let log = format!("E MCP: tools/call: {}", lossy(&message));
+            let log = LogRecord::mcp_error(format!("tools/call: {}", lossy(&message)));
             reply(id, strings::reply_error(id, &message), true, Some(log))
         };
         let Some(params) = params.filter(Item::is_object) else {
@@ -437,9 +444,15 @@ impl McpServer {
                     let what = lossy(&message);
                     return Received::Aborted {
                         reason: format!("uncaught std::invalid_argument: {what}"),
-                        log: format!(
-                            "E cxx: terminate called after throwing an instance of 'std::invalid_argument' what(): {what}"
-                        ),
+                        // Shown under the `App` tag, as the twin has always shown it (the real
+                        // runtime prints it with no ESP_LOG prefix).
+                        log: LogRecord {
+                            level: LogLevel::Error,
+                            tag: "App",
+                            text: format!(
+                                "terminate called after throwing an instance of 'std::invalid_argument' what(): {what}"
+                            ),
+                        },
                     };
                 }
                 Err(message) => return error(message),
@@ -470,7 +483,7 @@ impl Iterator for Pages<'_> {
     }
 }
 
-fn reply(id: i32, payload: Vec<u8>, is_error: bool, log: Option<String>) -> Received {
+fn reply(id: i32, payload: Vec<u8>, is_error: bool, log: Option<LogRecord>) -> Received {
     Received::Reply {
         id,
         payload,

@@ -42,7 +42,7 @@ use crate::hw::screen::{self, NetworkIcon, ScreenCall, StatusIcons};
 use crate::mcp::server::call_result_payload;
 use crate::mcp::{DropReason, McpServer, PropertyValue, Received, ReturnValue, ToolAction, strings};
 use crate::time::{SimDuration, SimTime, earliest};
-use crate::trace::{BootReason, Event, LogLevel, NvsValue};
+use crate::trace::{BootReason, Event, LogLevel, LogRecord, NvsValue};
 
 /// The application and board objects of one boot.
 pub(crate) struct Application {
@@ -251,7 +251,7 @@ impl Application {
                 reason: DropReason::Unparseable,
                 log: platform.is_tracing().then(|| {
                     let shown = String::from_utf8_lossy(cjson::c_str(payload));
-                    format!("E MCP: Failed to parse MCP message: {shown}")
+                    LogRecord::mcp_error(format!("Failed to parse MCP message: {shown}"))
                 }),
             },
         };
@@ -263,7 +263,7 @@ impl Application {
         match received {
             Received::Dropped { reason, log } => {
                 if let Some(line) = log {
-                    platform.log_line(line);
+                    platform.log_record(line);
                 }
                 platform.emit(|| Event::MessageDropped { reason });
                 Receipt::Dropped { reason }
@@ -279,7 +279,7 @@ impl Application {
                     camera.set_explain_url(&v.url, &v.token);
                 }
                 if let Some(line) = log {
-                    platform.log_line(line);
+                    platform.log_record(line);
                 }
                 if platform.firmware.send_logs {
                     platform.log(LogLevel::Info, "Application", || "Send MCP message in sub thread");
@@ -288,7 +288,7 @@ impl Application {
                 Receipt::Answered { id, is_error }
             }
             Received::Aborted { reason, log } => {
-                platform.log_line(log);
+                platform.log_record(log);
                 let why = reason.clone();
                 platform.emit(|| Event::Panicked { reason: why });
                 self.abort_pending = true;
