@@ -342,7 +342,7 @@ fn import_paths_are_read_through_groups_and_super() {
     }
 }
 
-/// `board`, `firmware`, `world`, `fault`, `time`, `spec`, `trace`, `mcp`, `mqtt`, `audio`, `hw`
+/// `board`, `firmware`, `world`, `fault`, `time`, `spec`, `trace`, `mcp`, `mqtt`, `audio`, `hw`, `lvgl`
 /// and `voice` are data, protocol and virtual hardware: they import nothing from the runtime
 /// (`device`, `scenario`, `harness`, `replay`, `backend`, `loopback`, `bounds`).
 #[test]
@@ -351,7 +351,8 @@ fn the_data_layer_imports_nothing_from_the_runtime() {
     let sources: Vec<PathBuf> = files(&sim).into_iter().filter(|p| is_rust(p)).collect();
     let graph = import_graph(&sim, &sources);
     let data = [
-        "board", "firmware", "world", "fault", "time", "spec", "trace", "mcp", "mqtt", "audio", "hw", "voice", "cjson",
+        "board", "firmware", "world", "fault", "time", "spec", "trace", "mcp", "mqtt", "audio", "hw", "lvgl", "voice",
+        "cjson",
     ];
     let runtime = [
         "device", "scenario", "harness", "replay", "backend", "loopback", "bounds",

@@ -12,6 +12,7 @@ pub mod server;
 pub mod strings;
 pub mod tool;
 
+pub use crate::trace::DropReason;
 pub use property::{Arguments, Property, PropertyType, PropertyValue};
-pub use server::{DropReason, McpServer, Pages, Received, ToolsPage, Vision};
+pub use server::{McpServer, Pages, Received, ToolsPage, Vision};
 pub use tool::{McpTool, ReturnValue, ToolAction};

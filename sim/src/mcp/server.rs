@@ -12,44 +12,7 @@ use crate::cjson::Item;
 use crate::mcp::property::Arguments;
 use crate::mcp::strings;
 use crate::mcp::tool::{McpTool, ReturnValue, encode_result};
-use crate::trace::{LogLevel, LogRecord};
-
-/// Why a message was dropped without any reply (docs/reference/firmware.md §4.2, quirk 6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropReason {
-    /// cJSON could not parse the bytes.
-    Unparseable,
-    /// `jsonrpc` absent, not a string, or not exactly `2.0`.
-    InvalidVersion,
-    /// `method` absent or not a string.
-    MissingMethod,
-    /// A `notifications*` method.
-    Notification,
-    /// `params` present but not an object.
-    InvalidParams,
-    /// `id` absent or not a number.
-    InvalidId,
-    /// cJSON ran out of heap while parsing (the receive task logs it and drops the payload).
-    OutOfMemory,
-    /// The device was not running (off, or in a boot loop) when the payload arrived.
-    NotRunning,
-}
-
-impl DropReason {
-    /// The short reason text used in the `MessageDropped` trace event.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            DropReason::Unparseable => "unparseable",
-            DropReason::InvalidVersion => "invalid jsonrpc version",
-            DropReason::MissingMethod => "missing method",
-            DropReason::Notification => "notification",
-            DropReason::InvalidParams => "params not an object",
-            DropReason::InvalidId => "id missing or not a number",
-            DropReason::OutOfMemory => "out of memory while parsing",
-            DropReason::NotRunning => "device not running",
-        }
-    }
-}
+use crate::trace::{DropReason, LogLevel, LogRecord};
 
 /// The camera settings an `initialize` carries (`capabilities.vision`).
 #[derive(Clone, Debug, PartialEq, Eq)]
