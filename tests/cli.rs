@@ -149,9 +149,10 @@ fn an_unknown_personality_lists_the_shipped_ones() {
         "--duration",
         "1s",
     ]);
+    let shipped: Vec<&str> = xiaozhi_sim::backend::spec::SHIPPED.iter().map(|(n, _)| *n).collect();
     assert_refused(
         &out,
-        "unknown personality `nope` (shipped: xinnan-py, rust-first-page, go-eager, mcp-go-strict, cloud-gateway, java-cap32",
+        &format!("unknown personality `nope` (shipped: {}", shipped.join(", ")),
     );
 }
 
@@ -305,4 +306,20 @@ fn render_json_has_a_boolean_audible_beside_the_verdict() {
         );
         assert_eq!(v["measurement"]["verdict"], verdict, "{faults:?}");
     }
+}
+
+/// `backend --help` lists every shipped personality, from the list the binary embeds.
+#[test]
+fn backend_help_lists_the_shipped_personalities() {
+    let out = twin(&["backend", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    let shipped: Vec<&str> = xiaozhi_sim::backend::spec::SHIPPED.iter().map(|(n, _)| *n).collect();
+    assert!(
+        help.contains(&format!(
+            "Shipped personalities: {} (default xinnan-py).",
+            shipped.join(", ")
+        )),
+        "{help}"
+    );
 }

@@ -4,7 +4,7 @@
 //! nothing of sockets or the device; the datagrams are `voice::udp`.
 
 use crate::cjson::Item;
-use crate::hw::nvs::Nvs;
+use crate::hw::nvs::{Nvs, names};
 use crate::trace::NvsValue;
 
 /// The protocol `Application` makes after the OTA check (`application.cc:502-508`).
@@ -143,13 +143,13 @@ impl MqttSettings {
     /// The settings as NVS holds them (missing strings are empty; `keepalive` defaults to
     /// `keepalive_default`, [`crate::firmware::MqttRules::keepalive_default`]).
     pub fn from_nvs(nvs: &Nvs, keepalive_default: i32) -> Self {
-        let s = |key: &str| String::from_utf8_lossy(nvs.get_str("mqtt", key).unwrap_or_default()).into_owned();
+        let s = |key: &str| String::from_utf8_lossy(nvs.get_str(names::MQTT, key).unwrap_or_default()).into_owned();
         MqttSettings {
             endpoint: s("endpoint"),
             client_id: s("client_id"),
             username: s("username"),
             password: s("password"),
-            keepalive: nvs.get_i32("mqtt", "keepalive", keepalive_default),
+            keepalive: nvs.get_i32(names::MQTT, names::KEEPALIVE, keepalive_default),
             publish_topic: s("publish_topic"),
         }
     }

@@ -125,11 +125,6 @@ impl Replayer {
         &mut self.harness
     }
 
-    /// Events of the boot before the first line.
-    pub fn boot_events(&mut self) -> Vec<String> {
-        render_events(&std::mem::take(&mut self.pending_events))
-    }
-
     fn settle_after_boot(&mut self, boots_before: u32) {
         if self.harness.device.boots() > boots_before
             && let Some(at) = self.harness.device.last_boot_at()

@@ -22,9 +22,9 @@ use crate::server::{MqttWire, Server, load_personality, serve, serve_mqtt};
 /// Answers each device's hello, runs initialize and tools/list the personality's way, then
 /// runs --script (or commands typed on stdin with `--script -`). Pairs every request with
 /// its reply by id; prints one JSON report per connection on stdout when it closes
-/// (headers, exchanges with timestamps, unanswered ids, how it ended). Personalities:
-/// xinnan-py (default), rust-first-page, go-eager, mcp-go-strict, cloud-gateway,
-/// java-cap32, or a YAML file. Script steps: call/send <tool> [json], wait <dur>,
+/// (headers, exchanges with timestamps, unanswered ids, how it ended). Personalities: one of
+/// the shipped ones (listed below the options) or a YAML file. Script steps: call/send <tool>
+/// [json], wait <dur>,
 /// raw <payload>, frame <text>, garbage, vanish, close, disconnect (the device's connection
 /// drops: over MQTT the gateway drops its MQTT connection), await utterance,
 /// speak "<text>" [for <dur>] [tone <Hz> <dBFS> | wav <file>]; `@N` limits a step to a
@@ -53,12 +53,13 @@ use crate::server::{MqttWire, Server, load_personality, serve, serve_mqtt};
 /// judged from the backend's side, and exits 0 (passed) or 1 (failed or the device never
 /// finished within --duration, default 60 s).
 #[derive(clap::Args)]
+#[command(after_help = shipped_personalities())]
 pub struct Args {
     /// Address to listen on (port 0 picks a free one; the address is printed on stderr).
     #[arg(long, default_value = "127.0.0.1:8000")]
     pub listen: String,
     /// Personality name or YAML file.
-    #[arg(long, default_value = "xinnan-py")]
+    #[arg(long, default_value = DEFAULT_PERSONALITY)]
     pub personality: String,
     /// Script run on every connection once discovery is done (`-`: read commands from stdin).
     #[arg(long, value_name = "FILE", conflicts_with = "scenario")]
@@ -368,4 +369,19 @@ fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Resul
     crate::over_wire::require_completion(&mut result, limit);
     crate::out!("{}", result.report.to_text());
     Ok(result.report.passed)
+}
+
+/// The personality a backend has without `--personality`.
+const DEFAULT_PERSONALITY: &str = "xinnan-py";
+
+/// The help's list of shipped personalities, from the one list the binary embeds.
+fn shipped_personalities() -> String {
+    let names: Vec<&str> = xiaozhi_sim::backend::spec::SHIPPED
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    format!(
+        "Shipped personalities: {} (default {DEFAULT_PERSONALITY}).",
+        names.join(", ")
+    )
 }

@@ -112,7 +112,8 @@ pub struct SpeakerSpec {
     /// Nominal impedance, ohms.
     #[serde(default = "default_impedance")]
     pub impedance_ohm: f64,
-    /// Resonance; a 12 dB/octave high-pass below it is applied to broadband sources.
+    /// Resonance, as the datasheet gives it. Recorded, not applied: the rendering does not
+    /// filter broadband sources by it (docs/reference/acoustics.md §4.5).
     #[serde(default = "default_f0")]
     pub f0_hz: f64,
     /// Where the figures come from (spec sheet).
@@ -200,16 +201,6 @@ impl SpeakerSpec {
     }
 }
 
-/// A-weighting correction at frequency f (IEC 61672-1 Annex E), dB.
-pub fn a_weighting_db(f: f64) -> f64 {
-    let f2 = f * f;
-    let ra = 12194.0f64.powi(2) * f2 * f2
-        / ((f2 + 20.6f64.powi(2))
-            * ((f2 + 107.7f64.powi(2)) * (f2 + 737.9f64.powi(2))).sqrt()
-            * (f2 + 12194.0f64.powi(2)));
-    20.0 * ra.log10() + 2.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,12 +209,6 @@ mod tests {
     fn clip_levels_match_acoustics_2_4() {
         let a = AmplifierSpec::default();
         assert!((a.clip_peak_v(4.0) / std::f64::consts::SQRT_2 - 3.162).abs() < 0.01);
-    }
-
-    #[test]
-    fn a_weighting_is_zero_at_one_kilohertz() {
-        assert!(a_weighting_db(1000.0).abs() < 0.01);
-        assert!((a_weighting_db(100.0) + 19.1).abs() < 0.1);
     }
 
     #[test]

@@ -150,9 +150,4 @@ impl AudioLog {
             p.end = p.end.min(at).max(p.start);
         }
     }
-
-    /// When the last queued sound ends.
-    pub fn playing_until(&self) -> Option<SimTime> {
-        self.playbacks.last().map(|p| p.end)
-    }
 }

@@ -102,12 +102,6 @@ impl Source {
         }
     }
 
-    /// Whether the speaker's low-frequency roll-off and A-weighting matter (not for pure tones
-    /// at 1 kHz, where both are 0 dB by definition of the sensitivity band).
-    pub fn is_broadband(&self) -> bool {
-        matches!(self, Source::Pcm { .. })
-    }
-
     /// One line for reports (e.g. `tone 1000 Hz at -6 dBFS`).
     pub fn describe(&self) -> String {
         match self {

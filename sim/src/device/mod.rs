@@ -220,11 +220,6 @@ impl Device {
         self.platform.power == Power::On && self.app.is_some()
     }
 
-    /// Powered: booting or running.
-    pub fn is_powered(&self) -> bool {
-        self.platform.power != Power::Off
-    }
-
     /// True while the main task has queued or blocked work.
     pub fn is_busy(&self) -> bool {
         matches!(self.platform.power, Power::Booting { .. }) || self.app.as_deref().is_some_and(|r| !r.main.is_idle())

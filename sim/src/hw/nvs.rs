@@ -38,6 +38,12 @@ pub mod names {
     pub const VERSION: &str = "version";
     /// The MQTT settings the OTA server hands out (`mqtt_protocol.cc:77-83`).
     pub const MQTT: &str = "mqtt";
+    /// The MQTT keepalive in seconds, in [`MQTT`].
+    pub const KEEPALIVE: &str = "keepalive";
+    /// The assets' namespace.
+    pub const ASSETS: &str = "assets";
+    /// The assets download URL `self.assets.set_download_url` stores, in [`ASSETS`].
+    pub const DOWNLOAD_URL: &str = "download_url";
 }
 
 /// `NVS_KEY_NAME_MAX_SIZE - 1`.

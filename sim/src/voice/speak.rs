@@ -220,12 +220,6 @@ pub fn synthesize_text(timbre: &Timbre, text: &str, duration: SimDuration, rate:
     pcm.chunks(enc.frame_len()).map(|c| enc.encode(c)).collect()
 }
 
-/// The rate controller: when packet `i` of a turn goes out (the turn's first packet at `t0`).
-pub fn send_time(t0: SimTime, i: usize) -> SimTime {
-    let paced = i.saturating_sub(PRE_BUFFER) as u64;
-    t0 + SimDuration::from_millis(paced * u64::from(FRAME_MS))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,7 +227,14 @@ mod tests {
     #[test]
     fn pacing_is_six_at_once_then_one_per_frame() {
         let t0 = SimTime::from_millis(1000);
-        let times: Vec<u64> = (0..9).map(|i| send_time(t0, i).as_millis()).collect();
+        let mut agenda = Agenda::new("s");
+        agenda.sentence(t0, "x", vec![vec![0]; 9]);
+        let mut times = Vec::new();
+        while let Some((at, said)) = agenda.pop_due(SimTime::from_millis(u64::MAX / 2)) {
+            if matches!(said, Said::Audio(_)) {
+                times.push(at.as_millis());
+            }
+        }
         assert_eq!(times, [1000, 1000, 1000, 1000, 1000, 1000, 1060, 1120, 1180]);
         assert_eq!(STOP_AFTER, SimDuration::from_millis(420));
     }

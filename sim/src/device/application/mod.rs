@@ -192,13 +192,16 @@ impl Application {
     /// The activation task's assets step: a stored `assets/download_url` is consumed (erased)
     /// and downloaded at this boot.
     fn activate(&mut self, platform: &mut Platform) {
-        if let Some(url) = platform.nvs.get_str("assets", "download_url").map(<[u8]>::to_vec)
+        if let Some(url) = platform
+            .nvs
+            .get_str(names::ASSETS, names::DOWNLOAD_URL)
+            .map(<[u8]>::to_vec)
             && !url.is_empty()
         {
-            platform.nvs.erase("assets", "download_url");
+            platform.nvs.erase(names::ASSETS, names::DOWNLOAD_URL);
             platform.emit(|| Event::NvsErased {
-                namespace: "assets".into(),
-                key: "download_url".into(),
+                namespace: names::ASSETS.into(),
+                key: names::DOWNLOAD_URL.into(),
             });
             let _ = platform.http("GET", &url);
         }
@@ -618,7 +621,11 @@ impl Application {
             ToolAction::ScreenSnapshot => board.snapshot(platform, arg(0).as_bytes(), arg(1).as_int()),
             ToolAction::ScreenPreviewImage => board.preview_image(platform, arg(0).as_bytes()),
             ToolAction::AssetsSetDownloadUrl => {
-                match platform.nvs_set("assets", "download_url", NvsValue::Str(arg(0).as_bytes().to_vec())) {
+                match platform.nvs_set(
+                    names::ASSETS,
+                    names::DOWNLOAD_URL,
+                    NvsValue::Str(arg(0).as_bytes().to_vec()),
+                ) {
                     Ok(()) => Callback::Return(ReturnValue::Bool(true)),
                     Err(e) => panic(e),
                 }
