@@ -2,8 +2,7 @@
 //! it powers the device, delivers payloads, and jumps the clock straight to the next deadline.
 //! The conformance replay (`replay.rs`) runs on it. Knows nothing about the wall clock.
 
-use crate::backend::is_abort;
-use crate::device::{Device, Output, Receipt};
+use crate::device::{Device, Output, Receipt, Sent};
 use crate::time::{SimDuration, SimTime};
 use crate::voice::speak::{Agenda, Said};
 
@@ -42,9 +41,10 @@ impl Harness {
     /// Takes the device's outputs into the harness, answering an `abort` as the backend does.
     fn pump(&mut self) {
         while let Some(o) = self.device.poll_output() {
-            if let Output::Control { text, at } = &o
+            if let Output::Control {
+                sent: Sent::Abort, at, ..
+            } = &o
                 && (!self.agenda.is_empty() || self.agenda.in_turn())
-                && is_abort(&String::from_utf8_lossy(text))
             {
                 self.agenda.abort(*at);
             }

@@ -134,7 +134,7 @@ fn listen_start_follows_tts_stop_only_after_playback_drained() {
         .take_outputs()
         .into_iter()
         .filter_map(|o| match o {
-            Output::Control { text, at } => Some((text, at)),
+            Output::Control { text, at, .. } => Some((text, at)),
             _ => None,
         })
         .collect();
@@ -177,7 +177,13 @@ fn audio_outside_speaking_is_dropped_and_counted() {
     let log = h.device.speech_log();
     assert_eq!(log.outside.received, 10);
     assert_eq!(log.outside.dropped_wrong_state, 10);
-    assert!(h.device.audio_log().playbacks.iter().all(|p| !p.source.is_broadband()));
+    assert!(
+        h.device
+            .audio_log()
+            .playbacks
+            .iter()
+            .all(|p| !matches!(p.source, xiaozhi_sim::audio::source::Source::Pcm { .. }))
+    );
     assert!(!h.device.snapshot().decoder_allocated, "no decoder for dropped frames");
 }
 

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use xiaozhi_sim::device::{Device, DeviceState, Utterance};
+use xiaozhi_sim::device::{Device, DeviceState, Sent, Utterance};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::voice::codec::MIC_RATE;
 
@@ -359,8 +359,8 @@ impl Driver {
     }
 
     /// A text frame the device sent.
-    fn text_sent(&mut self, frame: &Frame<'_>) {
-        if frame.is_state("listen", "start") {
+    fn text_sent(&mut self, sent: Sent) {
+        if sent == Sent::ListenStart {
             self.listen_started = true;
         }
     }
@@ -507,7 +507,7 @@ impl Companion for Driver {
 
     fn seen(&mut self, what: &Seen<'_>, device: &Device) {
         match *what {
-            Seen::Sent { frame, .. } => self.text_sent(frame),
+            Seen::Sent { sent, .. } => self.text_sent(sent),
             Seen::Received { frame, .. } => self.text_in(frame, device),
             Seen::Replied(d) => self.mcp_reply(d),
             Seen::MicSent => self.mic_frame_sent(device),

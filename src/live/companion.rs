@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use xiaozhi_sim::device::{Device, DeviceState};
+use xiaozhi_sim::device::{Device, DeviceState, Sent};
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::trace::{Event, TraceEvent};
 use xiaozhi_sim::voice::codec::MIC_RATE;
@@ -54,8 +54,8 @@ pub struct Turn<'a> {
 #[derive(Clone, Copy, Debug)]
 pub enum Seen<'a> {
     /// A text frame the device sent (at its virtual time), whether or not a socket was open to
-    /// carry it.
-    Sent { at: SimTime, frame: &'a Frame<'a> },
+    /// carry it: what it is, as the device says, and its text.
+    Sent { at: SimTime, sent: Sent, text: &'a [u8] },
     /// A text frame arrived (at this virtual time); the device has handled it.
     Received { at: SimTime, frame: &'a Frame<'a> },
     /// An MCP reply left on the socket, this long (wall time) after its request arrived.
@@ -275,17 +275,20 @@ pub struct Recorder {
 impl Companion for Recorder {
     fn seen(&mut self, what: &Seen<'_>, _: &Device) {
         match *what {
-            Seen::Sent { at, frame } => {
-                if frame.is("listen") || frame.is("abort") {
-                    let text = String::from_utf8_lossy(frame.text).into_owned();
-                    self.control_out.push((ms(at), text));
+            Seen::Sent { at, sent, text } => match sent {
+                Sent::ListenStart | Sent::ListenStop | Sent::ListenDetect | Sent::Abort => {
+                    self.control_out
+                        .push((ms(at), String::from_utf8_lossy(text).into_owned()));
                 }
-                if frame.is("mcp") && !frame.is_request() {
-                    let mcp = frame.mcp.as_ref();
-                    let text = mcp.and_then(|m| m.result_text.clone());
-                    self.replies_out.push((ms(at), mcp.and_then(|m| m.id), text));
+                Sent::Reply { id, .. } => {
+                    // The report keeps the reply's text: read from the payload, which only the
+                    // report needs.
+                    let frame = Frame::parse(text);
+                    let result = frame.mcp.as_ref().and_then(|m| m.result_text.clone());
+                    self.replies_out.push((ms(at), Some(i64::from(id)), result));
                 }
-            }
+                Sent::Hello | Sent::Goodbye => {}
+            },
             Seen::Received { at, frame } => {
                 if let Some(m) = &frame.mcp
                     && let Some(method) = &m.method

@@ -37,7 +37,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 use tokio_tungstenite::tungstenite::Message;
 use xiaozhi_sim::device::url::Endpoint;
-use xiaozhi_sim::device::{Device, Output};
+use xiaozhi_sim::device::{Device, Output, Sent};
 use xiaozhi_sim::time::SimTime;
 
 pub use companion::{Companion, Counters, Forged, Recorder, Scripted, Seen, Turn, Wake, Waker};
@@ -223,11 +223,16 @@ impl Live {
                     self.drop_socket();
                     dial = Some((endpoint, request));
                 }
-                Output::WsText { text, at } => self.send_text(at, text).await,
+                Output::WsText { text, sent, at } => self.send_text(at, sent, text).await,
                 Output::WsClose { .. } => self.device_closed(),
                 Output::WsBinary { frame, .. } => self.send_binary(frame).await,
                 Output::MqttConnect { dial, .. } => self.mqtt_connect(&dial),
-                Output::MqttPublish { topic, payload, at } => self.publish(at, &topic, payload),
+                Output::MqttPublish {
+                    topic,
+                    payload,
+                    sent,
+                    at,
+                } => self.publish(at, &topic, sent, payload),
                 Output::MqttClose { disconnect, .. } => {
                     let was = self.mqtt.connected();
                     self.mqtt.close(disconnect);
@@ -261,15 +266,17 @@ impl Live {
         dial
     }
 
-    /// Tells the companions of a text the device sends; whether a link is there to carry it.
-    fn sending(&mut self, at: SimTime, text: &[u8], linked: bool) -> bool {
-        let frame = Frame::parse(text);
-        self.tell(Seen::Sent { at, frame: &frame });
+    /// Tells the companions of a text the device sends (what it is, as the device says: the
+    /// text is not parsed); whether a link is there to carry it.
+    fn sending(&mut self, at: SimTime, sent: Sent, text: &[u8], linked: bool) -> bool {
+        self.tell(Seen::Sent { at, sent, text });
         if !linked {
             return false;
         }
         self.stats.frames_out += 1;
-        if let Some(asked) = frame.reply_id().and_then(|id| self.asked.remove(&id)) {
+        if let Sent::Reply { id, .. } = sent
+            && let Some(asked) = self.asked.remove(&i64::from(id))
+        {
             self.tell(Seen::Replied(asked.elapsed()));
         }
         if self.verbose {
@@ -282,8 +289,8 @@ impl Live {
         true
     }
 
-    async fn send_text(&mut self, at: SimTime, text: Vec<u8>) {
-        if !self.sending(at, &text, self.ws.is_some()) {
+    async fn send_text(&mut self, at: SimTime, sent: Sent, text: Vec<u8>) {
+        if !self.sending(at, sent, &text, self.ws.is_some()) {
             return;
         }
         if let Some(sock) = self.ws.as_mut()
@@ -295,8 +302,9 @@ impl Live {
 
     /// A publish to `publish_topic` (the model publishes only on a connected client; one the
     /// network loses meanwhile is reported by the client's end).
-    fn publish(&mut self, at: SimTime, topic: &str, payload: Vec<u8>) {
-        if self.sending(at, &payload, self.mqtt.connected()) && !self.mqtt.publish(topic, payload) && self.verbose {
+    fn publish(&mut self, at: SimTime, topic: &str, sent: Sent, payload: Vec<u8>) {
+        if self.sending(at, sent, &payload, self.mqtt.connected()) && !self.mqtt.publish(topic, payload) && self.verbose
+        {
             crate::errln!("[{}] the MQTT client did not take the publish", self.label);
         }
     }

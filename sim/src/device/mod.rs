@@ -53,7 +53,6 @@ use crate::hw::nvs::{EspErr, Nvs};
 use crate::mcp::McpServer;
 use crate::time::{SimDuration, SimTime, earliest};
 use crate::trace::{BootReason, Event, TraceEvent};
-use crate::voice::log::Drop;
 use crate::world::WorldSpec;
 use application::{Application, inbound};
 use platform::{Platform, Power};
@@ -64,7 +63,7 @@ pub use crate::firmware::state::DeviceState;
 pub use button::NoSuchButton;
 pub use listening::{AbortReason, ListeningMode};
 pub use mic::Utterance;
-pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, HttpUpload, Output, Receipt};
+pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, HttpUpload, Output, Receipt, Sent};
 
 /// A simulated board.
 pub struct Device {
@@ -498,10 +497,7 @@ impl Device {
         self.run_before(now);
         match self.app.as_deref_mut() {
             Some(app) => inbound::udp_datagram(app, &mut self.platform, datagram),
-            None => {
-                self.platform.speech.received(false);
-                self.platform.speech.dropped(Drop::NoChannel);
-            }
+            None => self.platform.speech.no_channel(),
         }
     }
 
@@ -642,8 +638,7 @@ impl Device {
     pub fn handle_ws_binary(&mut self, now: SimTime, frame: &[u8]) {
         self.run_before(now);
         let Some(app) = self.app.as_deref_mut() else {
-            self.platform.speech.received(false);
-            self.platform.speech.dropped(Drop::NoChannel);
+            self.platform.speech.no_channel();
             return;
         };
         if let Err(announced) = inbound::ws_binary(app, &mut self.platform, frame) {
@@ -662,10 +657,7 @@ impl Device {
         self.run_before(now);
         match self.app.as_deref_mut() {
             Some(app) => app.incoming_audio(&mut self.platform, packet, false),
-            None => {
-                self.platform.speech.received(false);
-                self.platform.speech.dropped(Drop::NoChannel);
-            }
+            None => self.platform.speech.no_channel(),
         }
     }
 

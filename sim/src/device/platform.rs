@@ -36,6 +36,31 @@ pub struct Faults {
     pub codec_dummy: bool,
 }
 
+/// What a text the device sends is. The device built it, so it says so: drivers, the harness
+/// and reports read this instead of parsing the text back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// The client hello.
+    Hello,
+    /// `listen` `start` (with its mode).
+    ListenStart,
+    /// `listen` `stop`.
+    ListenStop,
+    /// `listen` `detect` (the wake word, or typed text).
+    ListenDetect,
+    /// `abort`.
+    Abort,
+    /// `goodbye` (MQTT + UDP).
+    Goodbye,
+    /// An MCP reply: its id as the device wrote it, and whether it is an `error` reply.
+    Reply {
+        /// The reply's `id`.
+        id: i32,
+        /// An `error` reply (else a `result`).
+        is_error: bool,
+    },
+}
+
 /// What leaves the device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
@@ -60,6 +85,8 @@ pub enum Output {
     WsText {
         /// The frame's payload (device hello, `listen`, or an MCP envelope), unmasked.
         text: Vec<u8>,
+        /// What it is (drivers read this, not the text).
+        sent: Sent,
         /// When the device sent it.
         at: SimTime,
     },
@@ -67,6 +94,8 @@ pub enum Output {
     Control {
         /// The JSON text, as the firmware builds it.
         text: Vec<u8>,
+        /// What it is.
+        sent: Sent,
         /// When the device sent it.
         at: SimTime,
     },
@@ -99,6 +128,8 @@ pub enum Output {
         topic: String,
         /// The JSON text, as the firmware builds it.
         payload: Vec<u8>,
+        /// What it is.
+        sent: Sent,
         /// When the device published it.
         at: SimTime,
     },

@@ -20,6 +20,10 @@ pub(crate) enum Task {
     Send {
         /// The JSON-RPC message to send.
         payload: Vec<u8>,
+        /// Its `id`.
+        id: i32,
+        /// An `error` reply.
+        is_error: bool,
     },
     /// `DoToolCall`'s lambda: run the callback, then reply (scheduled again).
     Call {
@@ -136,7 +140,7 @@ impl Task {
     /// A short description for evidence.
     pub(crate) fn describe(&self) -> String {
         match self {
-            Task::Send { payload } => format!("send {}", String::from_utf8_lossy(payload)),
+            Task::Send { payload, .. } => format!("send {}", String::from_utf8_lossy(payload)),
             Task::Call { id, tool, .. } => format!("call tool #{tool} for id {id}"),
             Task::FinishCall { id, .. } => format!("finish call for id {id}"),
             Task::UserReboot => "reboot (user requested)".into(),
@@ -159,7 +163,7 @@ impl Task {
     /// Records that this task will never run.
     pub(crate) fn record_drop(self, platform: &mut Platform, why: &'static str) {
         match self {
-            Task::Send { payload } => platform.emit(|| Event::ReplyDropped { payload, why }),
+            Task::Send { payload, .. } => platform.emit(|| Event::ReplyDropped { payload, why }),
             Task::Call { .. } | Task::FinishCall { .. } => platform.emit(|| Event::TaskDropped { what: "call", why }),
             Task::UserReboot | Task::Reboot { .. } => platform.emit(|| Event::TaskDropped { what: "reboot", why }),
             Task::Upgrade(_) => platform.emit(|| Event::TaskDropped { what: "upgrade", why }),

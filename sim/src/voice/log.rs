@@ -264,6 +264,12 @@ impl SpeechLog {
         }
     }
 
+    /// A frame arrived with no audio channel to take it: received, and dropped for that.
+    pub fn no_channel(&mut self) {
+        self.received(false);
+        self.dropped(Drop::NoChannel);
+    }
+
     /// A frame gave no sound.
     pub fn dropped(&mut self, why: Drop) {
         let (c, s) = self.counts();

@@ -167,8 +167,7 @@ pub(crate) fn mqtt_message(
 /// counted; one that finds no socket is lost.
 pub(crate) fn udp_datagram(app: &mut Application, platform: &mut Platform, datagram: &[u8]) {
     let Some((base, m)) = app.protocol.as_mut().and_then(|p| p.mqtt_mut()) else {
-        platform.speech.received(false);
-        platform.speech.dropped(Drop::NoChannel);
+        platform.speech.no_channel();
         return;
     };
     match m.open_datagram(platform, datagram) {

@@ -28,7 +28,7 @@ use crate::device::listening::Listening;
 use crate::device::main_loop::MainLoop;
 use crate::device::mic::Microphone;
 use crate::device::peripherals::{Callback, Peripherals, panic};
-use crate::device::platform::{Platform, Receipt};
+use crate::device::platform::{Platform, Receipt, Sent};
 use crate::device::playback::Playback;
 use crate::device::protocol::Protocol;
 use crate::device::status::{self, StatusFacts, SystemFacts};
@@ -287,7 +287,7 @@ impl Application {
                 if platform.firmware.send_logs {
                     platform.log(LogLevel::Info, "Application", || "Send MCP message in sub thread");
                 }
-                self.main.schedule(Task::Send { payload });
+                self.main.schedule(Task::Send { payload, id, is_error });
                 Receipt::Answered { id, is_error }
             }
             Received::Aborted { reason, log } => {
@@ -317,9 +317,9 @@ impl Application {
     /// Runs one task on the main task.
     pub(crate) fn run_task(&mut self, platform: &mut Platform, task: Task) -> TaskEnd {
         match task {
-            Task::Send { payload } => {
+            Task::Send { payload, id, is_error } => {
                 match self.protocol.as_mut() {
-                    Some(protocol) => protocol.send_mcp(platform, payload),
+                    Some(protocol) => protocol.send_mcp(platform, payload, Sent::Reply { id, is_error }),
                     None => platform.emit(|| Event::ReplyDropped {
                         payload,
                         why: "no protocol object",
@@ -411,6 +411,7 @@ impl Application {
 
     /// The second hop: `ReplyResult`/`ReplyError` schedule the send.
     fn reply_later(&mut self, platform: &mut Platform, id: i32, outcome: Result<ReturnValue, Vec<u8>>) -> TaskEnd {
+        let is_error = outcome.is_err();
         let payload = match outcome {
             Ok(value) => call_result_payload(id, &value),
             Err(message) => {
@@ -425,9 +426,9 @@ impl Application {
             if platform.firmware.send_logs {
                 platform.log(LogLevel::Info, "Application", || "Send MCP message in main thread");
             }
-            return self.run_task(platform, Task::Send { payload });
+            return self.run_task(platform, Task::Send { payload, id, is_error });
         }
-        self.main.schedule(Task::Send { payload });
+        self.main.schedule(Task::Send { payload, id, is_error });
         TaskEnd::Done
     }
 

@@ -14,7 +14,7 @@ use crate::audio::source::Prompt;
 use crate::cjson::Item;
 use crate::device::application::Application;
 use crate::device::listening::{AbortReason, ListeningMode};
-use crate::device::platform::Platform;
+use crate::device::platform::{Platform, Sent};
 use crate::device::playback::{AfterStop, Playback};
 use crate::device::protocol::base::{DEFAULT_SERVER_FRAME_DURATION, DEFAULT_SERVER_SAMPLE_RATE, LANG_ERROR};
 use crate::device::protocol::mqtt::{CONNECT_TIMEOUT, Waiter};
@@ -76,10 +76,10 @@ impl Application {
     }
 
     /// A message the protocol's base builds, sent (nothing without a protocol object).
-    fn send_message(&mut self, platform: &mut Platform, build: impl FnOnce(&ProtocolBase) -> Vec<u8>) {
+    fn send_message(&mut self, platform: &mut Platform, sent: Sent, build: impl FnOnce(&ProtocolBase) -> Vec<u8>) {
         if let Some(p) = self.protocol.as_mut() {
             let text = build(&p.base);
-            p.send_text(platform, text);
+            p.send_text(platform, sent, text);
         }
         self.raise_error();
     }
@@ -344,7 +344,7 @@ impl Application {
             return;
         }
         let mode = self.listening.mode;
-        self.send_message(platform, |b| b.start_listening(mode));
+        self.send_message(platform, Sent::ListenStart, |b| b.start_listening(mode));
         let now = platform.now;
         self.mic.set_processing(true, now);
         self.audio.read_input(&mut platform.audio, now, self.volume);
@@ -431,7 +431,7 @@ impl Application {
     fn abort_speaking(&mut self, platform: &mut Platform, reason: AbortReason) {
         platform.log(LogLevel::Info, "Application", || "Abort speaking");
         self.listening.aborted = true;
-        self.send_message(platform, |b| b.abort_speaking(reason));
+        self.send_message(platform, Sent::Abort, |b| b.abort_speaking(reason));
         if platform.firmware.abort_silences {
             // 1.7.x: every decode from now returns without output (v1.7.5 application.cc:832-834).
             self.reset_decoder(platform);
@@ -441,7 +441,7 @@ impl Application {
     /// `HandleStopListeningEvent` (push-to-talk released).
     fn stop_listening(&mut self, platform: &mut Platform) {
         if self.state == DeviceState::Listening {
-            self.send_message(platform, |b| b.stop_listening());
+            self.send_message(platform, Sent::ListenStop, |b| b.stop_listening());
             self.set_state(platform, DeviceState::Idle);
         }
     }
@@ -527,7 +527,7 @@ impl Application {
                 self.mic.clear_send_queue();
                 if state == DeviceState::Listening {
                     let mode = ListeningMode::for_board(&platform.spec.audio);
-                    self.send_message(platform, |b| b.start_listening(mode));
+                    self.send_message(platform, Sent::ListenStart, |b| b.start_listening(mode));
                     self.reset_decoder(platform);
                     self.play_prompt(platform, Prompt::Popup);
                     // Stopped by the detection itself: on again (`application.cc:833`).
@@ -557,7 +557,7 @@ impl Application {
                 protocol.send_audio(platform, &p);
             }
         }
-        self.send_message(platform, |b| b.wake_word_detected(word));
+        self.send_message(platform, Sent::ListenDetect, |b| b.wake_word_detected(word));
         self.set_listening_mode(platform, ListeningMode::for_board(&platform.spec.audio));
     }
 
@@ -570,7 +570,7 @@ impl Application {
             self.main.schedule(Task::Voice(VoiceTask::WakeWord(text.to_string())));
             return;
         }
-        self.send_message(platform, |b| b.typed_text(text));
+        self.send_message(platform, Sent::ListenDetect, |b| b.typed_text(text));
     }
 
     /// The scheduled lambda of `tts start`.

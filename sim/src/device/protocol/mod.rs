@@ -15,7 +15,7 @@ pub(crate) mod base;
 pub(crate) mod mqtt;
 pub(crate) mod websocket;
 
-use crate::device::platform::{Output, Platform};
+use crate::device::platform::{Output, Platform, Sent};
 use crate::hw::nvs::names;
 use crate::time::SimTime;
 use crate::trace::{Event, NvsValue};
@@ -291,14 +291,14 @@ impl Protocol {
     /// the bare payload on the direct link; on a closed socket `SendText` returns false without
     /// a log, on a disconnected MQTT client with one and `SetError(SERVER_ERROR)`.
     #[inline]
-    pub(crate) fn send_mcp(&mut self, platform: &mut Platform, payload: Vec<u8>) {
+    pub(crate) fn send_mcp(&mut self, platform: &mut Platform, payload: Vec<u8>, sent: Sent) {
         match &mut self.transport {
             Transport::Direct => platform.transmit(payload),
             Transport::WebSocket(ws) if ws.is_connected() => {
                 let text = self.base.mcp_envelope(&payload);
                 platform.emit(|| Event::ReplySent { payload });
                 let at = platform.now;
-                platform.push_output(Output::WsText { text, at });
+                platform.push_output(Output::WsText { text, sent, at });
             }
             Transport::WebSocket(_) => platform.emit(|| Event::ReplyDropped {
                 payload,
@@ -306,7 +306,7 @@ impl Protocol {
             }),
             Transport::Mqtt(m) => {
                 let text = self.base.mcp_envelope(&payload);
-                if m.send_text(&mut self.base, platform, text) {
+                if m.send_text(&mut self.base, platform, sent, text) {
                     platform.emit(|| Event::ReplySent { payload });
                 } else {
                     platform.emit(|| Event::ReplyDropped {
@@ -320,14 +320,14 @@ impl Protocol {
 
     /// `SendText` of a control message: on the WebSocket while connected, as a publish over
     /// MQTT (and on the direct link); nothing otherwise.
-    pub(crate) fn send_text(&mut self, platform: &mut Platform, text: Vec<u8>) {
+    pub(crate) fn send_text(&mut self, platform: &mut Platform, sent: Sent, text: Vec<u8>) {
         let at = platform.now;
         match &mut self.transport {
-            Transport::WebSocket(ws) if ws.is_connected() => platform.push_output(Output::WsText { text, at }),
-            Transport::Direct => platform.push_output(Output::Control { text, at }),
+            Transport::WebSocket(ws) if ws.is_connected() => platform.push_output(Output::WsText { text, sent, at }),
+            Transport::Direct => platform.push_output(Output::Control { text, sent, at }),
             Transport::WebSocket(_) => {}
             Transport::Mqtt(m) => {
-                m.send_text(&mut self.base, platform, text);
+                m.send_text(&mut self.base, platform, sent, text);
             }
         }
     }

@@ -12,7 +12,7 @@
 
 use crate::board::TextFontSpec;
 use crate::cjson::{self, Item};
-use crate::device::platform::{Output, Platform};
+use crate::device::platform::{Output, Platform, Sent};
 use crate::device::protocol::base::{
     ProtocolBase, SERVER_ERROR, SERVER_NOT_CONNECTED, SERVER_NOT_FOUND, SERVER_TIMEOUT,
 };
@@ -314,7 +314,13 @@ impl MqttProtocol {
 
     /// `SendText`: a publish to `publish_topic` (nothing when it is empty); on a client that is
     /// not connected, `Failed to publish message` and `SetError(SERVER_ERROR)`.
-    pub(crate) fn send_text(&mut self, base: &mut ProtocolBase, platform: &mut Platform, text: Vec<u8>) -> bool {
+    pub(crate) fn send_text(
+        &mut self,
+        base: &mut ProtocolBase,
+        platform: &mut Platform,
+        sent: Sent,
+        text: Vec<u8>,
+    ) -> bool {
         if self.publish_topic.is_empty() {
             return false;
         }
@@ -331,6 +337,7 @@ impl MqttProtocol {
         platform.push_output(Output::MqttPublish {
             topic,
             payload: text,
+            sent,
             at,
         });
         true
@@ -348,7 +355,7 @@ impl MqttProtocol {
         base.session_id.clear();
         self.hello_received = false;
         let hello = device_hello(font, glyph_push);
-        self.send_text(base, platform, hello)
+        self.send_text(base, platform, Sent::Hello, hello)
     }
 
     /// After the wait for the server hello: the UDP socket to the hello's server, or (no hello)
@@ -492,7 +499,7 @@ impl MqttProtocol {
             let mut text = b"{\"session_id\":\"".to_vec();
             text.extend_from_slice(&base.session_id);
             text.extend_from_slice(b"\",\"type\":\"goodbye\"}");
-            self.send_text(base, platform, text);
+            self.send_text(base, platform, Sent::Goodbye, text);
         }
     }
 

@@ -12,7 +12,7 @@
 
 use crate::board::TextFontSpec;
 use crate::cjson;
-use crate::device::platform::{Output, Platform};
+use crate::device::platform::{Output, Platform, Sent};
 use crate::device::protocol::base::{ProtocolBase, SERVER_NOT_CONNECTED, SERVER_TIMEOUT};
 use crate::device::url::{Endpoint, parse_url};
 use crate::trace::{ChannelFailure, Event, LogLevel};
@@ -157,7 +157,11 @@ impl WebsocketProtocol {
         }
         let text = device_hello(self.version, font, glyph_push);
         let at = platform.now;
-        platform.push_output(Output::WsText { text, at });
+        platform.push_output(Output::WsText {
+            text,
+            sent: Sent::Hello,
+            at,
+        });
         true
     }
 
