@@ -31,7 +31,7 @@ pub enum Received {
         /// Which validation step dropped it.
         reason: DropReason,
         /// The firmware's log line, if it logs one.
-        log: Option<LogRecord>,
+        log: Option<Box<LogRecord>>,
     },
     /// A reply built on the receive task (1 hop). `vision` is set by an `initialize` that
     /// configures the camera.
@@ -43,7 +43,7 @@ pub enum Received {
         /// Whether `payload` is an `error` reply.
         is_error: bool,
         /// The firmware's log line, if it logs one.
-        log: Option<LogRecord>,
+        log: Option<Box<LogRecord>>,
         /// The camera explain URL/token to set (camera boards only).
         vision: Option<Vision>,
     },
@@ -52,7 +52,7 @@ pub enum Received {
         /// What was thrown (`std::invalid_argument` and its message).
         reason: String,
         /// The firmware's last log line (the C++ runtime's `terminate called …`).
-        log: LogRecord,
+        log: Box<LogRecord>,
     },
     /// A valid `tools/call`: run `tool` with `args` on the main task (2 hops), or — on a
     /// threaded server (1.7.5–1.9.1) — in a `tool_call` thread of `stack` bytes.
@@ -409,13 +409,13 @@ impl McpServer {
                         reason: format!("uncaught std::invalid_argument: {what}"),
                         // Shown under the `App` tag, as the twin has always shown it (the real
                         // runtime prints it with no ESP_LOG prefix).
-                        log: LogRecord {
+                        log: Box::new(LogRecord {
                             level: LogLevel::Error,
                             tag: "App",
                             text: format!(
                                 "terminate called after throwing an instance of 'std::invalid_argument' what(): {what}"
                             ),
-                        },
+                        }),
                     };
                 }
                 Err(message) => return error(message),
@@ -446,7 +446,7 @@ impl Iterator for Pages<'_> {
     }
 }
 
-fn reply(id: i32, payload: Vec<u8>, is_error: bool, log: Option<LogRecord>) -> Received {
+fn reply(id: i32, payload: Vec<u8>, is_error: bool, log: Option<Box<LogRecord>>) -> Received {
     Received::Reply {
         id,
         payload,

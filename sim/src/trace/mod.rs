@@ -75,13 +75,14 @@ pub struct LogRecord {
 }
 
 impl LogRecord {
-    /// An `ESP_LOGE` of the `MCP` tag (`mcp_server.cc`'s errors).
-    pub fn mcp_error(text: String) -> LogRecord {
-        LogRecord {
+    /// An `ESP_LOGE` of the `MCP` tag (`mcp_server.cc`'s errors), boxed: it rides in every
+    /// receive outcome, and most have none.
+    pub fn mcp_error(text: String) -> Box<LogRecord> {
+        Box::new(LogRecord {
             level: LogLevel::Error,
             tag: "MCP",
             text,
-        }
+        })
     }
 }
 

@@ -266,7 +266,7 @@ impl Application {
         match received {
             Received::Dropped { reason, log } => {
                 if let Some(line) = log {
-                    platform.log_record(line);
+                    platform.log_record(*line);
                 }
                 platform.emit(|| Event::MessageDropped { reason });
                 Receipt::Dropped { reason }
@@ -282,7 +282,7 @@ impl Application {
                     camera.set_explain_url(&v.url, &v.token);
                 }
                 if let Some(line) = log {
-                    platform.log_record(line);
+                    platform.log_record(*line);
                 }
                 if platform.firmware.send_logs {
                     platform.log(LogLevel::Info, "Application", || "Send MCP message in sub thread");
@@ -291,7 +291,7 @@ impl Application {
                 Receipt::Answered { id, is_error }
             }
             Received::Aborted { reason, log } => {
-                platform.log_record(log);
+                platform.log_record(*log);
                 let why = reason.clone();
                 platform.emit(|| Event::Panicked { reason: why });
                 self.abort_pending = true;
