@@ -11,7 +11,7 @@ use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::scenario::record::ScenarioReport;
 
 use crate::boards;
-use crate::matrix::Cell;
+use crate::version_matrix::Cell;
 
 /// One board's row: a cell per scenario.
 #[derive(Clone, Debug, Serialize)]

@@ -47,7 +47,7 @@
 //!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
 //!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
 //! * `lines`: lines from a stream, each at most a stated size (stdin of `stdio` and `backend`).
-//! * `matrix`: the version matrix of `run --firmware A,B,…`.
+//! * `version_matrix`: the firmware-version matrix of `run --firmware A,B,…`.
 //! * `nvs_file`: `--state DIR`, the twin's NVS between runs.
 //! * `ota`: the firmware's OTA/activation request and the protocol its answer leads to
 //!   (`connect --ota`).
@@ -71,7 +71,6 @@ pub mod html;
 pub mod junit;
 pub mod lines;
 pub mod live;
-pub mod matrix;
 pub mod nvs_file;
 pub mod ota;
 pub mod out;
@@ -79,4 +78,5 @@ pub mod over_wire;
 pub mod scenarios;
 pub mod server;
 pub mod user;
+pub mod version_matrix;
 pub mod wav;

@@ -17,7 +17,7 @@
 //! * **Foundations**
 //!   * `time`: virtual time, durations with units, `vTaskDelay` ticks.
 //!   * `trace`: trace events (past tense), typed: states, drop reasons, log records;
-//!     `trace::render`: the recorder's trace lines.
+//!     `trace::lines`: the recorder's trace lines.
 //!   * `spec`: loading data files with `file:line:column` errors, every mistake in one run.
 //!   * `cjson`: the cJSON 1.7.19 dialect: lenient parse, case-insensitive lookup, printing;
 //!     `cjson::number`: its numbers (`strtod`, plain integers).

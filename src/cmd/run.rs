@@ -12,9 +12,9 @@ use xiaozhi_sim::firmware::Firmware;
 use xiaozhi_sim::scenario::record::ScenarioReport;
 
 use crate::args::parse_std_duration;
-use crate::matrix::{self, Cell, Matrix, Row};
 use crate::over_wire::Transport;
 use crate::scenarios::{self, Loaded};
+use crate::version_matrix::{self, Cell, Matrix, Row};
 
 /// Run scenario files and print their acceptance records and checks.
 ///
@@ -359,7 +359,7 @@ fn run_matrix(opts: &Args, loaded: &[Loaded], versions: &[Firmware], wire: Optio
             } else {
                 reference_failed |= i == reference;
                 cells.push(Cell::Fail {
-                    reason: matrix::reason(&report, fw),
+                    reason: version_matrix::reason(&report, fw),
                 });
             }
         }

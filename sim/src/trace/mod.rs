@@ -11,9 +11,9 @@ use std::sync::Arc;
 use crate::firmware::state::DeviceState;
 use crate::time::SimTime;
 
-mod render;
+mod lines;
 
-pub use render::{quote, render_event, render_events};
+pub use lines::{quote, render_event, render_events};
 
 /// The text of a log line: a constant, formatted for this event, or shared by every boot that
 /// prints the same line (the tool registration log). Reads as a `str` in every case.
