@@ -129,5 +129,13 @@ fn the_emoji_collections_decode_with_their_sizes() {
         assert_eq!(&img.rgba[..4], &[0, 0, 0, 0], "a transparent corner");
     }
     assert!(emoji::image("noto-color-emoji_32", "no-such-emotion").is_none());
+    // Every emotion of the component's mapping, in every collection.
+    let mapping: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(include_str!("../assets/lvgl/mappings/emoji.json")).expect("JSON");
+    for collection in emoji::collections() {
+        for emotion in mapping.keys() {
+            assert!(emoji::image(collection, emotion).is_some(), "{collection} {emotion}");
+        }
+    }
     assert_eq!(emoji::collections().count(), 3);
 }

@@ -333,7 +333,7 @@ fn text_font(spec: &BoardSpec) -> Checked {
             return bad("text_font.bpp", format!("{} is not 1, 2, 4 or 8 bits per pixel", f.bpp));
         }
         let name = format!("font_noto_sans_basic_{}_{}", f.size, f.bpp);
-        if drawn && font::by_name(&name).is_none() {
+        if drawn && !font::is_shipped(&name) {
             return bad(
                 "text_font.size",
                 format!(
@@ -343,7 +343,7 @@ fn text_font(spec: &BoardSpec) -> Checked {
         }
     }
     if let Some(icon) = &spec.display.icon_font
-        && font::by_name(icon).is_none_or(|_| !icon.starts_with("font_material_symbols_"))
+        && !(font::is_shipped(icon) && icon.starts_with("font_material_symbols_"))
     {
         let known: Vec<&str> = font::names()
             .filter(|n| n.starts_with("font_material_symbols_"))

@@ -237,17 +237,7 @@ fn lcd(c: &mut Canvas, f: &ScreenFonts, s: &ScreenState, at: SimTime, (bg, fg): 
     let preview = s.preview_at(at);
     // The emoji box (LV_SIZE_CONTENT, centred): the image, or the label; hidden under a preview.
     if preview.is_none() {
-        match face(f, &s.emotion) {
-            Face::Image(img) => {
-                let (iw, ih) = (img.width as i32, img.height as i32);
-                c.image(w / 2 - iw / 2, h / 2 - ih / 2, iw, ih, &img.rgba, &screen);
-            }
-            Face::Letter(letter, font) => {
-                let (lw, lh) = (text_w(letter, font), font.line_height);
-                let area = Area::at(w / 2 - lw / 2, h / 2 - lh / 2, lw, lh);
-                c.label(letter, font, area, &screen, Align::Left, fg);
-            }
-        }
+        face_in(c, f, &s.emotion, screen, None, fg);
     }
     if let Some(image) = preview {
         preview_image(c, image);

@@ -44,24 +44,19 @@ pub fn collections() -> impl Iterator<Item = &'static str> {
     FILES.iter().map(|(name, _)| *name)
 }
 
-/// The image of `emotion` in `collection` (e.g. `noto-color-emoji_32`), decoded once.
+/// The image of `emotion` in `collection` (e.g. `noto-color-emoji_32`), decoded the first time
+/// it is asked for.
 pub fn image(collection: &str, emotion: &str) -> Option<&'static Image> {
-    static DECODED: OnceLock<Vec<Vec<Image>>> = OnceLock::new();
-    let decoded = DECODED.get_or_init(|| {
-        FILES
-            .iter()
-            .map(|(_, pngs)| {
-                pngs.iter()
-                    .map(|(name, png)| {
-                        decode(png).unwrap_or_else(|e| unreachable!("the shipped {name}.png decodes: {e}"))
-                    })
-                    .collect()
-            })
-            .collect()
-    });
+    const EMOTIONS: usize = 21;
+    static DECODED: [[OnceLock<Image>; EMOTIONS]; 3] = [const { [const { OnceLock::new() }; EMOTIONS] }; 3];
     let c = FILES.iter().position(|(name, _)| *name == collection)?;
-    let e = FILES[c].1.iter().position(|(name, _)| *name == emotion)?;
-    decoded.get(c)?.get(e)
+    let (e, (name, png)) = FILES[c].1.iter().enumerate().find(|(_, (name, _))| *name == emotion)?;
+    Some(
+        DECODED
+            .get(c)?
+            .get(e)?
+            .get_or_init(|| decode(png).unwrap_or_else(|err| unreachable!("the shipped {name}.png decodes: {err}"))),
+    )
 }
 
 /// A PNG as RGBA (palette and grey expanded, 8 bits a channel).

@@ -9,7 +9,6 @@
 //! coverage the way `lv_font_get_bitmap_fmt_txt` does (rows packed without padding; 4-bit
 //! levels through `opa4_table`, 1-bit as 0 or 255).
 
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// A font file as shipped: its upstream name and bytes.
@@ -20,7 +19,7 @@ struct FontFile {
 
 macro_rules! fonts {
     ($($name:literal),* $(,)?) => {
-        &[$(FontFile {
+        [$(FontFile {
             name: $name,
             bytes: include_bytes!(concat!("../../assets/lvgl/fonts/", $name, ".bin")),
         }),*]
@@ -28,7 +27,7 @@ macro_rules! fonts {
 }
 
 /// Every font the firmware's builds use (`sim/assets/lvgl/make.py` lists where each is used).
-static FILES: &[FontFile] = fonts!(
+static FILES: [FontFile; FONT_COUNT] = fonts!(
     "font_noto_sans_basic_14_1",
     "font_noto_sans_basic_16_4",
     "font_noto_sans_basic_20_4",
@@ -51,22 +50,24 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     FILES.iter().map(|f| f.name)
 }
 
-/// The shipped font called `name` (upstream's symbol name), parsed once.
-pub fn by_name(name: &str) -> Option<&'static Font> {
-    static PARSED: OnceLock<BTreeMap<&'static str, Font>> = OnceLock::new();
-    PARSED
-        .get_or_init(|| {
-            FILES
-                .iter()
-                .map(|f| {
-                    let font = Font::parse(f.bytes)
-                        .unwrap_or_else(|e| unreachable!("the shipped font {} parses: {e}", f.name));
-                    (f.name, font)
-                })
-                .collect()
-        })
-        .get(name)
+/// Whether a font called `name` is shipped (nothing is parsed).
+pub fn is_shipped(name: &str) -> bool {
+    names().any(|n| n == name)
 }
+
+/// The shipped font called `name` (upstream's symbol name), parsed the first time it is asked
+/// for (a board draws with five of the fifteen).
+pub fn by_name(name: &str) -> Option<&'static Font> {
+    static PARSED: [OnceLock<Font>; FONT_COUNT] = [const { OnceLock::new() }; FONT_COUNT];
+    let i = FILES.iter().position(|f| f.name == name)?;
+    let f = &FILES[i];
+    Some(PARSED[i].get_or_init(|| {
+        Font::parse(f.bytes).unwrap_or_else(|e| unreachable!("the shipped font {} parses: {e}", f.name))
+    }))
+}
+
+/// How many fonts are shipped.
+const FONT_COUNT: usize = 15;
 
 /// One cmap: a range of code points mapped to glyph ids.
 #[derive(Debug)]
