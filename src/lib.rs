@@ -11,10 +11,12 @@
 //! The map (one line per module; `src/main.rs` is the binary):
 //!
 //! * `args`: argument parsers and argument groups several commands share (`BoardArgs`).
+//! * `audit`: `audit`'s trials on threads, its scorecard lines, gate and JUnit.
 //! * `boards`: the shipped board files, hand-written and generated for every upstream build
 //!   (embedded), and `--board` resolution.
 //! * `board_matrix`: the board matrix of `run --board A,B,… | all`.
 //! * `cmd`: one module per subcommand, each its `Args` (the help text) and `run`:
+//!   * `cmd::audit`: `audit`, a battery of requests scored by what was said against what was done;
 //!   * `cmd::backend`: `backend`, the backend server on addresses of your choosing (WebSocket,
 //!     and MQTT + UDP and OTA when asked);
 //!   * `cmd::boards`: `boards`, the twin's boards and every upstream build;
@@ -62,6 +64,7 @@
 //! * `wav`: WAV evidence and optional playback.
 
 pub mod args;
+pub mod audit;
 pub mod board_matrix;
 pub mod boards;
 pub mod cmd;

@@ -143,3 +143,43 @@ fn validate_against_junit_10(xml_path: &std::path::Path) {
         "a testcase without a name is refused"
     );
 }
+
+#[test]
+fn audit_junit_is_a_suite_per_item_a_case_per_trial_and_fails_exactly_the_gates_verdicts() {
+    let dir = common::scratch_dir("junit-audit");
+    let xml_path = dir.join("audit.xml");
+    let out = common::twin(&[
+        "audit",
+        "--trials",
+        "2",
+        "--llm",
+        "mute-happy",
+        "--quiet",
+        "--junit",
+        xml_path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "wrong actions fail the gate");
+    validate_against_junit_10(&xml_path);
+    let xml = std::fs::read_to_string(&xml_path).unwrap();
+    let els = elements(&xml);
+    assert_eq!(attr(&els[0], "tests"), "28");
+    // mute-happy lowers to 0 in `lower`, `twice` and `amp-off`: 3 items × 2 trials.
+    assert_eq!(attr(&els[0], "failures"), "6");
+    let suites: Vec<_> = els.iter().filter(|e| e.0 == "testsuite").collect();
+    assert_eq!(suites.len(), 14);
+    assert_eq!(attr(suites[0], "name"), "audit: lower");
+    let failures: Vec<_> = els.iter().filter(|e| e.0 == "failure").collect();
+    assert!(
+        failures.iter().all(|f| attr(f, "type") == "wrong-action"),
+        "{failures:?}"
+    );
+    assert!(
+        attr(failures[0], "message").contains("{\"volume\":0}"),
+        "{:?}",
+        failures[0]
+    );
+    assert!(
+        xml.contains("reproduce: xiaozhi-twin audit --trials 2 --llm mute-happy"),
+        "{xml}"
+    );
+}

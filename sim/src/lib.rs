@@ -86,13 +86,19 @@
 //!     `backend::scripted` (a script and its faults run sans-IO), `backend::voice` (its ear and
 //!     voice), `backend::vad` (the server's end-of-utterance rule and text rules),
 //!     `backend::gateway` (xiaozhi-mqtt-gateway's MQTT + UDP side in front of a backend),
-//!     `backend::ota` (the OTA answer of xiaozhi-esp32-server: `mqtt` or `websocket` block).
+//!     `backend::ota` (the OTA answer of xiaozhi-esp32-server: `mqtt` or `websocket` block),
+//!     `backend::wire` (frame types, `abort`, Python-style JSON).
+//!   * `audit`: what a backend said against what the device did; `audit::battery` (requests
+//!     and how to judge them, as data), `audit::llm` (the built-in backend's stand-in LLM and
+//!     its behaviours, as data), `audit::trial` (one trial in virtual time), `audit::verdict`
+//!     (a request's facts and its verdict), `audit::score` (the scorecard, Wilson intervals).
 //!   * `bounds`: the bound properties of every integer parameter (cargo feature `bounds`);
 //!     `bounds::generate`: their generators.
 
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod audio;
+pub mod audit;
 pub mod backend;
 pub mod board;
 #[cfg(feature = "bounds")]

@@ -23,6 +23,7 @@ use crate::device::{Device, Output};
 use crate::fault::{UdpFaults, UdpPath};
 use crate::spec::NoFiles;
 use crate::time::SimTime;
+use crate::voice::memo::CodecPool;
 
 /// The pairing never came to rest: device and backend kept answering each other (more than
 /// [`MAX_OUTPUTS`] frames without a pause, or [`MAX_STEPS`] timer steps before the target time).
@@ -58,6 +59,8 @@ pub struct Loopback {
     udp_open: bool,
     /// The network between the gateway and the device, downlink.
     downlink: UdpPath,
+    /// Where every connection's backend does its Opus work, when shared.
+    codecs: Option<Arc<dyn CodecPool>>,
 }
 
 /// The address token of the device's UDP socket (a forged datagram comes from another).
@@ -88,12 +91,20 @@ impl Loopback {
             gateway_config: GatewayConfig::local(8884, "ws://127.0.0.1:8000/xiaozhi/v1/?from=mqtt_gateway"),
             udp_open: false,
             downlink: UdpPath::new(UdpFaults::default()),
+            codecs: None,
         }
     }
 
     /// What the network does to the datagrams the gateway sends the device (from now on).
     pub fn set_downlink_faults(&mut self, faults: UdpFaults) {
         self.downlink = UdpPath::new(faults);
+    }
+
+    /// The device and every backend connection to come do their Opus work in `pool` (the
+    /// same bytes as on their own; a speech said twice is encoded once).
+    pub fn share_codecs(&mut self, pool: Arc<dyn CodecPool>) {
+        self.device.share_codecs(pool.clone());
+        self.codecs = Some(pool);
     }
 
     /// The gateway's settings for the MQTT connections to come.
@@ -165,7 +176,10 @@ impl Loopback {
     /// A backend for the connection the device (or its gateway) just opened.
     fn accept(&mut self, now: SimTime, headers: &[(String, String)]) -> ScriptedBackend {
         self.connections += 1;
-        let session = Session::accept(self.spec.clone(), now, headers, self.connections);
+        let mut session = Session::accept(self.spec.clone(), now, headers, self.connections);
+        if let Some(pool) = &self.codecs {
+            session.share_codecs(pool.clone());
+        }
         match &self.script {
             // One device: its connection count is the pairing's.
             Some((script, fault)) => ScriptedBackend::new(

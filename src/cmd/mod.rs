@@ -3,6 +3,7 @@
 //! them share lives in the library's other modules (`args`, `server`, `scenarios`, `wire`,
 //! `live`, `fleet`, …).
 
+pub mod audit;
 pub mod backend;
 pub mod boards;
 pub mod check_bounds;

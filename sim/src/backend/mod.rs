@@ -12,6 +12,7 @@ pub mod scripted;
 pub mod spec;
 pub mod vad;
 pub mod voice;
+pub mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value, json};
 
 use crate::time::SimTime;
 pub use spec::{BackendSpec, CallOnClose, Delivery, EnvelopeStyle, InitAt, NameMapping, ResultToLlm};
+pub use wire::{frame_type, is_abort, python_json};
 
 /// What the socket layer must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +61,10 @@ pub struct Exchange {
     /// The device tool's original name (`tools/call` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The arguments as sent (`tools/call` only; `null` for a personality that sends an empty
+    /// object as null).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
     /// When the request was sent, in ms on the clock the socket layer passes as `now`.
     pub sent_ms: f64,
     /// When the reply (or the close) arrived, in ms on the same clock.
@@ -90,6 +96,7 @@ impl Exchange {
             id,
             method: method.into(),
             tool,
+            args: None,
             sent_ms: ms(now),
             reply_ms: None,
             outcome: Outcome::Pending,
@@ -215,53 +222,6 @@ fn ms(t: SimTime) -> f64 {
     t.as_micros() as f64 / 1000.0
 }
 
-/// The `type` of a device text frame parsed as JSON (`hello`, `listen`, `abort`, `mcp`, …): the
-/// rule a session tells the device's messages apart by.
-pub fn frame_type(frame: &Value) -> Option<&str> {
-    frame.get("type").and_then(Value::as_str)
-}
-
-/// Whether a device text frame is an `abort`, by the session's rule: it parses as JSON and its
-/// [`frame_type`] is `abort` (what a backend answers by dropping its queued speech).
-pub fn is_abort(text: &str) -> bool {
-    serde_json::from_str::<Value>(text).is_ok_and(|v| frame_type(&v) == Some("abort"))
-}
-
-/// Python `json.dumps` style: `", "` and `": "` separators, non-ASCII as `\uXXXX`.
-pub fn python_json(v: &Value) -> String {
-    fn write(v: &Value, out: &mut String) {
-        match v {
-            Value::Object(m) => {
-                out.push('{');
-                for (i, (k, x)) in m.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    write(&Value::String(k.clone()), out);
-                    out.push_str(": ");
-                    write(x, out);
-                }
-                out.push('}');
-            }
-            Value::Array(a) => {
-                out.push('[');
-                for (i, x) in a.iter().enumerate() {
-                    if i > 0 {
-                        out.push_str(", ");
-                    }
-                    write(x, out);
-                }
-                out.push(']');
-            }
-            Value::String(s) => out.push_str(&crate::voice::speak::py_str(s)),
-            other => out.push_str(&other.to_string()),
-        }
-    }
-    let mut out = String::new();
-    write(v, &mut out);
-    out
-}
-
 impl Session {
     /// A device connected. `headers` are the handshake headers (any case); `seed` makes the
     /// session id deterministic.
@@ -376,14 +336,19 @@ impl Session {
         if let Some(p) = params {
             payload.insert("params".into(), p);
         }
-        let frame = self.envelope(&Value::Object(payload));
+        let frame_payload = Value::Object(payload);
+        let frame = self.envelope(&frame_payload);
         // A new request with an id already pending orphans the old one (ids are reused).
         if let Some(old) = self.pending.remove(&id) {
             self.notes
                 .push(format!("id {id} reused while request #{} was pending", old.index));
         }
         let index = self.exchanges.len();
-        self.exchanges.push(Exchange::new(id, method, tool, now));
+        let mut exchange = Exchange::new(id, method, tool, now);
+        if method == "tools/call" {
+            exchange.args = frame_payload.pointer("/params/arguments").cloned();
+        }
+        self.exchanges.push(exchange);
         let timeout = if method == "tools/call" {
             self.spec.call_timeout.0
         } else {

@@ -1,0 +1,454 @@
+//! One trial in virtual time: a freshly booted board in the item's starting state, paired with
+//! the built-in backend whose LLM is the stand-in ([`crate::audit::llm`]); woken with 你好小智,
+//! the greeting heard, then the request typed (`listen detect` with the text) as many times as
+//! the item repeats it, each turn's facts read off the twin and judged
+//! (docs/audit.md, "A trial").
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::audit::battery::{Plan, Quantity, Val};
+use crate::audit::llm::{self, Backend, LlmSpec, Mind, Outcome, Understanding};
+use crate::audit::verdict::{self, Call, Facts, Judgement, Perceived, Sentence, Verdict};
+use crate::backend::{self, BackendSpec, Delivery};
+use crate::board::BoardSpec;
+use crate::device::Device;
+use crate::fault::Fault;
+use crate::firmware::state::DeviceState;
+use crate::hw::nvs::names;
+use crate::loopback::{Loopback, NeverRests};
+use crate::time::{SimDuration, SimTime};
+use crate::trace::NvsValue;
+use crate::voice::memo::CodecPool;
+use crate::voice::speak::{Timbre, natural_duration};
+use crate::world::{WorldSpec, WsConfig};
+
+/// The wake word every trial opens with.
+pub const WAKE_WORD: &str = "你好小智";
+/// How the request reaches the built-in backend.
+pub const TYPED: &str = "typed: listen detect with the text (py-xiaozhi's typed input, not the firmware's own path)";
+/// The longest a stage of a trial may take in virtual time (connect and greet, hear the
+/// request, a call's outcome, the end of the reply) before the trial moves on.
+pub const STAGE_LIMIT: SimDuration = SimDuration::from_secs(45);
+/// The step the driver runs the pairing in while it waits for something.
+const STEP: SimDuration = SimDuration::from_millis(50);
+/// The step it waits for the request to be heard in: the stand-in answers at the first step
+/// after, so its timings are this fine (the stand-in itself takes no time).
+const HEAR_STEP: SimDuration = SimDuration::from_millis(5);
+
+/// What a trial needs.
+pub struct Setup<'a> {
+    /// The item.
+    pub plan: &'a Plan,
+    /// Its board.
+    pub board: Arc<BoardSpec>,
+    /// The built-in backend's personality (it must have a voice).
+    pub personality: Arc<BackendSpec>,
+    /// The stand-in LLM's behaviour.
+    pub llm: &'a LlmSpec,
+    /// What the stand-in understands.
+    pub understanding: &'a Understanding,
+    /// Which trial of the item (chooses the phrasing).
+    pub trial: u32,
+    /// The device's seed.
+    pub seed: u64,
+    /// Where the Opus work is done (trials share one: a sentence said in many trials is encoded
+    /// once); `None`: each trial on its own.
+    pub codecs: Option<Arc<dyn CodecPool>>,
+}
+
+/// One request of a trial, judged.
+#[derive(Clone, Debug, Serialize)]
+pub struct Turn {
+    /// What happened.
+    pub facts: Facts,
+    /// What it comes to.
+    pub judgement: Judgement,
+}
+
+/// One trial.
+#[derive(Clone, Debug, Serialize)]
+pub struct Trial {
+    /// The item's id.
+    pub item: String,
+    /// Its number, from 0.
+    pub trial: u32,
+    /// The device's seed.
+    pub seed: u64,
+    /// The board.
+    pub board: String,
+    /// The greeting the backend said after the wake word, if any.
+    pub greeting: Option<Sentence>,
+    /// Each request, in order.
+    pub turns: Vec<Turn>,
+    /// The worst verdict of the turns.
+    pub verdict: Verdict,
+    /// Things that went wrong with the trial itself (a backend that never became ready…).
+    pub notes: Vec<String>,
+}
+
+/// Runs one trial.
+pub fn run(s: &Setup<'_>) -> Result<Trial, NeverRests> {
+    let world = WorldSpec::dialling(WsConfig {
+        url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+        token: String::new(),
+        version: 1,
+    });
+    let mut device = Device::new(s.board.clone(), world, s.seed);
+    preset(&mut device, s.plan);
+    device.power_on(SimTime::ZERO);
+    for name in &s.plan.faults {
+        if let Ok(f) = name.parse::<Fault>() {
+            device.set_fault(f, SimTime::ZERO, true);
+        }
+    }
+    let mut lb = Loopback::new(device, s.personality.clone());
+    if let Some(pool) = &s.codecs {
+        lb.share_codecs(pool.clone());
+    }
+    let mut notes = Vec::new();
+    lb.run_until(SimTime::from_millis(1000))?;
+    let now = lb.now();
+    lb.device.wake_word(now, WAKE_WORD);
+    let started = lb.now();
+    let ready = wait(&mut lb, started + STAGE_LIMIT, |lb| {
+        lb.session().is_some_and(|s| s.is_ready()) && quiet(lb)
+    })?;
+    if !ready {
+        notes.push(format!(
+            "the backend was not ready and listening {} s after the wake word",
+            STAGE_LIMIT.as_millis() / 1000
+        ));
+    }
+    let greeting = sentences_since(&lb, started).last().cloned();
+    let mut reference = greeting.as_ref().map(|g| (g.level_db, g.audible));
+    let (lang, request) = s.plan.phrasing(s.trial).clone();
+    let mut mind = Mind::new(s.llm, s.understanding);
+    let mut turns = Vec::new();
+    for _ in 0..s.plan.repeat {
+        let facts = turn(&mut lb, s, &mut mind, &lang, &request, reference, &mut notes)?;
+        if let Some(last) = facts.sentences.last() {
+            reference = Some((last.level_db, last.audible));
+        }
+        let judgement = verdict::judge(s.plan, &facts);
+        turns.push(Turn { facts, judgement });
+    }
+    let verdict = turns
+        .iter()
+        .map(|t| t.judgement.verdict)
+        .min()
+        .unwrap_or(Verdict::NoAnswer);
+    Ok(Trial {
+        item: s.plan.id.clone(),
+        trial: s.trial,
+        seed: s.seed,
+        board: s.plan.board.clone(),
+        greeting,
+        turns,
+        verdict,
+        notes,
+    })
+}
+
+/// The starting state, stored where the firmware reads it at boot.
+fn preset(device: &mut Device, plan: &Plan) {
+    let nvs = device.nvs_mut();
+    if let Some(v) = plan.start.volume {
+        let _ = nvs.set(names::AUDIO, names::OUTPUT_VOLUME, NvsValue::I32(v));
+    }
+    if let Some(b) = plan.start.brightness {
+        let _ = nvs.set(names::DISPLAY, names::BRIGHTNESS, NvsValue::I32(b));
+    }
+    if let Some(t) = &plan.start.theme {
+        let _ = nvs.set(names::DISPLAY, names::THEME, NvsValue::Str(t.as_bytes().to_vec()));
+    }
+}
+
+/// One request: typed, answered by the stand-in, run until the reply is over; its facts.
+fn turn(
+    lb: &mut Loopback,
+    s: &Setup<'_>,
+    mind: &mut Mind<'_>,
+    lang: &str,
+    request: &str,
+    reference: Option<(Option<f64>, bool)>,
+    notes: &mut Vec<String>,
+) -> Result<Facts, NeverRests> {
+    let before = value(&lb.device, s.plan.watch);
+    let screen_before = lb.device.screen_log().at(lb.now());
+    let heard_before = lb.session().map_or(0, |x| x.utterances());
+    let asked = lb.now();
+    lb.device.type_text(asked, request);
+    let heard = wait_in(lb, asked + STAGE_LIMIT, HEAR_STEP, |lb| {
+        lb.session().is_some_and(|x| x.utterances() > heard_before)
+    })?;
+    if heard {
+        let mut drive = Drive { lb, failed: None };
+        mind.respond(&mut drive, request);
+        if let Some(e) = drive.failed {
+            return Err(e);
+        }
+        let now = lb.now();
+        if let Some(x) = lb.session() {
+            x.end_turn(now);
+        }
+    } else {
+        notes.push(format!("the backend never heard \"{request}\""));
+    }
+    let end = lb.now() + STAGE_LIMIT;
+    wait(lb, end, |lb| {
+        quiet(lb) && !lb.session().is_some_and(|x| x.is_speaking())
+    })?;
+    let settle = lb.now() + SimDuration::from_millis(500);
+    lb.run_until(settle)?;
+    let after = value(&lb.device, s.plan.watch);
+    let calls = calls_since(lb, asked);
+    let sentences = sentences_since(lb, asked);
+    let perceived = perceive(lb, s, &before, &after, reference, &calls, &sentences, &screen_before);
+    Ok(Facts {
+        request: request.to_string(),
+        lang: lang.to_string(),
+        delivery: TYPED.into(),
+        first_call_ms: calls.first().map(|c| c.at_ms),
+        first_sentence_ms: sentences.first().map(|x| x.at_ms),
+        calls,
+        sentences,
+        before,
+        after,
+        level_before: reference,
+        perceived,
+    })
+}
+
+/// What a person perceives of the change of the watched quantity.
+#[allow(clippy::too_many_arguments)]
+fn perceive(
+    lb: &Loopback,
+    s: &Setup<'_>,
+    before: &Option<Val>,
+    after: &Option<Val>,
+    reference: Option<(Option<f64>, bool)>,
+    calls: &[Call],
+    sentences: &[Sentence],
+    screen_before: &crate::hw::screen::ScreenState,
+) -> Perceived {
+    match (s.plan.watch, before, after) {
+        (Some(Quantity::Volume), Some(Val::Num(b)), Some(Val::Num(a))) => {
+            let changed_at = calls
+                .iter()
+                .find(|c| !c.is_read())
+                .map(|c| c.reply_ms.unwrap_or(c.at_ms));
+            let reply = changed_at.and_then(|t| sentences.iter().find(|x| x.at_ms >= t));
+            verdict::heard_volume(*b, *a, reference, reply)
+        }
+        (Some(Quantity::Brightness), Some(b), Some(a)) if b != a => {
+            Perceived::Yes(format!("the backlight goes from {b} % to {a} %"))
+        }
+        (Some(Quantity::Theme), Some(b), Some(a)) if b != a => {
+            let now = lb.now();
+            let state = lb.device.screen_log().at(now);
+            let mut was = state.clone();
+            was.theme = screen_before.theme.clone();
+            let draw = |st| {
+                crate::hw::render::panel(&crate::hw::render::Frame {
+                    spec: &s.board,
+                    state: st,
+                    at: now,
+                    brightness: 100,
+                })
+            };
+            match (draw(&was), draw(&state)) {
+                (Some(x), Some(y)) if x != y => Perceived::Yes(format!("the screen is drawn in the {a} theme")),
+                (Some(_), Some(_)) => Perceived::No(format!(
+                    "the theme is {a}, but the screen is drawn with the same pixels as in {b}"
+                )),
+                _ => Perceived::No("the board has no screen to show a theme on".into()),
+            }
+        }
+        (Some(Quantity::Boots), Some(b), Some(a)) if b != a => Perceived::Yes("the device restarted".into()),
+        (Some(_), b, a) if b == a => Perceived::Yes("nothing to perceive: the value did not change".into()),
+        (None, _, _) => Perceived::Yes("nothing to perceive: the item watches no value".into()),
+        _ => Perceived::No("the value could not be read off the device".into()),
+    }
+}
+
+/// The watched value, read off the twin (never through MCP).
+fn value(d: &Device, watch: Option<Quantity>) -> Option<Val> {
+    let s = d.snapshot();
+    match watch? {
+        Quantity::Volume => s.volume.map(|v| Val::Num(f64::from(v))),
+        Quantity::Brightness => s.backlight_target.map(|v| Val::Num(f64::from(v))),
+        Quantity::Theme => s.theme.map(Val::Word),
+        Quantity::Boots => Some(Val::Num(f64::from(s.boots))),
+    }
+}
+
+/// Whether the device is back to listening (or idle, or off: rebooting) with no speech of
+/// the backend's playing.
+fn quiet(lb: &Loopback) -> bool {
+    let playing = lb
+        .device
+        .speech_log()
+        .sessions
+        .last()
+        .is_some_and(|s| s.stopped.is_none());
+    let state = lb.device.state();
+    !playing && matches!(state, Some(DeviceState::Listening | DeviceState::Idle) | None)
+}
+
+/// Runs the pairing until `done` holds (checked every [`STEP`]) or `until`; whether it held.
+fn wait(lb: &mut Loopback, until: SimTime, done: impl Fn(&mut Loopback) -> bool) -> Result<bool, NeverRests> {
+    wait_in(lb, until, STEP, done)
+}
+
+/// [`wait`], checking every `step`.
+fn wait_in(
+    lb: &mut Loopback,
+    until: SimTime,
+    step: SimDuration,
+    done: impl Fn(&mut Loopback) -> bool,
+) -> Result<bool, NeverRests> {
+    while lb.now() < until {
+        if done(lb) {
+            return Ok(true);
+        }
+        let t = (lb.now() + step).min(until);
+        lb.run_until(t)?;
+    }
+    Ok(done(lb))
+}
+
+fn ms_since(t: f64, from: SimTime) -> f64 {
+    t - from.as_micros() as f64 / 1000.0
+}
+
+/// Every `tools/call` sent since `from`, over every connection, with its outcome.
+fn calls_since(lb: &Loopback, from: SimTime) -> Vec<Call> {
+    let from_ms = from.as_micros() as f64 / 1000.0;
+    lb.reports()
+        .iter()
+        .flat_map(|r| r.exchanges.iter())
+        .filter(|e| e.method == "tools/call" && e.sent_ms >= from_ms && e.id >= 0)
+        .map(|e| {
+            let (reply, failed) = reply_text(e);
+            Call {
+                tool: e.tool.clone().unwrap_or_default(),
+                args: e.args.clone().unwrap_or(Value::Null),
+                at_ms: ms_since(e.sent_ms, from),
+                reply,
+                failed,
+                reply_ms: e.reply_ms.map(|t| ms_since(t, from)),
+            }
+        })
+        .collect()
+}
+
+/// A reply's text (`content[0].text`, or the error's message) and whether it is a failure.
+fn reply_text(e: &backend::Exchange) -> (Option<String>, bool) {
+    let v: Option<Value> = e.reply.as_deref().and_then(|r| serde_json::from_str(r).ok());
+    let failed = e.outcome != backend::Outcome::Replied;
+    let Some(v) = v else {
+        return (None, true);
+    };
+    if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
+        return (Some(m.to_string()), true);
+    }
+    let text = v
+        .pointer("/result/content/0/text")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let is_error = v.pointer("/result/isError").and_then(Value::as_bool).unwrap_or(false);
+    (text, failed || is_error)
+}
+
+/// Every sentence the device got since `from`, with what the listener heard of it.
+fn sentences_since(lb: &Loopback, from: SimTime) -> Vec<Sentence> {
+    lb.device
+        .speech_log()
+        .sessions
+        .iter()
+        .flat_map(|s| s.sentences.iter())
+        .filter(|x| x.at >= from)
+        .map(|x| {
+            let (level_db, audible) = match &x.window {
+                Some(w) => {
+                    let (m, _) = lb.device.heard(w, false);
+                    (m.spl_db, m.audible)
+                }
+                None => (None, false),
+            };
+            Sentence {
+                text: x.text.clone(),
+                at_ms: x.at.saturating_since(from).as_micros() as f64 / 1000.0,
+                level_db,
+                audible,
+            }
+        })
+        .collect()
+}
+
+/// The stand-in's hands on the loopback's live session.
+struct Drive<'l> {
+    lb: &'l mut Loopback,
+    /// The pairing ran away while a call waited.
+    failed: Option<NeverRests>,
+}
+
+impl Backend for Drive<'_> {
+    fn offers(&self, tool: &str) -> bool {
+        self.lb
+            .reports()
+            .last()
+            .is_some_and(|r| r.tools.iter().any(|t| t.name == tool))
+    }
+
+    fn call(&mut self, tool: &str, args: Value) -> Outcome {
+        let Some(index) = self.lb.session().map(|x| x.report().exchanges.len()) else {
+            return Outcome::Nothing;
+        };
+        self.lb.call(tool, args);
+        let limit = self.lb.now() + STAGE_LIMIT;
+        let mut outcome = None;
+        let done = wait(self.lb, limit, |lb| match lb.session().map(|x| x.report()) {
+            None => true,
+            Some(r) => r
+                .exchanges
+                .get(index)
+                .is_some_and(|e| e.outcome != backend::Outcome::Pending),
+        });
+        if let Err(e) = done {
+            self.failed = Some(e);
+            return Outcome::Nothing;
+        }
+        if let Some(e) = self.lb.session().and_then(|x| x.report().exchanges.get(index).cloned()) {
+            outcome = Some(match (e.result_to, &e.spoken, &e.llm_sees) {
+                (Some(Delivery::User), Some(text), _) => {
+                    let text = text.clone();
+                    self.say(&text);
+                    Outcome::Spoken
+                }
+                (_, _, Some(seen)) => Outcome::Result {
+                    text: seen.clone(),
+                    failed: reply_text(&e).1,
+                },
+                _ => match reply_text(&e) {
+                    (Some(text), failed) => Outcome::Result { text, failed },
+                    (None, _) => Outcome::Nothing,
+                },
+            });
+        }
+        outcome.unwrap_or(Outcome::Nothing)
+    }
+
+    fn say(&mut self, text: &str) {
+        let now = self.lb.now();
+        if let Some(x) = self.lb.session() {
+            x.speak(now, text, &Timbre::default(), natural_duration(text));
+        }
+    }
+}
+
+/// The stand-in's language detection, re-exported for reports.
+pub use llm::language;

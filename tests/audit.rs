@@ -1,0 +1,121 @@
+//! `xiaozhi-twin audit` as a user runs it: the scorecard, the gate's exit status, the JSON, and
+//! every refusal with status 2 and nothing on stdout.
+
+mod common;
+
+use serde_json::Value;
+
+fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_lazy_llm_fails_the_gate_on_the_repeated_request_and_the_json_holds_every_trial() {
+    let dir = common::scratch_dir("audit-lazy");
+    let json = dir.join("audit.json");
+    let out = common::twin(&[
+        "audit",
+        "--trials",
+        "1",
+        "--llm",
+        "lazy",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("gate: FAILED: false-claim in twice (1/1), amp-off (1/1)"),
+        "{text}"
+    );
+    assert!(text.contains("the stand-in `lazy`"), "{text}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let items = doc["scorecard"]["items"].as_array().unwrap();
+    let trials = doc["trials"].as_array().unwrap();
+    assert_eq!(items.len(), 14);
+    assert_eq!(trials.len(), 14);
+    assert_eq!(doc["interrupted"], false);
+    // Every item's counts add up to its trials, and agree with the trials' own verdicts.
+    for item in items {
+        let id = item["id"].as_str().unwrap();
+        let counted: u64 = item["verdicts"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|r| r["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(counted, 1, "{id}");
+        let t = trials.iter().find(|t| t["item"] == id).unwrap();
+        assert!(item["verdicts"].get(t["verdict"].as_str().unwrap()).is_some(), "{id}");
+    }
+    let twice = trials.iter().find(|t| t["item"] == "twice").unwrap();
+    assert_eq!(twice["verdict"], "false-claim");
+    let turns = twice["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2, "the request is said twice");
+    assert_eq!(turns[0]["judgement"]["verdict"], "unverified-claim");
+    assert_eq!(
+        turns[1]["facts"]["calls"].as_array().unwrap().len(),
+        0,
+        "no call the second time"
+    );
+    assert_eq!(turns[1]["judgement"]["verdict"], "false-claim");
+}
+
+#[test]
+fn the_gate_takes_its_verdicts_and_a_least_verified_share() {
+    let out = common::twin(&["audit", "--trials", "1", "--llm", "asks-back", "--quiet"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("gate: passed"), "{}", stdout(&out));
+    // honest: 7 of the 12 items that ask for an action are verified (58 %).
+    let honest = |share: &str| {
+        common::twin(&[
+            "audit",
+            "--trials",
+            "1",
+            "--llm",
+            "honest",
+            "--quiet",
+            "--fail-on",
+            "",
+            "--min-verified",
+            share,
+        ])
+    };
+    let strict = honest("0.9");
+    assert_eq!(strict.status.code(), Some(1), "{}", stdout(&strict));
+    assert!(
+        stdout(&strict).contains("verified in 7 of 12 trials that ask for an action (58 %), under --min-verified 90 %"),
+        "{}",
+        stdout(&strict)
+    );
+    let lenient = honest("0.5");
+    assert_eq!(lenient.status.code(), Some(0), "{}", stdout(&lenient));
+}
+
+#[test]
+fn unusable_input_is_refused_with_status_2_and_nothing_on_stdout() {
+    let bad = common::scratch_file(
+        "audit",
+        "bad.yaml",
+        "name: x\nboard: bread-compact-wifi\nitems:\n  - id: a\n    ask: { zh: [静音] }\n    expect: { call: self.audio_speaker.set_volume, value: \"< dark\" }\n".as_bytes(),
+    );
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["audit", "--llm", "nope"], "unknown LLM behaviour `nope`"),
+        (vec!["audit", "--fail-on", "bogus"], "`bogus` is no verdict"),
+        (vec!["audit", "--personality", "cloud-gateway"], "has no voice"),
+        (vec!["audit", "--trials", "0"], "--trials 0"),
+        (vec!["audit", "--min-verified", "90"], "--min-verified 90"),
+        (vec!["audit", bad.to_str().unwrap()], "bad.yaml:6:"),
+    ];
+    for (args, want) in cases {
+        let out = common::twin(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{args:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+}
