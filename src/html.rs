@@ -18,6 +18,7 @@ use xiaozhi_sim::audio::measure::Measurement;
 use xiaozhi_sim::cjson;
 use xiaozhi_sim::scenario::record::{Record, ScenarioReport};
 
+pub mod audit;
 mod screen;
 use screen::{filmstrip, screen_img};
 use xiaozhi_sim::time::SimTime;

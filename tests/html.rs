@@ -362,3 +362,69 @@ fn the_screen_scenarios_show_a_turn_an_alert_and_the_volume_notifications() {
         .expect("the status returns");
     assert_eq!(gone - shown, 3000.0, "{oled:?}");
 }
+
+/// `audit --html`: a bar per item whose segments add up to its trials, the worst trial of each
+/// item as records with a sound lane, and a battery's markup shown as text.
+#[test]
+fn the_audit_page_has_a_bar_per_item_and_the_worst_trial_as_records() {
+    let dir = scratch_dir("html-audit");
+    let file = dir.join("audit.html");
+    let out = twin(&[
+        "audit",
+        "--trials",
+        "2",
+        "--llm",
+        "lazy",
+        "--quiet",
+        "--html",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "lazy fails the gate");
+    let raw = std::fs::read_to_string(&file).unwrap();
+    let doc = Html::parse_document(&raw);
+    let rows: Vec<_> = doc.select(&sel("table.scorecard tr[data-item]")).collect();
+    assert_eq!(rows.len(), 14);
+    for row in &rows {
+        let counts: u32 = row
+            .select(&sel(".bar span"))
+            .map(|s| s.value().attr("data-count").unwrap().parse::<u32>().unwrap())
+            .sum();
+        assert_eq!(counts, 2, "{:?}", row.value().attr("data-item"));
+    }
+    let twice = doc
+        .select(&sel("section#i-twice"))
+        .next()
+        .expect("the twice item's section");
+    assert_eq!(twice.value().attr("data-verdict"), Some("false-claim"));
+    let records: Vec<_> = twice.select(&sel("table.record")).collect();
+    assert_eq!(records.len(), 2, "the request was said twice");
+    let second: String = records[1].text().collect();
+    assert!(second.contains("no call reached the device"), "{second}");
+    assert!(second.contains("false-claim: claimed success"), "{second}");
+    assert_eq!(doc.select(&sel("section.item")).count(), 14);
+    assert_eq!(svgs_parse(&raw), 15, "one sound lane per request (twice has two)");
+    let gate: String = doc.select(&sel("ul.gate")).flat_map(|u| u.text()).collect();
+    assert!(gate.contains("false-claim in twice (2/2), amp-off (2/2)"), "{gate}");
+
+    let evil = "<b>bold</b></script>";
+    let battery = format!(
+        "name: \"{evil}\"\nboard: bread-compact-wifi\nitems:\n  - id: a\n    about: \"{evil}\"\n    ask: {{ en: [\"mute {evil}\"] }}\n    expect: {{ call: self.audio_speaker.set_volume, value: \"= 0\" }}\n    claims: {{ en: [muted] }}\n"
+    );
+    let path = scratch_file("html-audit", "evil.yaml", battery.as_bytes());
+    let file = dir.join("evil.html");
+    let out = twin(&[
+        "audit",
+        path.to_str().unwrap(),
+        "--trials",
+        "1",
+        "--quiet",
+        "--html",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = Html::parse_document(&std::fs::read_to_string(&file).unwrap());
+    assert_eq!(doc.select(&sel("b")).count(), 0);
+    assert_eq!(doc.select(&sel("script")).count(), 0);
+    let text: String = doc.root_element().text().collect();
+    assert!(text.contains(evil), "the battery's markup is text");
+}

@@ -73,6 +73,10 @@ pub struct Args {
     /// Write JUnit XML: a suite per item, a test case per trial (failing on --fail-on verdicts).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Write one self-contained HTML page: the gate, a bar per item, and each item's worst
+    /// trial as acceptance records with a sound lane.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Print the scorecard only (no progress bar, no worst-trial lines).
     #[arg(long)]
     pub quiet: bool,
@@ -153,6 +157,10 @@ pub fn run(a: &Args) -> Result<bool> {
         let doc = serde_json::json!({ "scorecard": card, "trials": ran.trials, "interrupted": ran.interrupted });
         let text = serde_json::to_string_pretty(&doc)?;
         std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the report", path.display()))?;
+    }
+    if let Some(path) = &a.html {
+        let page = crate::html::audit::document(&card, &ran.trials, &gate)?;
+        std::fs::write(path, page).with_context(|| format!("{}: cannot write the HTML page", path.display()))?;
     }
     if let Some(path) = &a.junit {
         let command = reproduce(a);

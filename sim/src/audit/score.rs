@@ -45,6 +45,8 @@ pub struct ItemScore {
     pub board: String,
     /// Error-card rows.
     pub card: Vec<u32>,
+    /// What the item shows.
+    pub about: String,
     /// A correct answer calls a tool (`false`: nothing may change).
     pub acts: bool,
     /// Trials run.
@@ -107,6 +109,7 @@ pub fn score(battery: &Ready, backend: &str, seed: u64, trials: &[Trial]) -> Sco
                 id: plan.id.clone(),
                 board: plan.board.clone(),
                 card: plan.card.clone(),
+                about: plan.about.clone(),
                 acts: plan.call.is_some(),
                 trials: n,
                 verdicts,
