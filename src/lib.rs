@@ -39,7 +39,8 @@
 //!   * `fleet::summary`: the voice fleet's mergeable summary (`VoiceSummary`, HDR histograms);
 //!   * `fleet::turns`: the talking user of one voice-fleet device and the fleet's metrics;
 //!   * `fleet::voice`: the voice fleet, one thread per core, whole or one shard.
-//! * `html`: the self-contained HTML report (`--html`); `html::screen` draws the screen in it.
+//! * `html`: the self-contained HTML report (`--html`); `html::screen` draws the screen in it;
+//!   `html::audit` is `audit --html`'s page.
 //! * `junit`: the JUnit XML of `run --junit`.
 //! * `live`: the real-time driver of one device on real sockets, in short drive functions:
 //!   * `live::companion`: the `Companion` trait, the simulated users and the observers;
