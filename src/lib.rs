@@ -11,7 +11,8 @@
 //! The map (one line per module; `src/main.rs` is the binary):
 //!
 //! * `args`: argument parsers and argument groups several commands share (`BoardArgs`).
-//! * `audit`: `audit`'s trials on threads, its scorecard lines, gate and JUnit.
+//! * `audit`: `audit`'s trials on threads, its scorecard lines, gate and JUnit; `audit::live`: its
+//!   trials on live boards against a real backend (`--url`).
 //! * `boards`: the shipped board files, hand-written and generated for every upstream build
 //!   (embedded), and `--board` resolution.
 //! * `board_matrix`: the board matrix of `run --board A,B,… | all`.

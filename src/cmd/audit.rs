@@ -23,7 +23,8 @@ use crate::{errln, outln};
 /// claim of success reads) runs --trials times, each trial on a freshly booted board in the
 /// item's starting state: woken with 你好小智, the greeting heard, then the request typed
 /// (listen detect with the text, as py-xiaozhi sends typed input). The backend is the built-in
-/// one (--personality, which must have a voice) and its LLM the stand-in of --llm: honest
+/// one in virtual time (--personality, which must have a voice), or with --url a real one, each
+/// trial a live board in real time. The built-in backend's LLM is the stand-in of --llm: honest
 /// (reads back before it claims), trusting (claims on a bare `true`, as xiaozhi-esp32-server's
 /// LLMs are handed it), lazy (claims without calling the second time), asks-back (reads, then
 /// asks instead of acting) or mute-happy (lowers to 0). Every trial's facts come from the twin:
@@ -48,11 +49,18 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The stand-in LLM's behaviour: honest, trusting, lazy, asks-back, mute-happy, or a YAML file.
-    #[arg(long, default_value = "trusting", value_name = "NAME|FILE")]
+    #[arg(long, default_value = "trusting", value_name = "NAME|FILE", conflicts_with = "url")]
     pub llm: String,
     /// The built-in backend's personality (name or YAML file; it must have a `voice:`).
-    #[arg(long, default_value = "xinnan-py", value_name = "NAME|FILE")]
+    #[arg(long, default_value = "xinnan-py", value_name = "NAME|FILE", conflicts_with = "url")]
     pub personality: String,
+    /// Put the requests to a real backend at this WebSocket URL instead (ws://HOST:PORT/PATH):
+    /// each trial a live board in real time, the backend's own LLM answering.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// With --url: the access token the board sends.
+    #[arg(long, default_value = "", requires = "url")]
+    pub token: String,
     /// Trials run at once, each on its own device (default: the machine's cores).
     #[arg(long, value_name = "K")]
     pub devices: Option<usize>,
@@ -116,7 +124,12 @@ pub fn run(a: &Args) -> Result<bool> {
     }
     let llm = load_llm(&a.llm)?;
     let personality = crate::server::load_personality(&a.personality)?;
-    if personality.voice.is_none() {
+    if let Some(url) = &a.url
+        && (!url.starts_with("ws://") || xiaozhi_sim::device::url::parse_url(url).is_none())
+    {
+        bail!("--url `{url}`: expected ws://HOST:PORT/PATH");
+    }
+    if a.url.is_none() && personality.voice.is_none() {
         bail!(
             "personality `{}` has no voice: the audit needs a backend that listens and speaks (xinnan-py does)",
             personality.name
@@ -128,10 +141,13 @@ pub fn run(a: &Args) -> Result<bool> {
         .map(|p| crate::boards::load(&p.board))
         .collect::<Result<Vec<_>>>()?;
     let understanding = Understanding::shipped();
-    let backend = format!(
-        "the built-in backend ({}, its LLM the stand-in `{}`), in virtual time",
-        personality.name, llm.name
-    );
+    let backend = match &a.url {
+        Some(url) => format!("the backend at {url} (its own LLM), in real time"),
+        None => format!(
+            "the built-in backend ({}, its LLM the stand-in `{}`), in virtual time",
+            personality.name, llm.name
+        ),
+    };
     let bench = Bench {
         battery: &ready,
         boards,
@@ -145,7 +161,16 @@ pub fn run(a: &Args) -> Result<bool> {
     let total = ready.items.len() as u64 * u64::from(trials);
     let bar = crate::fleet::progress_bar(total, "{bar:40} {pos}/{len} trials {elapsed}", a.quiet);
     let stop = interrupt_flag();
-    let ran = crate::audit::run(&bench, stop, &|| bar.inc(1))?;
+    let ran = match &a.url {
+        Some(url) => {
+            let remote = crate::audit::live::Remote {
+                url: url.clone(),
+                token: a.token.clone(),
+            };
+            crate::audit::live::run(&bench, &remote, stop, &|| bar.inc(1))?
+        }
+        None => crate::audit::run(&bench, stop, &|| bar.inc(1))?,
+    };
     bar.finish_and_clear();
     let card = score::score(&ready, &backend, a.seed, &ran.trials);
     let gate = Gate {
@@ -206,7 +231,11 @@ fn reproduce(a: &Args) -> String {
     if let Some(t) = a.trials {
         c += &format!(" --trials {t}");
     }
-    c += &format!(" --llm {} --personality {} --seed {{seed}}", a.llm, a.personality);
+    match &a.url {
+        Some(url) => c += &format!(" --url {url}"),
+        None => c += &format!(" --llm {} --personality {}", a.llm, a.personality),
+    }
+    c += " --seed {seed}";
     c
 }
 

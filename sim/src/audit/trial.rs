@@ -114,7 +114,7 @@ pub fn run(s: &Setup<'_>) -> Result<Trial, NeverRests> {
     lb.device.wake_word(now, WAKE_WORD);
     let started = lb.now();
     let ready = wait(&mut lb, started + STAGE_LIMIT, |lb| {
-        lb.session().is_some_and(|s| s.is_ready()) && quiet(lb)
+        lb.session().is_some_and(|s| s.is_ready()) && quiet(&lb.device)
     })?;
     if !ready {
         notes.push(format!(
@@ -122,7 +122,7 @@ pub fn run(s: &Setup<'_>) -> Result<Trial, NeverRests> {
             STAGE_LIMIT.as_millis() / 1000
         ));
     }
-    let greeting = sentences_since(&lb, started).last().cloned();
+    let greeting = sentences_since(&lb.device, started).last().cloned();
     let mut reference = greeting.as_ref().map(|g| (g.level_db, g.audible));
     let (lang, request) = s.plan.phrasing(s.trial).clone();
     let mut mind = Mind::new(s.llm, s.understanding);
@@ -153,7 +153,7 @@ pub fn run(s: &Setup<'_>) -> Result<Trial, NeverRests> {
 }
 
 /// The starting state, stored where the firmware reads it at boot.
-fn preset(device: &mut Device, plan: &Plan) {
+pub fn preset(device: &mut Device, plan: &Plan) {
     let nvs = device.nvs_mut();
     if let Some(v) = plan.start.volume {
         let _ = nvs.set(names::AUDIO, names::OUTPUT_VOLUME, NvsValue::I32(v));
@@ -176,10 +176,9 @@ fn turn(
     reference: Option<(Option<f64>, bool)>,
     notes: &mut Vec<String>,
 ) -> Result<Facts, NeverRests> {
-    let before = value(&lb.device, s.plan.watch);
-    let screen_before = lb.device.screen_log().at(lb.now());
+    let start = Start::now(&lb.device, s.plan, reference);
     let heard_before = lb.session().map_or(0, |x| x.utterances());
-    let asked = lb.now();
+    let asked = start.asked;
     lb.device.type_text(asked, request);
     let heard = wait_in(lb, asked + STAGE_LIMIT, HEAR_STEP, |lb| {
         lb.session().is_some_and(|x| x.utterances() > heard_before)
@@ -199,42 +198,77 @@ fn turn(
     }
     let end = lb.now() + STAGE_LIMIT;
     wait(lb, end, |lb| {
-        quiet(lb) && !lb.session().is_some_and(|x| x.is_speaking())
+        quiet(&lb.device) && !lb.session().is_some_and(|x| x.is_speaking())
     })?;
     let settle = lb.now() + SimDuration::from_millis(500);
     lb.run_until(settle)?;
-    let after = value(&lb.device, s.plan.watch);
     let calls = calls_since(lb, asked);
-    let sentences = sentences_since(lb, asked);
-    let perceived = perceive(lb, s, &before, &after, reference, &calls, &sentences, &screen_before);
-    Ok(Facts {
-        request: request.to_string(),
-        lang: lang.to_string(),
-        delivery: TYPED.into(),
-        first_call_ms: calls.first().map(|c| c.at_ms),
-        first_sentence_ms: sentences.first().map(|x| x.at_ms),
-        calls,
-        sentences,
-        before,
-        after,
-        level_before: reference,
-        perceived,
-    })
+    Ok(start.facts(&lb.device, s.plan, &s.board, (lang, request, TYPED), calls))
+}
+
+/// What a request's facts start from: when it was made, the watched value and the screen then,
+/// and the reference level.
+pub struct Start {
+    /// When the request was made.
+    pub asked: SimTime,
+    before: Option<Val>,
+    screen_before: crate::hw::screen::ScreenState,
+    reference: Option<(Option<f64>, bool)>,
+}
+
+impl Start {
+    /// A request is made now on `device`.
+    pub fn now(device: &Device, plan: &Plan, reference: Option<(Option<f64>, bool)>) -> Start {
+        let asked = device.now();
+        Start {
+            asked,
+            before: value(device, plan.watch),
+            screen_before: device.screen_log().at(asked),
+            reference,
+        }
+    }
+
+    /// The request's facts once its turn is over: `calls` as the device got them, the rest read
+    /// off `device`; `said` is (language, request, delivery).
+    pub fn facts(
+        &self,
+        device: &Device,
+        plan: &Plan,
+        board: &BoardSpec,
+        said: (&str, &str, &str),
+        calls: Vec<Call>,
+    ) -> Facts {
+        let after = value(device, plan.watch);
+        let sentences = sentences_since(device, self.asked);
+        let perceived = perceive(device, plan, board, self, &after, &calls, &sentences);
+        Facts {
+            request: said.1.to_string(),
+            lang: said.0.to_string(),
+            delivery: said.2.to_string(),
+            first_call_ms: calls.first().map(|c| c.at_ms),
+            first_sentence_ms: sentences.first().map(|x| x.at_ms),
+            calls,
+            sentences,
+            before: self.before.clone(),
+            after,
+            level_before: self.reference,
+            perceived,
+        }
+    }
 }
 
 /// What a person perceives of the change of the watched quantity.
-#[allow(clippy::too_many_arguments)]
 fn perceive(
-    lb: &Loopback,
-    s: &Setup<'_>,
-    before: &Option<Val>,
+    device: &Device,
+    plan: &Plan,
+    board: &BoardSpec,
+    start: &Start,
     after: &Option<Val>,
-    reference: Option<(Option<f64>, bool)>,
     calls: &[Call],
     sentences: &[Sentence],
-    screen_before: &crate::hw::screen::ScreenState,
 ) -> Perceived {
-    match (s.plan.watch, before, after) {
+    let (before, reference) = (&start.before, start.reference);
+    match (plan.watch, before, after) {
         (Some(Quantity::Volume), Some(Val::Num(b)), Some(Val::Num(a))) => {
             let changed_at = calls
                 .iter()
@@ -247,13 +281,13 @@ fn perceive(
             Perceived::Yes(format!("the backlight goes from {b} % to {a} %"))
         }
         (Some(Quantity::Theme), Some(b), Some(a)) if b != a => {
-            let now = lb.now();
-            let state = lb.device.screen_log().at(now);
+            let now = device.now();
+            let state = device.screen_log().at(now);
             let mut was = state.clone();
-            was.theme = screen_before.theme.clone();
+            was.theme = start.screen_before.theme.clone();
             let draw = |st| {
                 crate::hw::render::panel(&crate::hw::render::Frame {
-                    spec: &s.board,
+                    spec: board,
                     state: st,
                     at: now,
                     brightness: 100,
@@ -275,7 +309,7 @@ fn perceive(
 }
 
 /// The watched value, read off the twin (never through MCP).
-fn value(d: &Device, watch: Option<Quantity>) -> Option<Val> {
+pub fn value(d: &Device, watch: Option<Quantity>) -> Option<Val> {
     let s = d.snapshot();
     match watch? {
         Quantity::Volume => s.volume.map(|v| Val::Num(f64::from(v))),
@@ -287,14 +321,9 @@ fn value(d: &Device, watch: Option<Quantity>) -> Option<Val> {
 
 /// Whether the device is back to listening (or idle, or off: rebooting) with no speech of
 /// the backend's playing.
-fn quiet(lb: &Loopback) -> bool {
-    let playing = lb
-        .device
-        .speech_log()
-        .sessions
-        .last()
-        .is_some_and(|s| s.stopped.is_none());
-    let state = lb.device.state();
+pub fn quiet(device: &Device) -> bool {
+    let playing = device.speech_log().sessions.last().is_some_and(|s| s.stopped.is_none());
+    let state = device.state();
     !playing && matches!(state, Some(DeviceState::Listening | DeviceState::Idle) | None)
 }
 
@@ -364,8 +393,8 @@ fn reply_text(e: &backend::Exchange) -> (Option<String>, bool) {
 }
 
 /// Every sentence the device got since `from`, with what the listener heard of it.
-fn sentences_since(lb: &Loopback, from: SimTime) -> Vec<Sentence> {
-    lb.device
+pub fn sentences_since(device: &Device, from: SimTime) -> Vec<Sentence> {
+    device
         .speech_log()
         .sessions
         .iter()
@@ -374,7 +403,7 @@ fn sentences_since(lb: &Loopback, from: SimTime) -> Vec<Sentence> {
         .map(|x| {
             let (level_db, audible) = match &x.window {
                 Some(w) => {
-                    let (m, _) = lb.device.heard(w, false);
+                    let (m, _) = device.heard(w, false);
                     (m.spl_db, m.audible)
                 }
                 None => (None, false),

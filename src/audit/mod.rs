@@ -1,6 +1,9 @@
 //! `audit`'s edges: the battery's trials spread over threads against the built-in backend in
 //! virtual time (each trial on its own device and connection; the sim's model in
-//! `xiaozhi_sim::audit`), the scorecard in the terminal, and JUnit. docs/audit.md.
+//! `xiaozhi_sim::audit`), or against a real backend on live devices (`live`), the scorecard's
+//! lines and gate, and JUnit. docs/audit.md.
+
+pub mod live;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -98,6 +101,17 @@ pub fn run(bench: &Bench<'_>, stop: &AtomicBool, done: &(dyn Fn() + Sync)) -> Re
         return Err(anyhow!("the audit stopped: {f}"));
     }
     let mut trials = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    sort(bench, &mut trials);
+    let interrupted = trials.len() < work.len();
+    Ok(Ran {
+        trials,
+        planned: work.len(),
+        interrupted,
+    })
+}
+
+/// Trials in battery order, then by number.
+fn sort(bench: &Bench<'_>, trials: &mut [Trial]) {
     let order = |t: &Trial| {
         let i = bench
             .battery
@@ -108,12 +122,6 @@ pub fn run(bench: &Bench<'_>, stop: &AtomicBool, done: &(dyn Fn() + Sync)) -> Re
         (i, t.trial)
     };
     trials.sort_by_key(order);
-    let interrupted = trials.len() < work.len();
-    Ok(Ran {
-        trials,
-        planned: work.len(),
-        interrupted,
-    })
 }
 
 /// An item's verdicts in one line: `3/4 unverified-claim [30–95 %], 1/4 false-claim [1–70 %]`.

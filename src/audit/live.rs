@@ -1,0 +1,347 @@
+//! `audit --url`: the trials against a real backend, each on a live device (`crate::live`) in
+//! real time. The simulated user of a trial is an [`Asker`]: it wakes the board with 你好小智,
+//! waits for the backend's discovery and greeting to be over, types the request (`listen detect`
+//! with the text), and ends the turn once the board has been quiet a while. The calls come from
+//! what the device received and answered; everything else is read off the device, as in virtual
+//! time (`xiaozhi_sim::audit::trial::Start`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+use serde_json::Value;
+use tokio::sync::watch;
+use xiaozhi_sim::audit::battery::Plan;
+use xiaozhi_sim::audit::trial::{self, Start, TYPED, Trial, Turn as Judged, WAKE_WORD};
+use xiaozhi_sim::audit::verdict::{self, Call, Verdict};
+use xiaozhi_sim::board::BoardSpec;
+use xiaozhi_sim::device::{Device, DeviceState, Sent};
+use xiaozhi_sim::time::{SimDuration, SimTime};
+use xiaozhi_sim::world::{WorldSpec, WsConfig};
+
+use crate::live::{Companion, LiveOptions, Seen, Turn, Wake, run_device};
+
+/// The board has been quiet this long: discovery and the greeting are over.
+const SETTLED: SimDuration = SimDuration::from_millis(1500);
+/// The board has been quiet this long after a request: the turn is over.
+const TURN_OVER: SimDuration = SimDuration::from_millis(2500);
+/// The longest a stage (greeting, turn) may take before the trial moves on.
+const STAGE: SimDuration = SimDuration::from_secs(45);
+
+/// Where the live trials go.
+#[derive(Clone, Debug)]
+pub struct Remote {
+    /// The backend's WebSocket URL.
+    pub url: String,
+    /// The access token (empty: none).
+    pub token: String,
+}
+
+/// One live trial of `plan` on a fresh board.
+pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, seed: u64) -> Result<Trial> {
+    let world = WorldSpec::dialling(WsConfig {
+        url: remote.url.clone(),
+        token: remote.token.clone(),
+        version: 1,
+    });
+    let mut device = Device::new(board.clone(), world, seed);
+    trial::preset(&mut device, plan);
+    for name in &plan.faults {
+        if let Ok(f) = name.parse() {
+            device.set_fault(f, SimTime::ZERO, true);
+        }
+    }
+    device.power_on(SimTime::ZERO);
+    let (stop, stopped) = watch::channel(false);
+    let out = Arc::new(Mutex::new(Outcome::default()));
+    let (lang, request) = plan.phrasing(k).clone();
+    let asker = Asker {
+        plan: plan.clone(),
+        board: board.clone(),
+        lang,
+        request,
+        phase: Phase::Boot,
+        calls: BTreeMap::new(),
+        last_heard: SimTime::ZERO,
+        listed: false,
+        stop,
+        out: out.clone(),
+    };
+    let limit = STAGE.as_secs_f64() * (2.0 + f64::from(plan.repeat)) + 10.0;
+    let live = LiveOptions {
+        wake: Wake::Manual,
+        duration: Some(Duration::from_secs_f64(limit)),
+        verbose: false,
+        label: format!("{} trial {k}", plan.id),
+        stop: Some(stopped),
+        counters: None,
+        script: None,
+        record: false,
+        companion: Some(Box::new(asker)),
+    };
+    run_device(device, live).await?;
+    let o = std::mem::take(&mut *out.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut notes = o.notes;
+    if o.turns.len() < plan.repeat as usize {
+        notes.push(format!(
+            "{} of {} requests were made before the trial's time ran out",
+            o.turns.len(),
+            plan.repeat
+        ));
+    }
+    let verdict = o
+        .turns
+        .iter()
+        .map(|t| t.judgement.verdict)
+        .min()
+        .unwrap_or(Verdict::NoAnswer);
+    Ok(Trial {
+        item: plan.id.clone(),
+        trial: k,
+        seed,
+        board: plan.board.clone(),
+        greeting: o.greeting,
+        turns: o.turns,
+        verdict,
+        notes,
+    })
+}
+
+/// What a trial's user leaves behind.
+#[derive(Default)]
+struct Outcome {
+    greeting: Option<verdict::Sentence>,
+    turns: Vec<Judged>,
+    notes: Vec<String>,
+}
+
+/// Where the user is.
+enum Phase {
+    /// Waiting for the board to be up and idle.
+    Boot,
+    /// Woken at this time; waiting for discovery and the greeting.
+    Greeting(SimTime),
+    /// A request is in its turn.
+    Asking(Box<Start>),
+    /// Done.
+    Done,
+}
+
+/// The simulated user of one live trial.
+struct Asker {
+    plan: Plan,
+    board: Arc<BoardSpec>,
+    lang: String,
+    request: String,
+    phase: Phase,
+    /// The `tools/call` requests of this turn, by id.
+    calls: BTreeMap<i64, Call>,
+    /// When the board last received a frame (text or audio).
+    last_heard: SimTime,
+    /// The backend has listed the tools.
+    listed: bool,
+    stop: watch::Sender<bool>,
+    out: Arc<Mutex<Outcome>>,
+}
+
+impl Asker {
+    fn settled(&self, device: &Device, now: SimTime, quiet_for: SimDuration) -> bool {
+        trial::quiet(device) && now.saturating_since(self.last_heard) >= quiet_for
+    }
+
+    fn ask(&mut self, device: &mut Device, now: SimTime) {
+        let reference = {
+            let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            match out.turns.last() {
+                Some(t) => t.facts.sentences.last().map(|s| (s.level_db, s.audible)),
+                None => out.greeting.as_ref().map(|g| (g.level_db, g.audible)),
+            }
+        };
+        self.calls.clear();
+        let start = Start::now(device, &self.plan, reference);
+        device.type_text(now, &self.request);
+        self.last_heard = now;
+        self.phase = Phase::Asking(Box::new(start));
+    }
+
+    fn end_turn(&mut self, device: &mut Device, now: SimTime, start: &Start) {
+        let calls = std::mem::take(&mut self.calls).into_values().collect();
+        let facts = start.facts(
+            device,
+            &self.plan,
+            &self.board,
+            (&self.lang, &self.request, TYPED),
+            calls,
+        );
+        let judgement = verdict::judge(&self.plan, &facts);
+        let made = {
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            out.turns.push(Judged { facts, judgement });
+            out.turns.len()
+        };
+        if made < self.plan.repeat as usize {
+            self.ask(device, now);
+        } else {
+            self.finish();
+        }
+    }
+
+    fn note(&self, text: String) {
+        self.out.lock().unwrap_or_else(|e| e.into_inner()).notes.push(text);
+    }
+
+    fn finish(&mut self) {
+        self.phase = Phase::Done;
+        let _ = self.stop.send(true);
+    }
+
+    /// A reply the device sent: its text (`content[0].text` or the error's message).
+    fn replied(&mut self, at: SimTime, id: i64, is_error: bool, frame: &[u8]) {
+        let Phase::Asking(start) = &self.phase else {
+            return;
+        };
+        let asked = start.asked;
+        let Some(call) = self.calls.get_mut(&id) else {
+            return;
+        };
+        let v: Value = serde_json::from_slice(frame).unwrap_or(Value::Null);
+        let payload = v.get("payload").unwrap_or(&v);
+        let text = payload
+            .pointer("/error/message")
+            .or_else(|| payload.pointer("/result/content/0/text"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let is_error = is_error || payload.pointer("/result/isError").and_then(Value::as_bool) == Some(true);
+        call.reply = text;
+        call.failed = is_error;
+        call.reply_ms = Some(ms(at.saturating_since(asked)));
+    }
+}
+
+fn ms(d: SimDuration) -> f64 {
+    d.as_micros() as f64 / 1000.0
+}
+
+impl Companion for Asker {
+    fn act(&mut self, device: &mut Device, turn: &Turn<'_>) {
+        let now = turn.now;
+        match &self.phase {
+            Phase::Boot => {
+                if now >= SimTime::from_millis(1000) && device.state() == Some(DeviceState::Idle) {
+                    device.wake_word(now, WAKE_WORD);
+                    self.last_heard = now;
+                    self.phase = Phase::Greeting(now);
+                }
+            }
+            Phase::Greeting(woke) => {
+                let woke = *woke;
+                let ready = self.listed && turn.open && self.settled(device, now, SETTLED);
+                let late = now.saturating_since(woke) >= STAGE;
+                if ready || late {
+                    if late {
+                        self.note(format!(
+                            "the backend had not listed the tools and gone quiet {} s after the wake word; the request was made anyway",
+                            STAGE.as_secs_f64()
+                        ));
+                    }
+                    let greeting = trial::sentences_since(device, woke).last().cloned();
+                    self.out.lock().unwrap_or_else(|e| e.into_inner()).greeting = greeting;
+                    self.ask(device, now);
+                }
+            }
+            Phase::Asking(start) => {
+                let over = now.saturating_since(start.asked) >= SimDuration::from_millis(1000)
+                    && self.settled(device, now, TURN_OVER);
+                let late = now.saturating_since(start.asked) >= STAGE;
+                if over || late {
+                    if late {
+                        self.note(format!("a turn was cut off after {} s", STAGE.as_secs_f64()));
+                    }
+                    let Phase::Asking(start) = std::mem::replace(&mut self.phase, Phase::Done) else {
+                        return;
+                    };
+                    self.end_turn(device, now, &start);
+                }
+            }
+            Phase::Done => {}
+        }
+    }
+
+    fn seen(&mut self, what: &Seen<'_>, _device: &Device) {
+        match what {
+            Seen::Received { at, frame } => {
+                self.last_heard = *at;
+                let Some(m) = frame.mcp.as_ref().filter(|m| m.request) else {
+                    return;
+                };
+                match m.method.as_deref() {
+                    Some("tools/list") => self.listed = true,
+                    Some("tools/call") => {
+                        if let (Phase::Asking(start), Some(id)) = (&self.phase, m.id) {
+                            let call = Call {
+                                tool: m.tool.clone().unwrap_or_default(),
+                                args: m.arguments.clone().unwrap_or(Value::Null),
+                                at_ms: ms(at.saturating_since(start.asked)),
+                                reply: None,
+                                failed: true,
+                                reply_ms: None,
+                            };
+                            self.calls.insert(id, call);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Seen::Sent {
+                at,
+                sent: Sent::Reply { id, is_error },
+                text,
+            } => self.replied(*at, i64::from(*id), *is_error, text),
+            Seen::AudioIn => {}
+            _ => {}
+        }
+    }
+}
+
+/// Runs every trial of `bench` against `remote`, `bench.devices` at a time; `done` is told after
+/// each one; `stop` ends the run between trials (the trials running finish first).
+pub fn run(
+    bench: &super::Bench<'_>,
+    remote: &Remote,
+    stop: &std::sync::atomic::AtomicBool,
+    done: &(dyn Fn() + Sync),
+) -> Result<super::Ran> {
+    use std::sync::atomic::Ordering;
+    let work: Vec<(usize, u32)> = (0..bench.battery.items.len())
+        .flat_map(|i| (0..bench.trials).map(move |k| (i, k)))
+        .collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let trials = runtime.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        let mut next = work.iter();
+        let mut trials = Vec::new();
+        loop {
+            while set.len() < bench.devices.max(1) && !stop.load(Ordering::Relaxed) {
+                let Some(&(i, k)) = next.next() else { break };
+                let plan = bench.battery.items[i].clone();
+                let board = bench.boards[i].clone();
+                let remote = remote.clone();
+                let seed = xiaozhi_sim::audit::trial_seed(bench.seed, i, k);
+                set.spawn(async move { trial(&remote, &plan, board, k, seed).await });
+            }
+            let Some(joined) = set.join_next().await else { break };
+            trials.push(joined??);
+            done();
+        }
+        anyhow::Ok(trials)
+    })?;
+    let mut trials = trials;
+    super::sort(bench, &mut trials);
+    let interrupted = trials.len() < work.len();
+    Ok(super::Ran {
+        trials,
+        planned: work.len(),
+        interrupted,
+    })
+}
