@@ -111,6 +111,9 @@ fn unusable_input_is_refused_with_status_2_and_nothing_on_stdout() {
         (vec!["audit", "--trials", "0"], "--trials 0"),
         (vec!["audit", "--min-verified", "90"], "--min-verified 90"),
         (vec!["audit", bad.to_str().unwrap()], "bad.yaml:6:"),
+        (vec!["audit", "--url", "http://x/"], "--url `http://x/`"),
+        (vec!["audit", "--ota", "ftp://x/"], "--ota `ftp://x/`"),
+        (vec!["audit", "--ota", "http://x/", "--llm", "honest"], "cannot be used with"),
     ];
     for (args, want) in cases {
         let out = common::twin(&args);
@@ -120,57 +123,49 @@ fn unusable_input_is_refused_with_status_2_and_nothing_on_stdout() {
     }
 }
 
-/// `--url`: the same judgement on live boards in real time, against a backend over real
-/// sockets. Here the backend is `xiaozhi-twin backend` with a script that behaves as the
-/// trusting stand-in does for one request (a call, then a claim on its bare reply): the amplifier
-/// item is a false claim, the other an unverified one, exactly as in virtual time.
-#[test]
-fn over_a_real_socket_the_live_boards_are_judged_as_in_virtual_time() {
+/// A backend script that behaves as the trusting stand-in does for one request (a call, then a
+/// claim on its bare reply), and a battery of two items it answers: `lower` and `amp-off`.
+fn trusting_script_and_battery(area: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let script = common::scratch_file(
-        "audit-live",
+        area,
         "trusting.txt",
         "await utterance\ncall self.audio_speaker.set_volume {\"volume\": 40}\nspeak \"好的，音量已经调小了\" for 1500ms\n"
             .as_bytes(),
     );
-    let battery = common::scratch_file(
-        "audit-live",
-        "two.yaml",
-        "name: two items, live
-board: bread-compact-wifi-lcd
-trials: 1
-items:
-  - id: lower
-    ask: { zh: [把声音调小一点] }
-    start: { volume: 70 }
-    expect: { call: self.audio_speaker.set_volume, args: { volume: [\"< before\", \"> 0\"] }, value: \"< before\" }
-    claims: { zh: [调小] }
-  - id: amp-off
-    ask: { zh: [把声音调小一点] }
-    start: { volume: 70 }
-    faults: [amp_shutdown]
-    expect: { call: self.audio_speaker.set_volume, args: { volume: [\"< before\", \"> 0\"] }, value: \"< before\" }
-    claims: { zh: [调小] }
-"
-        .as_bytes(),
+    let item = |id: &str, fault: &str| {
+        format!(
+            "  - id: {id}\n    ask: {{ zh: [把声音调小一点] }}\n    start: {{ volume: 70 }}\n{fault}    expect: {{ call: self.audio_speaker.set_volume, args: {{ volume: [\"< before\", \"> 0\"] }}, value: \"< before\" }}\n    claims: {{ zh: [调小] }}\n"
+        )
+    };
+    let text = format!(
+        "name: two items, live\nboard: bread-compact-wifi-lcd\ntrials: 1\nitems:\n{}{}",
+        item("lower", ""),
+        item("amp-off", "    faults: [amp_shutdown]\n")
     );
-    let mut backend = common::listening(&["--script", script.to_str().unwrap()]);
-    let url = format!("ws://127.0.0.1:{}/xiaozhi/v1/", backend.port);
+    let battery = common::scratch_file(area, "two.yaml", text.as_bytes());
+    (script, battery)
+}
+
+/// Runs `audit BATTERY --devices 2 --quiet --json … ARGS`; its exit code and JSON.
+fn live_audit(battery: &std::path::Path, args: &[&str]) -> (Option<i32>, Value, String) {
     let json = battery.with_extension("json");
-    let out = common::twin(&[
+    let mut all = vec![
         "audit",
         battery.to_str().unwrap(),
-        "--url",
-        &url,
         "--devices",
         "2",
         "--quiet",
         "--json",
         json.to_str().unwrap(),
-    ]);
-    let _ = backend.child.kill();
-    assert_eq!(out.status.code(), Some(1), "{}{}", stdout(&out), stderr(&out));
-    assert!(stdout(&out).contains("in real time"), "{}", stdout(&out));
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    ];
+    all.extend_from_slice(args);
+    let out = common::twin(&all);
+    let doc = std::fs::read_to_string(&json).map_or(Value::Null, |t| serde_json::from_str(&t).unwrap());
+    (out.status.code(), doc, format!("{}{}", stdout(&out), stderr(&out)))
+}
+
+/// The two items' verdicts and the first call of `lower`, as the virtual-time run has them.
+fn judged_as_in_virtual_time(doc: &Value, wire_starts: &str) {
     let trials = doc["trials"].as_array().unwrap();
     let verdicts: Vec<(&str, &str)> = trials
         .iter()
@@ -190,4 +185,59 @@ items:
         trials.iter().all(|t| t["notes"].as_array().unwrap().is_empty()),
         "{trials:?}"
     );
+    assert!(
+        trials
+            .iter()
+            .all(|t| t["wire"].as_str().unwrap().starts_with(wire_starts)),
+        "{trials:?}"
+    );
+}
+
+/// `--url`: the same judgement on live boards in real time, against `xiaozhi-twin backend` over
+/// real sockets running the trusting script: exactly the virtual-time verdicts.
+#[test]
+fn over_a_real_socket_the_live_boards_are_judged_as_in_virtual_time() {
+    let (script, battery) = trusting_script_and_battery("audit-live");
+    let mut backend = common::listening(&["--script", script.to_str().unwrap()]);
+    let url = format!("ws://127.0.0.1:{}/xiaozhi/v1/", backend.port);
+    let (code, doc, out) = live_audit(&battery, &["--url", &url]);
+    let _ = backend.child.kill();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("in real time"), "{out}");
+    judged_as_in_virtual_time(&doc, "ws://127.0.0.1:");
+}
+
+/// `--ota`: each board activates first and goes where the answer sends it — here an `mqtt`
+/// block, so MQTT + UDP through the backend's gateway stand-in — with the same verdicts.
+#[test]
+fn through_the_ota_onto_mqtt_the_verdicts_are_the_same() {
+    let (script, battery) = trusting_script_and_battery("audit-ota");
+    let b = common::listening(&[
+        "--script",
+        script.to_str().unwrap(),
+        "--mqtt",
+        "127.0.0.1:0",
+        "--ota",
+        "127.0.0.1:0",
+        "--mqtt-signature-key",
+        "twin-key",
+        "--mqtt-nodelay",
+    ]);
+    let mut child = b.child;
+    let mut ota = None;
+    while ota.is_none() {
+        let line = b
+            .stderr
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the backend announces its OTA");
+        ota = line
+            .split("OTA on ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .map(str::to_string);
+    }
+    let (code, doc, out) = live_audit(&battery, &["--ota", &ota.unwrap()]);
+    let _ = child.kill();
+    assert_eq!(code, Some(1), "{out}");
+    judged_as_in_virtual_time(&doc, "mqtt://127.0.0.1:");
 }

@@ -1,4 +1,4 @@
-//! `audit --url`: the trials against a real backend, each on a live device (`crate::live`) in
+//! `audit --url` / `--ota`: the trials against a real backend, each on a live device (`crate::live`) in
 //! real time. The simulated user of a trial is an [`Asker`]: it wakes the board with 你好小智,
 //! waits for the backend's discovery and greeting to be over, types the request (`listen detect`
 //! with the text), and ends the turn once the board has been quiet a while. The calls come from
@@ -16,7 +16,7 @@ use xiaozhi_sim::audit::battery::Plan;
 use xiaozhi_sim::audit::trial::{self, Start, TYPED, Trial, Turn as Judged, WAKE_WORD};
 use xiaozhi_sim::audit::verdict::{self, Call, Verdict};
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::{Device, DeviceState, Sent};
+use xiaozhi_sim::device::{Board, Device, DeviceState, Sent};
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
@@ -31,21 +31,35 @@ const STAGE: SimDuration = SimDuration::from_secs(45);
 
 /// Where the live trials go.
 #[derive(Clone, Debug)]
-pub struct Remote {
-    /// The backend's WebSocket URL.
-    pub url: String,
-    /// The access token (empty: none).
-    pub token: String,
+pub enum Remote {
+    /// A backend's WebSocket URL, and the access token (empty: none).
+    Url(String, String),
+    /// An OTA endpoint: every trial's board activates there first, and the answer chooses the
+    /// wire (a `websocket` block, or an `mqtt` block: MQTT + UDP), as the firmware does.
+    Ota(String),
 }
 
 /// One live trial of `plan` on a fresh board.
 pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, seed: u64) -> Result<Trial> {
-    let world = WorldSpec::dialling(WsConfig {
-        url: remote.url.clone(),
-        token: remote.token.clone(),
-        version: 1,
-    });
+    let (world, nvs) = match remote {
+        Remote::Url(url, token) => (
+            WorldSpec::dialling(WsConfig {
+                url: url.clone(),
+                token: token.clone(),
+                version: 1,
+            }),
+            None,
+        ),
+        Remote::Ota(url) => {
+            let (url, b) = (url.clone(), Board::new(board.clone()));
+            tokio::task::spawn_blocking(move || crate::ota::activate_device(&b, seed, &url)).await??
+        }
+    };
+    let wire = trial::wire_of(&world);
     let mut device = Device::new(board.clone(), world, seed);
+    if let Some(nvs) = nvs {
+        *device.nvs_mut() = nvs;
+    }
     trial::preset(&mut device, plan);
     for name in &plan.faults {
         if let Ok(f) = name.parse() {
@@ -101,6 +115,7 @@ pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, 
         trial: k,
         seed,
         board: plan.board.clone(),
+        wire,
         greeting: o.greeting,
         turns: o.turns,
         verdict,

@@ -23,8 +23,8 @@ use crate::{errln, outln};
 /// claim of success reads) runs --trials times, each trial on a freshly booted board in the
 /// item's starting state: woken with 你好小智, the greeting heard, then the request typed
 /// (listen detect with the text, as py-xiaozhi sends typed input). The backend is the built-in
-/// one in virtual time (--personality, which must have a voice), or with --url a real one, each
-/// trial a live board in real time. The built-in backend's LLM is the stand-in of --llm: honest
+/// one in virtual time (--personality, which must have a voice), or with --url or --ota a real
+/// one, each trial a live board in real time. The built-in backend's LLM is the stand-in of --llm: honest
 /// (reads back before it claims), trusting (claims on a bare `true`, as xiaozhi-esp32-server's
 /// LLMs are handed it), lazy (claims without calling the second time), asks-back (reads, then
 /// asks instead of acting) or mute-happy (lowers to 0). Every trial's facts come from the twin:
@@ -61,6 +61,11 @@ pub struct Args {
     /// With --url: the access token the board sends.
     #[arg(long, default_value = "", requires = "url")]
     pub token: String,
+    /// Put the requests to a real backend whose OTA endpoint is this (http://HOST:PORT/PATH):
+    /// every trial's board activates there first and its answer chooses the wire (WebSocket, or
+    /// MQTT + UDP), as the firmware does.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["url", "llm", "personality"])]
+    pub ota: Option<String>,
     /// Trials run at once, each on its own device (default: the machine's cores).
     #[arg(long, value_name = "K")]
     pub devices: Option<usize>,
@@ -129,7 +134,18 @@ pub fn run(a: &Args) -> Result<bool> {
     {
         bail!("--url `{url}`: expected ws://HOST:PORT/PATH");
     }
-    if a.url.is_none() && personality.voice.is_none() {
+    if let Some(ota) = &a.ota
+        && !ota.starts_with("http://")
+        && !ota.starts_with("https://")
+    {
+        bail!("--ota `{ota}`: expected http://HOST:PORT/PATH");
+    }
+    let remote = match (&a.url, &a.ota) {
+        (Some(url), _) => Some(crate::audit::live::Remote::Url(url.clone(), a.token.clone())),
+        (None, Some(ota)) => Some(crate::audit::live::Remote::Ota(ota.clone())),
+        (None, None) => None,
+    };
+    if remote.is_none() && personality.voice.is_none() {
         bail!(
             "personality `{}` has no voice: the audit needs a backend that listens and speaks (xinnan-py does)",
             personality.name
@@ -141,9 +157,12 @@ pub fn run(a: &Args) -> Result<bool> {
         .map(|p| crate::boards::load(&p.board))
         .collect::<Result<Vec<_>>>()?;
     let understanding = Understanding::shipped();
-    let backend = match &a.url {
-        Some(url) => format!("the backend at {url} (its own LLM), in real time"),
-        None => format!(
+    let backend = match (&a.url, &a.ota) {
+        (Some(url), _) => format!("the backend at {url} (its own LLM), in real time"),
+        (None, Some(ota)) => {
+            format!("the backend whose OTA is {ota} (its own LLM; the OTA chose the wire), in real time")
+        }
+        (None, None) => format!(
             "the built-in backend ({}, its LLM the stand-in `{}`), in virtual time",
             personality.name, llm.name
         ),
@@ -161,14 +180,8 @@ pub fn run(a: &Args) -> Result<bool> {
     let total = ready.items.len() as u64 * u64::from(trials);
     let bar = crate::fleet::progress_bar(total, "{bar:40} {pos}/{len} trials {elapsed}", a.quiet);
     let stop = interrupt_flag();
-    let ran = match &a.url {
-        Some(url) => {
-            let remote = crate::audit::live::Remote {
-                url: url.clone(),
-                token: a.token.clone(),
-            };
-            crate::audit::live::run(&bench, &remote, stop, &|| bar.inc(1))?
-        }
+    let ran = match &remote {
+        Some(remote) => crate::audit::live::run(&bench, remote, stop, &|| bar.inc(1))?,
         None => crate::audit::run(&bench, stop, &|| bar.inc(1))?,
     };
     bar.finish_and_clear();
@@ -231,9 +244,10 @@ fn reproduce(a: &Args) -> String {
     if let Some(t) = a.trials {
         c += &format!(" --trials {t}");
     }
-    match &a.url {
-        Some(url) => c += &format!(" --url {url}"),
-        None => c += &format!(" --llm {} --personality {}", a.llm, a.personality),
+    match (&a.url, &a.ota) {
+        (Some(url), _) => c += &format!(" --url {url}"),
+        (None, Some(ota)) => c += &format!(" --ota {ota}"),
+        (None, None) => c += &format!(" --llm {} --personality {}", a.llm, a.personality),
     }
     c += " --seed {seed}";
     c

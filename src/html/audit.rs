@@ -117,7 +117,7 @@ fn bar(item: &ItemScore) -> String {
 fn worst(out: &mut String, item: &ItemScore, t: &Trial, gate: &Gate) -> Result<()> {
     let _ = write!(
         out,
-        "<section class=\"item\" id=\"i-{}\" data-verdict=\"{}\">\n<h2>{}</h2>\n<p>{} · worst trial: {} (seed {}) · board {} · <span class=\"verdict {}\">{}</span></p>\n",
+        "<section class=\"item\" id=\"i-{}\" data-verdict=\"{}\">\n<h2>{}</h2>\n<p>{} · worst trial: {} (seed {}) · board {} over {} · <span class=\"verdict {}\">{}</span></p>\n",
         esc(&item.id),
         t.verdict.name(),
         esc(&item.id),
@@ -125,6 +125,7 @@ fn worst(out: &mut String, item: &ItemScore, t: &Trial, gate: &Gate) -> Result<(
         t.trial,
         t.seed,
         esc(&t.board),
+        esc(&t.wire),
         if gate.fail_on.contains(&t.verdict) {
             "fail"
         } else {

@@ -79,6 +79,9 @@ pub struct Trial {
     pub seed: u64,
     /// The board.
     pub board: String,
+    /// The wire the board used: `virtual time` for the built-in backend, else the WebSocket URL
+    /// or `mqtt://ENDPOINT + UDP`.
+    pub wire: String,
     /// The greeting the backend said after the wake word, if any.
     pub greeting: Option<Sentence>,
     /// Each request, in order.
@@ -87,6 +90,15 @@ pub struct Trial {
     pub verdict: Verdict,
     /// Things that went wrong with the trial itself (a backend that never became ready…).
     pub notes: Vec<String>,
+}
+
+/// The wire a world's board dials: the WebSocket URL, or `mqtt://ENDPOINT + UDP`.
+pub fn wire_of(world: &WorldSpec) -> String {
+    match (&world.mqtt, &world.websocket) {
+        (Some(m), _) => format!("mqtt://{} + UDP", m.endpoint),
+        (None, Some(w)) => w.url.clone(),
+        (None, None) => "no wire".into(),
+    }
 }
 
 /// Runs one trial.
@@ -145,6 +157,7 @@ pub fn run(s: &Setup<'_>) -> Result<Trial, NeverRests> {
         trial: s.trial,
         seed: s.seed,
         board: s.plan.board.clone(),
+        wire: "virtual time".into(),
         greeting,
         turns,
         verdict,
