@@ -130,12 +130,41 @@ pub fn block_of(nvs: &Nvs) -> MqttBlock {
 /// world it boots in and the NVS to boot with (`None`: its own). What a fleet device does
 /// before it powers on (blocking: one HTTP request).
 pub fn activate_device(board: &Board, seed: u64, ota_url: &str) -> Result<(WorldSpec, Option<Nvs>)> {
+    answered_device(board, seed, |probe| activate(ota_url, probe))
+}
+
+/// [`activate_device`] without an OTA server: the answer xiaozhi-esp32-server's OTA gives for a
+/// gateway at `endpoint` ([`gateway_answer`]).
+pub fn gateway_device(board: &Board, seed: u64, endpoint: &str, key: Option<&str>) -> Result<(WorldSpec, Option<Nvs>)> {
+    answered_device(board, seed, |probe| gateway_answer(endpoint, key, probe))
+}
+
+/// The answer xiaozhi-esp32-server's OTA gives `probe` for a gateway at `endpoint`, its MQTT
+/// password signed with `key` (`connect --mqtt`, `audit --mqtt`).
+pub fn gateway_answer(endpoint: &str, key: Option<&str>, probe: &Device) -> Result<String> {
+    let config = xiaozhi_sim::backend::ota::OtaConfig {
+        websocket_url: String::new(),
+        mqtt_gateway: Some(endpoint.to_string()),
+        signature_key: key.map(str::to_string),
+        timezone_offset_hours: 8,
+    };
+    let headers: Vec<(String, String)> = headers(probe).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let info = probe.system_info_json().context("the device is not running")?;
+    Ok(xiaozhi_sim::backend::ota::answer(&config, &headers, &info, 0))
+}
+
+/// The world and NVS of a device of `board` and `seed` once `ask` has given it an OTA answer.
+fn answered_device(
+    board: &Board,
+    seed: u64,
+    ask: impl FnOnce(&Device) -> Result<String>,
+) -> Result<(WorldSpec, Option<Nvs>)> {
     let mut probe = Device::new(board, WorldSpec::conformance(), seed);
     probe.set_trace(false);
     probe.power_on(SimTime::ZERO);
     let at = SimTime::from_millis(100);
     probe.run_until(at);
-    let body = activate(ota_url, &probe)?;
+    let body = ask(&probe)?;
     Ok(match apply(&mut probe, at, &body)?.1 {
         Wire::WebSocket(ws) => (
             WorldSpec::dialling(WsConfig {

@@ -113,7 +113,10 @@ fn unusable_input_is_refused_with_status_2_and_nothing_on_stdout() {
         (vec!["audit", bad.to_str().unwrap()], "bad.yaml:6:"),
         (vec!["audit", "--url", "http://x/"], "--url `http://x/`"),
         (vec!["audit", "--ota", "ftp://x/"], "--ota `ftp://x/`"),
-        (vec!["audit", "--ota", "http://x/", "--llm", "honest"], "cannot be used with"),
+        (
+            vec!["audit", "--ota", "http://x/", "--llm", "honest"],
+            "cannot be used with",
+        ),
     ];
     for (args, want) in cases {
         let out = common::twin(&args);
@@ -208,7 +211,8 @@ fn over_a_real_socket_the_live_boards_are_judged_as_in_virtual_time() {
 }
 
 /// `--ota`: each board activates first and goes where the answer sends it — here an `mqtt`
-/// block, so MQTT + UDP through the backend's gateway stand-in — with the same verdicts.
+/// block, so MQTT + UDP through the backend's gateway stand-in — with the same verdicts; and
+/// `--mqtt` straight to that gateway.
 #[test]
 fn through_the_ota_onto_mqtt_the_verdicts_are_the_same() {
     let (script, battery) = trusting_script_and_battery("audit-ota");
@@ -224,20 +228,74 @@ fn through_the_ota_onto_mqtt_the_verdicts_are_the_same() {
         "--mqtt-nodelay",
     ]);
     let mut child = b.child;
-    let mut ota = None;
-    while ota.is_none() {
+    let (mut ota, mut mqtt) = (None, None);
+    while ota.is_none() || mqtt.is_none() {
         let line = b
             .stderr
             .recv_timeout(std::time::Duration::from_secs(20))
             .expect("the backend announces its OTA");
-        ota = line
-            .split("OTA on ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .map(str::to_string);
+        let after = |tag: &str| {
+            line.split(tag)
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .map(str::to_string)
+        };
+        ota = ota.or_else(|| after("OTA on "));
+        mqtt = mqtt.or_else(|| after("MQTT gateway on "));
     }
     let (code, doc, out) = live_audit(&battery, &["--ota", &ota.unwrap()]);
-    let _ = child.kill();
     assert_eq!(code, Some(1), "{out}");
     judged_as_in_virtual_time(&doc, "mqtt://127.0.0.1:");
+    // `--mqtt` gives each board the answer that OTA would have given, without asking it.
+    let mqtt = mqtt.unwrap();
+    let (code, doc, out) = live_audit(&battery, &["--mqtt", &mqtt, "--mqtt-signature-key", "twin-key"]);
+    let _ = child.kill();
+    assert_eq!(code, Some(1), "{out}");
+    judged_as_in_virtual_time(&doc, &format!("mqtt://{mqtt}"));
+}
+
+/// Ctrl-C: the trials running finish, the scorecard and the JSON cover what ran, and the run
+/// never passes the gate.
+#[test]
+fn an_interrupted_audit_reports_what_ran_and_does_not_pass() {
+    let dir = common::scratch_dir("audit-interrupted");
+    let json = dir.join("audit.json");
+    let child = std::process::Command::new(common::BIN)
+        .args([
+            "audit",
+            "--trials",
+            "200",
+            "--devices",
+            "1",
+            "--llm",
+            "asks-back",
+            "--quiet",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let (code, stdout, stderr) = common::finish(child, std::time::Duration::from_secs(120));
+    // asks-back never fails a verdict gate: only the interruption keeps it from passing.
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("gate: not passed: the run was interrupted"), "{stdout}");
+    assert!(!stdout.contains("gate: passed"), "{stdout}");
+    let ran: usize = stderr
+        .split("interrupted: ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(ran < 2800, "{stderr}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    assert_eq!(doc["trials"].as_array().unwrap().len(), ran);
 }

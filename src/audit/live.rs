@@ -1,4 +1,4 @@
-//! `audit --url` / `--ota`: the trials against a real backend, each on a live device (`crate::live`) in
+//! `audit --url` / `--ota` / `--mqtt`: the trials against a real backend, each on a live device (`crate::live`) in
 //! real time. The simulated user of a trial is an [`Asker`]: it wakes the board with 你好小智,
 //! waits for the backend's discovery and greeting to be over, types the request (`listen detect`
 //! with the text), and ends the turn once the board has been quiet a while. The calls come from
@@ -37,6 +37,9 @@ pub enum Remote {
     /// An OTA endpoint: every trial's board activates there first, and the answer chooses the
     /// wire (a `websocket` block, or an `mqtt` block: MQTT + UDP), as the firmware does.
     Ota(String),
+    /// A gateway's MQTT endpoint and its signature key: every trial's board gets the answer
+    /// xiaozhi-esp32-server's OTA would give for it, without an OTA server.
+    Mqtt(String, Option<String>),
 }
 
 /// One live trial of `plan` on a fresh board.
@@ -53,6 +56,9 @@ pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, 
         Remote::Ota(url) => {
             let (url, b) = (url.clone(), Board::new(board.clone()));
             tokio::task::spawn_blocking(move || crate::ota::activate_device(&b, seed, &url)).await??
+        }
+        Remote::Mqtt(endpoint, key) => {
+            crate::ota::gateway_device(&Board::new(board.clone()), seed, endpoint, key.as_deref())?
         }
     };
     let wire = trial::wire_of(&world);

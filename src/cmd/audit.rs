@@ -23,8 +23,8 @@ use crate::{errln, outln};
 /// claim of success reads) runs --trials times, each trial on a freshly booted board in the
 /// item's starting state: woken with 你好小智, the greeting heard, then the request typed
 /// (listen detect with the text, as py-xiaozhi sends typed input). The backend is the built-in
-/// one in virtual time (--personality, which must have a voice), or with --url or --ota a real
-/// one, each trial a live board in real time. The built-in backend's LLM is the stand-in of --llm: honest
+/// one in virtual time (--personality, which must have a voice), or with --url, --ota or --mqtt
+/// a real one, each trial a live board in real time. The built-in backend's LLM is the stand-in of --llm: honest
 /// (reads back before it claims), trusting (claims on a bare `true`, as xiaozhi-esp32-server's
 /// LLMs are handed it), lazy (claims without calling the second time), asks-back (reads, then
 /// asks instead of acting) or mute-happy (lowers to 0). Every trial's facts come from the twin:
@@ -35,8 +35,8 @@ use crate::{errln, outln};
 ///
 /// Prints the scorecard (per item, each verdict's share with a 95 % Wilson interval). Exit
 /// status: 0 the gate passed, 1 a trial's verdict is one --fail-on names or the verified share
-/// is under --min-verified, 2 unusable input. Ctrl-C stops after the trials running and scores
-/// what finished.
+/// is under --min-verified (or the run was interrupted), 2 unusable input. Ctrl-C stops after
+/// the trials running, scores what finished and writes the reports; it never passes the gate.
 #[derive(clap::Args)]
 pub struct Args {
     /// The battery (YAML; default: the shipped one, audits/default.yaml).
@@ -66,6 +66,13 @@ pub struct Args {
     /// MQTT + UDP), as the firmware does.
     #[arg(long, value_name = "URL", conflicts_with_all = ["url", "llm", "personality"])]
     pub ota: Option<String>,
+    /// Put the requests to a real backend behind the MQTT gateway at HOST:PORT, without an OTA
+    /// server: every trial's board gets the answer xiaozhi-esp32-server's OTA would give for it.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["url", "ota", "llm", "personality"])]
+    pub mqtt: Option<String>,
+    /// With --mqtt: the gateway's signature key (MQTT_SIGNATURE_KEY), which signs the password.
+    #[arg(long, value_name = "KEY", requires = "mqtt")]
+    pub mqtt_signature_key: Option<String>,
     /// Trials run at once, each on its own device (default: the machine's cores).
     #[arg(long, value_name = "K")]
     pub devices: Option<usize>,
@@ -140,10 +147,14 @@ pub fn run(a: &Args) -> Result<bool> {
     {
         bail!("--ota `{ota}`: expected http://HOST:PORT/PATH");
     }
-    let remote = match (&a.url, &a.ota) {
-        (Some(url), _) => Some(crate::audit::live::Remote::Url(url.clone(), a.token.clone())),
-        (None, Some(ota)) => Some(crate::audit::live::Remote::Ota(ota.clone())),
-        (None, None) => None,
+    let remote = match (&a.url, &a.ota, &a.mqtt) {
+        (Some(url), _, _) => Some(crate::audit::live::Remote::Url(url.clone(), a.token.clone())),
+        (None, Some(ota), _) => Some(crate::audit::live::Remote::Ota(ota.clone())),
+        (None, None, Some(m)) => Some(crate::audit::live::Remote::Mqtt(
+            m.clone(),
+            a.mqtt_signature_key.clone(),
+        )),
+        (None, None, None) => None,
     };
     if remote.is_none() && personality.voice.is_none() {
         bail!(
@@ -157,12 +168,13 @@ pub fn run(a: &Args) -> Result<bool> {
         .map(|p| crate::boards::load(&p.board))
         .collect::<Result<Vec<_>>>()?;
     let understanding = Understanding::shipped();
-    let backend = match (&a.url, &a.ota) {
-        (Some(url), _) => format!("the backend at {url} (its own LLM), in real time"),
-        (None, Some(ota)) => {
+    let backend = match (&a.url, &a.ota, &a.mqtt) {
+        (Some(url), _, _) => format!("the backend at {url} (its own LLM), in real time"),
+        (None, Some(ota), _) => {
             format!("the backend whose OTA is {ota} (its own LLM; the OTA chose the wire), in real time")
         }
-        (None, None) => format!(
+        (None, None, Some(m)) => format!("the backend behind the MQTT gateway at {m} (its own LLM), in real time"),
+        (None, None, None) => format!(
             "the built-in backend ({}, its LLM the stand-in `{}`), in virtual time",
             personality.name, llm.name
         ),
@@ -205,7 +217,8 @@ pub fn run(a: &Args) -> Result<bool> {
         let xml = crate::audit::junit(&card, &ran.trials, &gate, &command)?;
         std::fs::write(path, xml).with_context(|| format!("{}: cannot write the JUnit file", path.display()))?;
     }
-    Ok(gate.failures(&card).is_empty())
+    // A cut-short run never passes the gate: what did not run was not judged.
+    Ok(gate.failures(&card).is_empty() && !ran.interrupted)
 }
 
 /// The shipped battery, or a file (every mistake, located).
@@ -244,10 +257,11 @@ fn reproduce(a: &Args) -> String {
     if let Some(t) = a.trials {
         c += &format!(" --trials {t}");
     }
-    match (&a.url, &a.ota) {
-        (Some(url), _) => c += &format!(" --url {url}"),
-        (None, Some(ota)) => c += &format!(" --ota {ota}"),
-        (None, None) => c += &format!(" --llm {} --personality {}", a.llm, a.personality),
+    match (&a.url, &a.ota, &a.mqtt) {
+        (Some(url), _, _) => c += &format!(" --url {url}"),
+        (None, Some(ota), _) => c += &format!(" --ota {ota}"),
+        (None, None, Some(m)) => c += &format!(" --mqtt {m}"),
+        (None, None, None) => c += &format!(" --llm {} --personality {}", a.llm, a.personality),
     }
     c += " --seed {seed}";
     c
@@ -328,7 +342,10 @@ fn print(card: &score::Scorecard, ran: &crate::audit::Ran, gate: &Gate, quiet: b
         );
     }
     let failures = gate.failures(card);
-    if failures.is_empty() {
+    if ran.interrupted {
+        outln!("gate: not passed: the run was interrupted");
+    }
+    if failures.is_empty() && !ran.interrupted {
         outln!("gate: passed");
     } else {
         for f in failures {

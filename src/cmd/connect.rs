@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use xiaozhi_sim::backend::ota::{OtaConfig, answer};
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::hw::nvs::{Nvs, names};
 use xiaozhi_sim::time::SimTime;
@@ -133,7 +132,7 @@ fn world(opts: &Args) -> Result<(WorldSpec, Option<Nvs>)> {
     probe.run_until(at);
     let body = match (ota_url, endpoint) {
         (Some(url), _) => crate::ota::activate(url, &probe)?,
-        (None, Some(endpoint)) => mqtt_answer(opts, endpoint, &probe)?,
+        (None, Some(endpoint)) => crate::ota::gateway_answer(endpoint, opts.mqtt_signature_key.as_deref(), &probe)?,
         (None, None) => unreachable!("checked above"),
     };
     let (activation, wire) = crate::ota::apply(&mut probe, at, &body)?;
@@ -169,22 +168,6 @@ fn world(opts: &Args) -> Result<(WorldSpec, Option<Nvs>)> {
         block.publish_topic
     );
     Ok((WorldSpec::over_mqtt(block), Some(nvs)))
-}
-
-/// `--mqtt ENDPOINT`: the answer xiaozhi-esp32-server's OTA gives this device for a gateway there.
-fn mqtt_answer(opts: &Args, endpoint: &str, probe: &Device) -> Result<String> {
-    let config = OtaConfig {
-        websocket_url: String::new(),
-        mqtt_gateway: Some(endpoint.to_string()),
-        signature_key: opts.mqtt_signature_key.clone(),
-        timezone_offset_hours: 8,
-    };
-    let headers: Vec<(String, String)> = crate::ota::headers(probe)
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    let info = probe.system_info_json().context("the device is not running")?;
-    Ok(answer(&config, &headers, &info, 0))
 }
 
 /// The `--mqtt-*` settings that replace the server's, as NVS `mqtt` keys.
