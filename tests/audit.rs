@@ -278,8 +278,9 @@ fn an_interrupted_audit_reports_what_ran_and_does_not_pass() {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(3));
-    let sent = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+    // The shell's own `kill` (no procps needed).
+    let sent = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -INT {}", child.id())])
         .status()
         .unwrap();
     assert!(sent.success());
@@ -298,4 +299,57 @@ fn an_interrupted_audit_reports_what_ran_and_does_not_pass() {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["interrupted"], true);
     assert_eq!(doc["trials"].as_array().unwrap().len(), ran);
+}
+
+/// A backend nobody answers at never passes the gate: every trial is one that never reached a
+/// ready backend, and says why.
+#[test]
+fn a_dead_backend_fails_the_gate() {
+    let (_, battery) = trusting_script_and_battery("audit-dead");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let url = format!("ws://127.0.0.1:{port}/xiaozhi/v1/");
+    let (code, doc, out) = live_audit(&battery, &["--url", &url]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("gate: FAILED: no ready backend in lower (1/1), amp-off (1/1)"),
+        "{out}"
+    );
+    let trials = doc["trials"].as_array().unwrap();
+    assert!(
+        trials
+            .iter()
+            .all(|t| t["reached"] == false && t["verdict"] == "no-answer"),
+        "{trials:?}"
+    );
+    assert!(
+        trials
+            .iter()
+            .all(|t| t["notes"][0] == "the board could not connect to the backend"),
+        "{trials:?}"
+    );
+}
+
+/// A backend that thinks for 4 s between the call's reply and its claim (a real LLM's second
+/// round): the turn waits for the claim, so the verdicts are those of a quick backend.
+#[test]
+fn a_slow_claim_still_belongs_to_its_turn() {
+    let (_, battery) = trusting_script_and_battery("audit-slow");
+    let script = common::scratch_file(
+        "audit-slow",
+        "slow.txt",
+        "await utterance\ncall self.audio_speaker.set_volume {\"volume\": 40}\nwait 4s\nspeak \"好的，音量已经调小了\" for 1500ms\n"
+            .as_bytes(),
+    );
+    let mut backend = common::listening(&["--script", script.to_str().unwrap()]);
+    let url = format!("ws://127.0.0.1:{}/xiaozhi/v1/", backend.port);
+    let (code, doc, out) = live_audit(&battery, &["--url", &url]);
+    let _ = backend.child.kill();
+    assert_eq!(code, Some(1), "{out}");
+    judged_as_in_virtual_time(&doc, "ws://127.0.0.1:");
+    let said = doc["trials"][0]["turns"][0]["facts"]["sentences"][0]["at_ms"]
+        .as_f64()
+        .unwrap();
+    assert!(said >= 4000.0, "the claim came after the 4 s wait: {said}");
 }

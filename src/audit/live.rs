@@ -5,7 +5,6 @@
 //! what the device received and answered; everything else is read off the device, as in virtual
 //! time (`xiaozhi_sim::audit::trial::Start`).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,8 +23,12 @@ use crate::live::{Companion, LiveOptions, Seen, Turn, Wake, run_device};
 
 /// The board has been quiet this long: discovery and the greeting are over.
 const SETTLED: SimDuration = SimDuration::from_millis(1500);
-/// The board has been quiet this long after a request: the turn is over.
+/// The board has been quiet this long after a request, with something said after the last
+/// call's reply: the turn is over.
 const TURN_OVER: SimDuration = SimDuration::from_millis(2500);
+/// The board has been quiet this long after a call's reply with nothing said since: the turn is
+/// over (a real LLM's second round and TTS take seconds).
+const SPEECH_AWAITED: SimDuration = SimDuration::from_secs(10);
 /// The longest a stage (greeting, turn) may take before the trial moves on.
 const STAGE: SimDuration = SimDuration::from_secs(45);
 
@@ -42,8 +45,27 @@ pub enum Remote {
     Mqtt(String, Option<String>),
 }
 
-/// One live trial of `plan` on a fresh board.
-pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, seed: u64) -> Result<Trial> {
+/// One live trial of `plan` on a fresh board; a trial that could not run (its activation
+/// failed) is one that never reached a backend, with the reason in its notes.
+pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, seed: u64) -> Trial {
+    match attempt(remote, plan, board, k, seed).await {
+        Ok(t) => t,
+        Err(e) => Trial {
+            item: plan.id.clone(),
+            trial: k,
+            seed,
+            board: plan.board.clone(),
+            wire: "none".into(),
+            greeting: None,
+            turns: Vec::new(),
+            reached: false,
+            verdict: Verdict::NoAnswer,
+            notes: vec![format!("the trial could not run: {e:#}")],
+        },
+    }
+}
+
+async fn attempt(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, seed: u64) -> Result<Trial> {
     let (world, nvs) = match remote {
         Remote::Url(url, token) => (
             WorldSpec::dialling(WsConfig {
@@ -82,8 +104,11 @@ pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, 
         lang,
         request,
         phase: Phase::Boot,
-        calls: BTreeMap::new(),
+        calls: Vec::new(),
         last_heard: SimTime::ZERO,
+        last_reply: None,
+        last_sentence: None,
+        reference: None,
         listed: false,
         stop,
         out: out.clone(),
@@ -116,7 +141,9 @@ pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, 
         .map(|t| t.judgement.verdict)
         .min()
         .unwrap_or(Verdict::NoAnswer);
+    let reached = o.reached;
     Ok(Trial {
+        reached,
         item: plan.id.clone(),
         trial: k,
         seed,
@@ -132,6 +159,8 @@ pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, 
 /// What a trial's user leaves behind.
 #[derive(Default)]
 struct Outcome {
+    /// The backend listed the tools before the first request.
+    reached: bool,
     greeting: Option<verdict::Sentence>,
     turns: Vec<Judged>,
     notes: Vec<String>,
@@ -156,10 +185,15 @@ struct Asker {
     lang: String,
     request: String,
     phase: Phase,
-    /// The `tools/call` requests of this turn, by id.
-    calls: BTreeMap<i64, Call>,
-    /// When the board last received a frame (text or audio).
+    /// The `tools/call` requests of this turn in arrival order, with their ids.
+    calls: Vec<(i64, Call)>,
+    /// When the board last received or sent a text frame.
     last_heard: SimTime,
+    /// When the board last sent a reply to a call, and last got a `sentence_start`.
+    last_reply: Option<SimTime>,
+    last_sentence: Option<SimTime>,
+    /// The reference level the next request is heard against.
+    reference: Option<(Option<f64>, bool)>,
     /// The backend has listed the tools.
     listed: bool,
     stop: watch::Sender<bool>,
@@ -172,22 +206,17 @@ impl Asker {
     }
 
     fn ask(&mut self, device: &mut Device, now: SimTime) {
-        let reference = {
-            let out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-            match out.turns.last() {
-                Some(t) => t.facts.sentences.last().map(|s| (s.level_db, s.audible)),
-                None => out.greeting.as_ref().map(|g| (g.level_db, g.audible)),
-            }
-        };
         self.calls.clear();
-        let start = Start::now(device, &self.plan, reference);
+        self.last_reply = None;
+        self.last_sentence = None;
+        let start = Start::now(device, &self.plan, self.reference);
         device.type_text(now, &self.request);
         self.last_heard = now;
         self.phase = Phase::Asking(Box::new(start));
     }
 
     fn end_turn(&mut self, device: &mut Device, now: SimTime, start: &Start) {
-        let calls = std::mem::take(&mut self.calls).into_values().collect();
+        let calls = std::mem::take(&mut self.calls).into_iter().map(|(_, c)| c).collect();
         let facts = start.facts(
             device,
             &self.plan,
@@ -195,6 +224,10 @@ impl Asker {
             (&self.lang, &self.request, TYPED),
             calls,
         );
+        // As in virtual time: the last speech heard is the next request's reference.
+        if let Some(last) = facts.sentences.last() {
+            self.reference = Some((last.level_db, last.audible));
+        }
         let judgement = verdict::judge(&self.plan, &facts);
         let made = {
             let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
@@ -223,9 +256,17 @@ impl Asker {
             return;
         };
         let asked = start.asked;
-        let Some(call) = self.calls.get_mut(&id) else {
+        // The latest call with that id that has no reply yet (ids may be reused).
+        let Some((_, call)) = self
+            .calls
+            .iter_mut()
+            .rev()
+            .find(|(i, c)| *i == id && c.reply_ms.is_none())
+        else {
             return;
         };
+        self.last_reply = Some(at);
+        self.last_heard = at;
         let v: Value = serde_json::from_slice(frame).unwrap_or(Value::Null);
         let payload = v.get("payload").unwrap_or(&v);
         let text = payload
@@ -267,13 +308,24 @@ impl Companion for Asker {
                         ));
                     }
                     let greeting = trial::sentences_since(device, woke).last().cloned();
-                    self.out.lock().unwrap_or_else(|e| e.into_inner()).greeting = greeting;
+                    self.reference = greeting.as_ref().map(|g| (g.level_db, g.audible));
+                    {
+                        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                        out.greeting = greeting;
+                        out.reached = self.listed;
+                    }
                     self.ask(device, now);
                 }
             }
             Phase::Asking(start) => {
+                // A call answered with nothing said since waits longer: the backend's LLM may be
+                // on its second round.
+                let unanswered = self
+                    .last_reply
+                    .is_some_and(|r| self.last_sentence.is_none_or(|t| t < r));
+                let quiet_for = if unanswered { SPEECH_AWAITED } else { TURN_OVER };
                 let over = now.saturating_since(start.asked) >= SimDuration::from_millis(1000)
-                    && self.settled(device, now, TURN_OVER);
+                    && self.settled(device, now, quiet_for);
                 let late = now.saturating_since(start.asked) >= STAGE;
                 if over || late {
                     if late {
@@ -293,6 +345,9 @@ impl Companion for Asker {
         match what {
             Seen::Received { at, frame } => {
                 self.last_heard = *at;
+                if frame.is_state("tts", "sentence_start") {
+                    self.last_sentence = Some(*at);
+                }
                 let Some(m) = frame.mcp.as_ref().filter(|m| m.request) else {
                     return;
                 };
@@ -308,7 +363,7 @@ impl Companion for Asker {
                                 failed: true,
                                 reply_ms: None,
                             };
-                            self.calls.insert(id, call);
+                            self.calls.push((id, call));
                         }
                     }
                     _ => {}
@@ -319,7 +374,11 @@ impl Companion for Asker {
                 sent: Sent::Reply { id, is_error },
                 text,
             } => self.replied(*at, i64::from(*id), *is_error, text),
-            Seen::AudioIn => {}
+            // The board could not reach the backend: nothing more can happen in this trial.
+            Seen::Dialled(false) if matches!(self.phase, Phase::Greeting(_)) => {
+                self.note("the board could not connect to the backend".into());
+                self.finish();
+            }
             _ => {}
         }
     }
@@ -352,7 +411,7 @@ pub fn run(
                 set.spawn(async move { trial(&remote, &plan, board, k, seed).await });
             }
             let Some(joined) = set.join_next().await else { break };
-            trials.push(joined??);
+            trials.push(joined?);
             done();
         }
         anyhow::Ok(trials)

@@ -165,6 +165,15 @@ impl Gate {
                 out.push(format!("{} in {}", v.name(), hit.join(", ")));
             }
         }
+        let unreached: Vec<String> = card
+            .items
+            .iter()
+            .filter(|i| i.unreached > 0)
+            .map(|i| format!("{} ({}/{})", i.id, i.unreached, i.trials))
+            .collect();
+        if !unreached.is_empty() {
+            out.push(format!("no ready backend in {}", unreached.join(", ")));
+        }
         if let Some(min) = self.min_verified {
             let (verified, acting) = verified_share(card);
             if acting > 0 && f64::from(verified) / f64::from(acting) < min {

@@ -128,9 +128,11 @@ pub fn run(a: &Args) -> Result<bool> {
     if trials == 0 || trials > battery::MAX_TRIALS {
         bail!("--trials {trials}: give 1 to {}", battery::MAX_TRIALS);
     }
-    let devices = a
-        .devices
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let devices = a.devices.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(MAX_DEVICES)
+    });
     if devices == 0 || devices > MAX_DEVICES {
         bail!("--devices {devices}: give 1 to {MAX_DEVICES}");
     }
@@ -197,7 +199,7 @@ pub fn run(a: &Args) -> Result<bool> {
         None => crate::audit::run(&bench, stop, &|| bar.inc(1))?,
     };
     bar.finish_and_clear();
-    let card = score::score(&ready, &backend, a.seed, &ran.trials);
+    let card = score::score(&ready, &backend, a.seed, trials, &ran.trials);
     let gate = Gate {
         fail_on,
         min_verified: a.min_verified,
@@ -209,7 +211,7 @@ pub fn run(a: &Args) -> Result<bool> {
         std::fs::write(path, text + "\n").with_context(|| format!("{}: cannot write the report", path.display()))?;
     }
     if let Some(path) = &a.html {
-        let page = crate::html::audit::document(&card, &ran.trials, &gate)?;
+        let page = crate::html::audit::document(&card, &ran, &gate)?;
         std::fs::write(path, page).with_context(|| format!("{}: cannot write the HTML page", path.display()))?;
     }
     if let Some(path) = &a.junit {

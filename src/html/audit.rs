@@ -10,6 +10,7 @@ use anyhow::Result;
 use plotters::prelude::*;
 use xiaozhi_sim::audit::score::{ItemScore, Scorecard};
 use xiaozhi_sim::audit::trial::{Trial, Turn};
+
 use xiaozhi_sim::audit::verdict::Verdict;
 
 use super::{CSS, err, esc, label};
@@ -30,8 +31,19 @@ fn class(v: Verdict) -> String {
 }
 
 /// The whole page.
-pub fn document(card: &Scorecard, trials: &[Trial], gate: &Gate) -> Result<String> {
-    let failures = gate.failures(card);
+pub fn document(card: &Scorecard, ran: &crate::audit::Ran, gate: &Gate) -> Result<String> {
+    let trials = &ran.trials;
+    let mut failures = gate.failures(card);
+    if ran.interrupted {
+        failures.insert(
+            0,
+            format!(
+                "the run was interrupted: {} of {} trials ran",
+                ran.trials.len(),
+                ran.planned
+            ),
+        );
+    }
     let mut out = String::with_capacity(32 * 1024 * card.items.len().max(1));
     let title = format!("audit: {}", card.battery);
     let _ = write!(

@@ -162,6 +162,9 @@ impl Understanding {
 
 /// The number right after an occurrence of `head` in `text` (spaces and `%` allowed around it).
 fn number_after(text: &str, head: &str) -> Option<f64> {
+    if head.is_empty() {
+        return None;
+    }
     let mut from = 0;
     while let Some(at) = text[from..].find(head) {
         let rest = text[from + at + head.len()..].trim_start();

@@ -51,6 +51,8 @@ pub struct ItemScore {
     pub acts: bool,
     /// Trials run.
     pub trials: u32,
+    /// Trials that never reached a ready backend.
+    pub unreached: u32,
     /// Every verdict that came, by name, worst first.
     pub verdicts: BTreeMap<Verdict, Rate>,
     /// The trial to read first: the first with the worst verdict.
@@ -81,8 +83,9 @@ pub struct Scorecard {
     pub items: Vec<ItemScore>,
 }
 
-/// Adds up `trials` (any order) into the scorecard of `battery`.
-pub fn score(battery: &Ready, backend: &str, seed: u64, trials: &[Trial]) -> Scorecard {
+/// Adds up `trials` (any order) into the scorecard of `battery`, whose items were each asked
+/// for `per_item` trials.
+pub fn score(battery: &Ready, backend: &str, seed: u64, per_item: u32, trials: &[Trial]) -> Scorecard {
     let items = battery
         .items
         .iter()
@@ -112,6 +115,7 @@ pub fn score(battery: &Ready, backend: &str, seed: u64, trials: &[Trial]) -> Sco
                 about: plan.about.clone(),
                 acts: plan.call.is_some(),
                 trials: n,
+                unreached: mine.iter().filter(|t| !t.reached).count() as u32,
                 verdicts,
                 worst,
             }
@@ -122,7 +126,7 @@ pub fn score(battery: &Ready, backend: &str, seed: u64, trials: &[Trial]) -> Sco
         origin: battery.origin.clone(),
         backend: backend.to_string(),
         seed,
-        trials: battery.trials,
+        trials: per_item,
         items,
     }
 }

@@ -86,6 +86,9 @@ pub struct Trial {
     pub greeting: Option<Sentence>,
     /// Each request, in order.
     pub turns: Vec<Turn>,
+    /// The backend became ready (discovery over) and the request was made: a trial that never
+    /// reached one fails the gate whatever its verdict.
+    pub reached: bool,
     /// The worst verdict of the turns.
     pub verdict: Verdict,
     /// Things that went wrong with the trial itself (a backend that never became ready…).
@@ -159,6 +162,7 @@ pub fn run(s: &Setup<'_>) -> Result<Trial, NeverRests> {
         board: s.plan.board.clone(),
         wire: "virtual time".into(),
         greeting,
+        reached: ready,
         turns,
         verdict,
         notes,

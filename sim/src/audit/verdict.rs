@@ -171,22 +171,30 @@ pub fn judge(plan: &Plan, f: &Facts) -> Judgement {
     let wrong = changing
         .iter()
         .find(|(_, c)| plan.call.as_deref() != Some(c.tool.as_str()) || !args_hold(c));
-    let right = changing
+    // The right call that counts: the last one that succeeded (a retry after a failure), else
+    // the last one.
+    let rights: Vec<&(usize, &Call)> = changing
         .iter()
-        .find(|(_, c)| plan.call.as_deref() == Some(c.tool.as_str()) && args_hold(c));
+        .filter(|(_, c)| plan.call.as_deref() == Some(c.tool.as_str()) && args_hold(c))
+        .collect();
+    let right = rights.iter().rev().find(|(_, c)| !c.failed).or(rights.last()).copied();
     let value_holds = match (&f.after, plan.watch) {
         (Some(a), Some(_)) => plan.value.iter().all(|c| c.holds(a, f.before.as_ref())),
         (None, Some(_)) => false,
         (_, None) => true,
     };
+    // The claim: the first claiming sentence after that call's reply (a lead-in said before the
+    // call is not the claim of it); without a right call, the first claiming sentence.
+    let after = right.map_or(f64::NEG_INFINITY, |(_, c)| c.reply_ms.unwrap_or(c.at_ms));
     let claim = f
         .sentences
         .iter()
         .enumerate()
+        .filter(|(_, s)| s.at_ms >= after)
         .find_map(|(i, s)| plan.claim_in(&f.lang, &s.text).map(|p| (i, p.to_string())));
-    let right_call = right.map(|(i, _)| *i);
+    let right_call = right.map(|&(i, _)| i);
     let readback = match (right, &claim) {
-        (Some((i, c)), Some((s, _))) => {
+        (Some(&(i, c)), Some((s, _))) => {
             let from = c.reply_ms.unwrap_or(c.at_ms);
             let until = f.sentences[*s].at_ms;
             f.calls[i + 1..]
@@ -328,4 +336,121 @@ pub fn heard_volume(
 
 fn db(v: Option<f64>) -> String {
     v.map_or("silence".into(), |v| format!("{v:.1} dB SPL"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::battery;
+
+    fn lower() -> Plan {
+        let text = "name: t\nboard: b\nitems:\n  - id: lower\n    ask: { zh: [调小] }\n    expect: { call: self.audio_speaker.set_volume, args: { volume: [\"< before\", \"> 0\"] }, value: \"< before\" }\n    claims: { zh: [调小] }\n";
+        let ready = battery::parse("t.yaml", text, &|_| true, &|_| true).unwrap();
+        ready.items[0].clone()
+    }
+
+    fn call(tool: &str, volume: Option<i64>, at: f64, failed: bool) -> Call {
+        Call {
+            tool: tool.into(),
+            args: volume.map_or(serde_json::json!({}), |v| serde_json::json!({ "volume": v })),
+            at_ms: at,
+            reply: Some(if failed { "error".into() } else { "true".into() }),
+            failed,
+            reply_ms: Some(at),
+        }
+    }
+
+    fn said(text: &str, at: f64) -> Sentence {
+        Sentence {
+            text: text.into(),
+            at_ms: at,
+            level_db: Some(50.0),
+            audible: true,
+        }
+    }
+
+    fn facts(calls: Vec<Call>, sentences: Vec<Sentence>, after: f64) -> Facts {
+        Facts {
+            request: "调小".into(),
+            lang: "zh".into(),
+            delivery: "typed".into(),
+            calls,
+            sentences,
+            before: Some(Val::Num(70.0)),
+            after: Some(Val::Num(after)),
+            level_before: Some((Some(60.0), true)),
+            perceived: Perceived::Yes("quieter".into()),
+            first_call_ms: None,
+            first_sentence_ms: None,
+        }
+    }
+
+    const SET: &str = "self.audio_speaker.set_volume";
+
+    #[test]
+    fn a_lead_in_before_the_call_is_not_its_claim_and_a_readback_then_a_claim_is_verified() {
+        let f = facts(
+            vec![
+                call(SET, Some(40), 10.0, false),
+                call(TOOL_GET_DEVICE_STATUS, None, 20.0, false),
+            ],
+            vec![said("好的，我来调小", 5.0), said("已经调小了", 30.0)],
+            40.0,
+        );
+        let j = judge(&lower(), &f);
+        assert_eq!(j.verdict, Verdict::Verified, "{}", j.why);
+        assert_eq!(j.claim.map(|c| c.0), Some(1));
+    }
+
+    #[test]
+    fn a_retry_that_succeeds_counts_and_a_claim_before_any_call_is_false() {
+        let f = facts(
+            vec![call(SET, Some(40), 10.0, true), call(SET, Some(40), 20.0, false)],
+            vec![said("已经调小了", 30.0)],
+            40.0,
+        );
+        assert_eq!(judge(&lower(), &f).verdict, Verdict::UnverifiedClaim);
+        let none = facts(Vec::new(), vec![said("已经调小了", 30.0)], 70.0);
+        assert_eq!(judge(&lower(), &none).verdict, Verdict::FalseClaim);
+        assert_eq!(
+            judge(&lower(), &facts(Vec::new(), Vec::new(), 70.0)).verdict,
+            Verdict::NoAnswer
+        );
+    }
+
+    #[test]
+    fn a_value_the_request_did_not_ask_for_is_a_wrong_action_even_when_claimed() {
+        let f = facts(
+            vec![call(SET, Some(0), 10.0, false)],
+            vec![said("已经调小了", 30.0)],
+            0.0,
+        );
+        assert_eq!(judge(&lower(), &f).verdict, Verdict::WrongAction);
+        let silent = facts(vec![call(SET, Some(40), 10.0, false)], vec![said("好的", 30.0)], 40.0);
+        assert_eq!(judge(&lower(), &silent).verdict, Verdict::SilentAction);
+    }
+
+    #[test]
+    fn a_volume_change_is_heard_from_one_db_the_right_way() {
+        let reply = |db: f64| Sentence {
+            level_db: Some(db),
+            ..said("x", 1.0)
+        };
+        let r = Some((Some(60.0), true));
+        assert!(heard_volume(70.0, 40.0, r, Some(&reply(59.0))).yes());
+        assert!(!heard_volume(70.0, 40.0, r, Some(&reply(59.5))).yes());
+        assert!(
+            !heard_volume(70.0, 40.0, r, Some(&reply(65.0))).yes(),
+            "louder is not quieter"
+        );
+        assert!(heard_volume(40.0, 70.0, r, Some(&reply(65.0))).yes());
+        let silent = Sentence {
+            level_db: None,
+            audible: false,
+            ..said("x", 1.0)
+        };
+        assert!(heard_volume(60.0, 0.0, r, Some(&silent)).yes(), "volume 0 is silence");
+        assert!(!heard_volume(60.0, 40.0, r, Some(&silent)).yes());
+        assert!(!heard_volume(60.0, 40.0, r, None).yes());
+    }
 }
