@@ -353,3 +353,51 @@ fn a_slow_claim_still_belongs_to_its_turn() {
         .unwrap();
     assert!(said >= 4000.0, "the claim came after the 4 s wait: {said}");
 }
+
+/// Ctrl-C during a live run: the running trial ends its turn at once, says so, and the run
+/// does not pass.
+#[test]
+fn ctrl_c_ends_a_live_trial_at_once() {
+    let (script, battery) = trusting_script_and_battery("audit-live-int");
+    let mut backend = common::listening(&["--script", script.to_str().unwrap()]);
+    let url = format!("ws://127.0.0.1:{}/xiaozhi/v1/", backend.port);
+    let json = battery.with_extension("json");
+    let started = std::time::Instant::now();
+    let child = std::process::Command::new(common::BIN)
+        .args([
+            "audit",
+            battery.to_str().unwrap(),
+            "--trials",
+            "20",
+            "--devices",
+            "1",
+            "--quiet",
+        ])
+        .args(["--url", &url, "--json"])
+        .arg(&json)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let sent = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -INT {}", child.id())])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let (code, stdout, stderr) = common::finish(child, std::time::Duration::from_secs(60));
+    let _ = backend.child.kill();
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("gate: not passed: the run was interrupted"), "{stdout}");
+    // 40 trials of several seconds each were planned; the run ended within seconds of the signal.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["interrupted"], true);
+    let trials = doc["trials"].as_array().unwrap();
+    assert_eq!(trials.len(), 1, "the one trial running: {trials:?}");
+    assert_eq!(trials[0]["notes"][0], "interrupted (Ctrl-C) before the trial was over");
+}

@@ -5,6 +5,7 @@
 //! what the device received and answered; everything else is read off the device, as in virtual
 //! time (`xiaozhi_sim::audit::trial::Start`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -47,8 +48,15 @@ pub enum Remote {
 
 /// One live trial of `plan` on a fresh board; a trial that could not run (its activation
 /// failed) is one that never reached a backend, with the reason in its notes.
-pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, seed: u64) -> Trial {
-    match attempt(remote, plan, board, k, seed).await {
+pub async fn trial(
+    remote: &Remote,
+    plan: &Plan,
+    board: Arc<BoardSpec>,
+    k: u32,
+    seed: u64,
+    interrupt: &'static AtomicBool,
+) -> Trial {
+    match attempt(remote, plan, board, k, seed, interrupt).await {
         Ok(t) => t,
         Err(e) => Trial {
             item: plan.id.clone(),
@@ -65,7 +73,14 @@ pub async fn trial(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, 
     }
 }
 
-async fn attempt(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, seed: u64) -> Result<Trial> {
+async fn attempt(
+    remote: &Remote,
+    plan: &Plan,
+    board: Arc<BoardSpec>,
+    k: u32,
+    seed: u64,
+    interrupt: &'static AtomicBool,
+) -> Result<Trial> {
     let (world, nvs) = match remote {
         Remote::Url(url, token) => (
             WorldSpec::dialling(WsConfig {
@@ -111,6 +126,7 @@ async fn attempt(remote: &Remote, plan: &Plan, board: Arc<BoardSpec>, k: u32, se
         reference: None,
         listed: false,
         stop,
+        interrupt,
         out: out.clone(),
     };
     let limit = STAGE.as_secs_f64() * (2.0 + f64::from(plan.repeat)) + 10.0;
@@ -197,6 +213,8 @@ struct Asker {
     /// The backend has listed the tools.
     listed: bool,
     stop: watch::Sender<bool>,
+    /// Ctrl-C: end the trial now.
+    interrupt: &'static AtomicBool,
     out: Arc<Mutex<Outcome>>,
 }
 
@@ -288,6 +306,11 @@ fn ms(d: SimDuration) -> f64 {
 impl Companion for Asker {
     fn act(&mut self, device: &mut Device, turn: &Turn<'_>) {
         let now = turn.now;
+        if self.interrupt.load(Ordering::Relaxed) && !matches!(self.phase, Phase::Done) {
+            self.note("interrupted (Ctrl-C) before the trial was over".into());
+            self.finish();
+            return;
+        }
         match &self.phase {
             Phase::Boot => {
                 if now >= SimTime::from_millis(1000) && device.state() == Some(DeviceState::Idle) {
@@ -385,14 +408,14 @@ impl Companion for Asker {
 }
 
 /// Runs every trial of `bench` against `remote`, `bench.devices` at a time; `done` is told after
-/// each one; `stop` ends the run between trials (the trials running finish first).
+/// each one; `stop` ends the run: no trial starts after it, and the trials running end their
+/// turn at once (a trial cut short has a note, and the run counts as interrupted).
 pub fn run(
     bench: &super::Bench<'_>,
     remote: &Remote,
-    stop: &std::sync::atomic::AtomicBool,
+    stop: &'static std::sync::atomic::AtomicBool,
     done: &(dyn Fn() + Sync),
 ) -> Result<super::Ran> {
-    use std::sync::atomic::Ordering;
     let work: Vec<(usize, u32)> = (0..bench.battery.items.len())
         .flat_map(|i| (0..bench.trials).map(move |k| (i, k)))
         .collect();
@@ -408,7 +431,7 @@ pub fn run(
                 let board = bench.boards[i].clone();
                 let remote = remote.clone();
                 let seed = xiaozhi_sim::audit::trial_seed(bench.seed, i, k);
-                set.spawn(async move { trial(&remote, &plan, board, k, seed).await });
+                set.spawn(async move { trial(&remote, &plan, board, k, seed, stop).await });
             }
             let Some(joined) = set.join_next().await else { break };
             trials.push(joined?);
@@ -418,7 +441,7 @@ pub fn run(
     })?;
     let mut trials = trials;
     super::sort(bench, &mut trials);
-    let interrupted = trials.len() < work.len();
+    let interrupted = trials.len() < work.len() || stop.load(Ordering::Relaxed);
     Ok(super::Ran {
         trials,
         planned: work.len(),

@@ -102,7 +102,7 @@ pub fn run(bench: &Bench<'_>, stop: &AtomicBool, done: &(dyn Fn() + Sync)) -> Re
     }
     let mut trials = results.into_inner().unwrap_or_else(|e| e.into_inner());
     sort(bench, &mut trials);
-    let interrupted = trials.len() < work.len();
+    let interrupted = trials.len() < work.len() || stop.load(Ordering::Relaxed);
     Ok(Ran {
         trials,
         planned: work.len(),
@@ -198,7 +198,8 @@ pub fn verified_share(card: &Scorecard) -> (u32, u32) {
 
 /// The JUnit document: one suite per item, one test case per trial (a failure when its verdict
 /// is one the gate fails on), the facts in `<system-out>`.
-pub fn junit(card: &Scorecard, trials: &[Trial], gate: &Gate, command: &str) -> Result<String> {
+pub fn junit(card: &Scorecard, ran: &Ran, gate: &Gate, command: &str) -> Result<String> {
+    let trials = &ran.trials;
     let mut doc = Report::new("xiaozhi-twin audit");
     for item in &card.items {
         let mut suite = TestSuite::new(format!("audit: {}", item.id));
@@ -206,6 +207,12 @@ pub fn junit(card: &Scorecard, trials: &[Trial], gate: &Gate, command: &str) -> 
         suite.add_property(Property::new("board", item.board.clone()));
         suite.add_property(Property::new("backend", card.backend.clone()));
         suite.add_property(Property::new("time", "virtual seconds of the simulated device"));
+        if ran.interrupted {
+            suite.add_property(Property::new(
+                "interrupted",
+                format!("{} of {} trials ran (Ctrl-C)", trials.len(), ran.planned),
+            ));
+        }
         for t in trials.iter().filter(|t| t.item == item.id) {
             let request = t.turns.first().map_or("", |x| x.facts.request.as_str());
             let name = format!("{} trial {} ({request})", item.id, t.trial);

@@ -216,7 +216,7 @@ pub fn run(a: &Args) -> Result<bool> {
     }
     if let Some(path) = &a.junit {
         let command = reproduce(a);
-        let xml = crate::audit::junit(&card, &ran.trials, &gate, &command)?;
+        let xml = crate::audit::junit(&card, &ran, &gate, &command)?;
         std::fs::write(path, xml).with_context(|| format!("{}: cannot write the JUnit file", path.display()))?;
     }
     // A cut-short run never passes the gate: what did not run was not judged.
