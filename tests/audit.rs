@@ -260,31 +260,20 @@ fn through_the_ota_onto_mqtt_the_verdicts_are_the_same() {
 fn an_interrupted_audit_reports_what_ran_and_does_not_pass() {
     let dir = common::scratch_dir("audit-interrupted");
     let json = dir.join("audit.json");
-    let child = std::process::Command::new(common::BIN)
-        .args([
-            "audit",
-            "--trials",
-            "200",
-            "--devices",
-            "1",
-            "--llm",
-            "asks-back",
-            "--quiet",
-            "--json",
-        ])
-        .arg(&json)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    // The shell's own `kill` (no procps needed).
-    let sent = std::process::Command::new("sh")
-        .args(["-c", &format!("kill -INT {}", child.id())])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let (code, stdout, stderr) = common::finish(child, std::time::Duration::from_secs(120));
+    let json_arg = json.to_str().unwrap();
+    let args = [
+        "audit",
+        "--trials",
+        "200",
+        "--devices",
+        "1",
+        "--llm",
+        "asks-back",
+        "--quiet",
+        "--json",
+        json_arg,
+    ];
+    let (code, stdout, stderr) = interrupted_after_3s(&args);
     // asks-back never fails a verdict gate: only the interruption keeps it from passing.
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains("gate: not passed: the run was interrupted"), "{stdout}");
@@ -363,29 +352,21 @@ fn ctrl_c_ends_a_live_trial_at_once() {
     let url = format!("ws://127.0.0.1:{}/xiaozhi/v1/", backend.port);
     let json = battery.with_extension("json");
     let started = std::time::Instant::now();
-    let child = std::process::Command::new(common::BIN)
-        .args([
-            "audit",
-            battery.to_str().unwrap(),
-            "--trials",
-            "20",
-            "--devices",
-            "1",
-            "--quiet",
-        ])
-        .args(["--url", &url, "--json"])
-        .arg(&json)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    let sent = std::process::Command::new("sh")
-        .args(["-c", &format!("kill -INT {}", child.id())])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let (code, stdout, stderr) = common::finish(child, std::time::Duration::from_secs(60));
+    let (b, j) = (battery.to_str().unwrap(), json.to_str().unwrap());
+    let args = [
+        "audit",
+        b,
+        "--trials",
+        "20",
+        "--devices",
+        "1",
+        "--quiet",
+        "--url",
+        &url,
+        "--json",
+        j,
+    ];
+    let (code, stdout, stderr) = interrupted_after_3s(&args);
     let _ = backend.child.kill();
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains("gate: not passed: the run was interrupted"), "{stdout}");
@@ -400,4 +381,22 @@ fn ctrl_c_ends_a_live_trial_at_once() {
     let trials = doc["trials"].as_array().unwrap();
     assert_eq!(trials.len(), 1, "the one trial running: {trials:?}");
     assert_eq!(trials[0]["notes"][0], "interrupted (Ctrl-C) before the trial was over");
+}
+
+/// Runs the twin with `args`, sends it SIGINT after 3 s (the shell's own `kill`: no procps
+/// needed) and waits for it: (exit code, stdout, stderr).
+fn interrupted_after_3s(args: &[&str]) -> (i32, String, String) {
+    let child = std::process::Command::new(common::BIN)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let sent = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -INT {}", child.id())])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    common::finish(child, std::time::Duration::from_secs(120))
 }
