@@ -12,7 +12,8 @@
 //!
 //! * `args`: argument parsers and argument groups several commands share (`BoardArgs`).
 //! * `audit`: `audit`'s trials on threads, its scorecard lines, gate and JUnit; `audit::live`: its
-//!   trials on live boards against a real backend (`--url`).
+//!   trials on live boards against a real backend (`--url`); `audit::clips`: the recordings that
+//!   say the requests (the shipped ones in the binary).
 //! * `boards`: the shipped board files, hand-written and generated for every upstream build
 //!   (embedded), and `--board` resolution.
 //! * `board_matrix`: the board matrix of `run --board A,B,… | all`.

@@ -104,6 +104,19 @@ fn unusable_input_is_refused_with_status_2_and_nothing_on_stdout() {
         "bad.yaml",
         "name: x\nboard: bread-compact-wifi\nitems:\n  - id: a\n    ask: { zh: [静音] }\n    expect: { call: self.audio_speaker.set_volume, value: \"< dark\" }\n".as_bytes(),
     );
+    // No clips, and an index that lacks two of the phrasings.
+    let item = "items:\n  - id: a\n    ask: { zh: [把声音调小一点, 音量小一点], en: [louder] }\n    expect: { none: volume }\n";
+    let bare = common::scratch_file(
+        "audit",
+        "bare.yaml",
+        format!("name: x\nboard: bread-compact-wifi\n{item}").as_bytes(),
+    );
+    let (_, index) = clip_index("audit");
+    let unsaid = common::scratch_file(
+        "audit",
+        "unsaid.yaml",
+        format!("name: x\nboard: bread-compact-wifi\nclips: {}\n{item}", index.display()).as_bytes(),
+    );
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["audit", "--llm", "nope"], "unknown LLM behaviour `nope`"),
         (vec!["audit", "--fail-on", "bogus"], "`bogus` is no verdict"),
@@ -117,12 +130,67 @@ fn unusable_input_is_refused_with_status_2_and_nothing_on_stdout() {
             vec!["audit", "--ota", "http://x/", "--llm", "honest"],
             "cannot be used with",
         ),
+        (
+            vec!["audit", bare.to_str().unwrap(), "--delivery", "spoken"],
+            "names no clips",
+        ),
+        (
+            vec!["audit", unsaid.to_str().unwrap(), "--delivery", "spoken"],
+            "no clip says \"音量小一点\" (zh, item a), nor 1 other phrasing; record it, or --delivery typed",
+        ),
     ];
     for (args, want) in cases {
         let out = common::twin(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(out.stdout.is_empty(), "{args:?}: {}", stdout(&out));
         assert!(stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// A clip index in `area` with one clip, the shipped recording of 把声音调小一点: its length in
+/// ms and the index.
+fn clip_index(area: &str) -> (f64, std::path::PathBuf) {
+    let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/audits/clips/zh-lower-1.wav")).unwrap();
+    common::scratch_file(area, "zh-lower-1.wav", &wav);
+    let index = common::scratch_file(
+        area,
+        "index.yaml",
+        "clips:\n  - { lang: zh, text: 把声音调小一点, wav: zh-lower-1.wav }\n".as_bytes(),
+    );
+    // 22,050 Hz, 16-bit mono after a 44-byte header, resampled to 16 kHz: whole samples.
+    let at_16k = ((wav.len() - 44) as f64 / 2.0 * 16_000.0 / 22_050.0).ceil();
+    (at_16k / 16.0, index)
+}
+
+/// [`trusting_script_and_battery`] with the battery's requests spoken from [`clip_index`]: the
+/// clip's length in ms too.
+fn spoken_script_and_battery(area: &str) -> (std::path::PathBuf, std::path::PathBuf, f64) {
+    let (script, battery) = trusting_script_and_battery(area);
+    let (ms, _) = clip_index(area);
+    let text = std::fs::read_to_string(&battery)
+        .unwrap()
+        .replace("items:\n", "clips: index.yaml\nitems:\n");
+    let spoken = common::scratch_file(area, "spoken.yaml", text.as_bytes());
+    (script, spoken, ms)
+}
+
+/// Every request of `doc` was said from the clip of `ms` ms, and what the backend made of it.
+fn all_spoken(doc: &Value, ms: f64, stt: &str) {
+    for t in doc["trials"].as_array().unwrap() {
+        let f = &t["turns"][0]["facts"];
+        let delivery = f["delivery"].as_str().unwrap();
+        assert!(
+            delivery.starts_with("spoken: zh-lower-1.wav (2.9 s) through the microphone"),
+            "{delivery}"
+        );
+        assert!(
+            delivery.ends_with("speech recogniser made of it is its stt"),
+            "{delivery}"
+        );
+        assert_eq!(f["request_ms"].as_f64(), Some(ms), "{f}");
+        assert!(f["stt"].as_str().unwrap().starts_with(stt), "{f}");
+        let first = f["first_call_ms"].as_f64().unwrap();
+        assert!(first > 0.0, "the call comes after the end of the clip: {first} ms");
     }
 }
 
@@ -246,12 +314,82 @@ fn through_the_ota_onto_mqtt_the_verdicts_are_the_same() {
     let (code, doc, out) = live_audit(&battery, &["--ota", &ota.unwrap()]);
     assert_eq!(code, Some(1), "{out}");
     judged_as_in_virtual_time(&doc, "mqtt://127.0.0.1:");
-    // `--mqtt` gives each board the answer that OTA would have given, without asking it.
+    // `--mqtt` gives each board the answer that OTA would have given, without asking it; the
+    // requests spoken this time, so the clip goes over UDP.
     let mqtt = mqtt.unwrap();
-    let (code, doc, out) = live_audit(&battery, &["--mqtt", &mqtt, "--mqtt-signature-key", "twin-key"]);
+    let (_, spoken, ms) = spoken_script_and_battery("audit-ota");
+    let (code, doc, out) = live_audit(&spoken, &["--mqtt", &mqtt, "--mqtt-signature-key", "twin-key"]);
     let _ = child.kill();
     assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("requests spoken from "), "{out}");
     judged_as_in_virtual_time(&doc, &format!("mqtt://{mqtt}"));
+    all_spoken(&doc, ms, "(speech of ");
+}
+
+/// A battery with clips is spoken to a real backend by default: the clip goes through the
+/// board's microphone, the backend's VAD ends it, and the verdicts are those of the typed
+/// requests; `--delivery typed` types it again.
+#[test]
+fn spoken_over_a_real_socket_the_live_boards_are_judged_as_in_virtual_time() {
+    let (script, spoken, ms) = spoken_script_and_battery("audit-spoken");
+    let mut backend = common::listening(&["--script", script.to_str().unwrap()]);
+    let url = format!("ws://127.0.0.1:{}/xiaozhi/v1/", backend.port);
+    let (code, doc, out) = live_audit(&spoken, &["--url", &url]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("requests spoken from "), "{out}");
+    judged_as_in_virtual_time(&doc, "ws://127.0.0.1:");
+    all_spoken(&doc, ms, "(speech of ");
+    let (code, doc, out) = live_audit(&spoken, &["--url", &url, "--delivery", "typed"]);
+    let _ = backend.child.kill();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("; requests typed"), "{out}");
+    judged_as_in_virtual_time(&doc, "ws://127.0.0.1:");
+    assert_eq!(doc["trials"][0]["turns"][0]["facts"]["stt"], "把声音调小一点");
+}
+
+/// Spoken to the built-in backend (`--delivery spoken`), every item of the shipped battery gets
+/// the typed verdict, and every trial says its clip and that the stand-in was handed the text.
+#[test]
+fn spoken_to_the_built_in_backend_the_shipped_battery_is_judged_as_typed() {
+    let run = |delivery: &str| {
+        let json = common::scratch_file("audit-builtin-spoken", &format!("{delivery}.json"), b"");
+        let out = common::twin(&[
+            "audit",
+            "--trials",
+            "1",
+            "--quiet",
+            "--delivery",
+            delivery,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        (stdout(&out), doc)
+    };
+    let (out, spoken) = run("spoken");
+    assert!(
+        out.contains("; requests spoken from audits/clips/index.yaml (espeak-ng 1.51), seed 1"),
+        "{out}"
+    );
+    let (out, typed) = run("typed");
+    assert!(out.contains("; requests typed, seed 1"), "{out}");
+    let verdicts = |d: &Value| -> Vec<String> {
+        d["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["verdict"].to_string())
+            .collect()
+    };
+    assert_eq!(verdicts(&spoken), verdicts(&typed));
+    for t in spoken["trials"].as_array().unwrap() {
+        let d = t["turns"][0]["facts"]["delivery"].as_str().unwrap();
+        assert!(
+            d.starts_with("spoken: zh-") && d.contains("handed the battery's text"),
+            "{d}"
+        );
+    }
 }
 
 /// Ctrl-C: the trials running finish, the scorecard and the JSON cover what ran, and the run

@@ -16,8 +16,14 @@
                                    asks-back   get_device_status, then 现在音量是N，需要调整吗？
                                    mute-happy  set_volume 0, then the claim
                                  anything else                 -> 好的，我在听
+                                 (a request in English is answered in English)
   POST /v1/audio/speech          the `custom` TTS: 1.5 s of 440 Hz at -12 dBFS, 24 kHz mono WAV
-  POST /v1/audio/transcriptions  the OpenAI ASR: {"text": STANDIN_ASR_TEXT} (default 声音调小一点)
+  POST /v1/audio/transcriptions  the OpenAI ASR: the text of the audit's clip the upload sounds
+                                 most like (the clips of STANDIN_CLIPS, default the shipped
+                                 audits/clips/index.yaml: each clip's loudness envelope, 20 ms
+                                 frames, silence trimmed, compared by correlation after
+                                 stretching to one length; no speech recognition), else
+                                 STANDIN_ASR_TEXT (default 声音调小一点)
   GET  /health                   ok
 
 Every request is logged on stdout, one line each. Port: STANDIN_PORT (default 8090).
@@ -26,6 +32,7 @@ import io
 import json
 import math
 import os
+import re
 import struct
 import time
 import uuid
@@ -36,10 +43,18 @@ from aiohttp import web
 PORT = int(os.environ.get("STANDIN_PORT", "8090"))
 ASR_TEXT = os.environ.get("STANDIN_ASR_TEXT", "声音调小一点")
 LLM = os.environ.get("STANDIN_LLM", "trusting")
+CLIPS = os.environ.get(
+    "STANDIN_CLIPS", os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../audits/clips/index.yaml")
+)
 SET = "self_audio_speaker_set_volume"
 READ = "self_get_device_status"
 AFTER_TOOL = "音量已经调小了"
 DEFAULT_REPLY = "好的，我在听"
+# The same in English, for a request in English (the twin's backends/llm/understanding.yaml).
+ENGLISH = {
+    AFTER_TOOL: "OK, I've turned the volume down.",
+    DEFAULT_REPLY: "OK, I'm listening.",
+}
 
 
 def log(what, **fields):
@@ -95,7 +110,28 @@ def known_volume(messages):
     return known
 
 
+def english(text):
+    """Whether a request is in English (more ASCII letters than CJK characters)."""
+    latin = sum(c.isascii() and c.isalpha() for c in text)
+    return latin > sum("\u4e00" <= c <= "\u9fff" for c in text)
+
+
 def decide(messages):
+    """decide_in_chinese, its texts in English for a request in English."""
+    kind, answer = decide_in_chinese(messages)
+    users = [m for m in messages if m.get("role") == "user"]
+    if kind == "text" and users and english(text_of(users[-1])):
+        volume = re.search(r"\d+", answer)
+        if answer.startswith("现在音量是"):
+            answer = f"The volume is {volume.group()} now. Shall I change it?"
+        elif answer.startswith("设置好像没有生效"):
+            answer = f"That did not seem to take effect: the volume is {volume.group()}."
+        else:
+            answer = ENGLISH.get(answer, answer)
+    return kind, answer
+
+
+def decide_in_chinese(messages):
     """('tool', (name, args)) or ('text', reply), from the conversation as the LLM sees it."""
     last = messages[-1] if messages else {}
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
@@ -206,16 +242,86 @@ async def speech(request):
     return web.Response(body=TONE, content_type="audio/wav")
 
 
+def envelope(wav_bytes):
+    """The loudness envelope of a mono 16-bit WAV: dB per 20 ms frame, silence (40 dB under the
+    loudest frame) trimmed from both ends."""
+    with wave.open(io.BytesIO(wav_bytes), "rb") as w:
+        rate, width, channels = w.getframerate(), w.getsampwidth(), w.getnchannels()
+        raw = w.readframes(w.getnframes())
+    if width != 2:
+        return []
+    pcm = struct.unpack(f"<{len(raw) // 2}h", raw)[::channels]
+    step = max(1, rate // 50)
+    env = []
+    for i in range(0, len(pcm) - step + 1, step):
+        frame = pcm[i : i + step]
+        power = sum(x * x for x in frame) / len(frame)
+        env.append(10 * math.log10(power + 1.0))
+    if not env:
+        return []
+    floor = max(env) - 40
+    voiced = [i for i, e in enumerate(env) if e > floor]
+    return env[voiced[0] : voiced[-1] + 1]
+
+
+def stretched(env, n=64):
+    return [env[min(len(env) - 1, i * len(env) // n)] for i in range(n)]
+
+
+def likeness(a, b):
+    """Correlation of two envelopes stretched to one length, less a penalty for unlike lengths."""
+    if len(a) < 3 or len(b) < 3:
+        return -1.0
+    x, y = stretched(a), stretched(b)
+    mx, my = sum(x) / len(x), sum(y) / len(y)
+    cov = sum((p - mx) * (q - my) for p, q in zip(x, y))
+    vx = math.sqrt(sum((p - mx) ** 2 for p in x)) or 1.0
+    vy = math.sqrt(sum((q - my) ** 2 for q in y)) or 1.0
+    ratio = min(len(a), len(b)) / max(len(a), len(b))
+    return cov / (vx * vy) - 2 * (1 - ratio)
+
+
+def load_clips(index):
+    """(text, envelope) of every clip of a clip index (one `- { lang, text, wav }` per line)."""
+    clips = []
+    try:
+        lines = open(index, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        log("CLIPS", error=str(e))
+        return clips
+    for line in lines:
+        text = re.search(r'text: "([^"]*)"', line)
+        name = re.search(r"wav: (\S+?)\s*}", line)
+        if text and name:
+            with open(os.path.join(os.path.dirname(index), name.group(1)), "rb") as f:
+                clips.append((text.group(1), envelope(f.read())))
+    log("CLIPS", index=index, clips=len(clips))
+    return clips
+
+
+KNOWN = []
+
+
 async def transcriptions(request):
-    size = 0
+    upload = b""
     if request.content_type.startswith("multipart/"):
         reader = await request.multipart()
         async for part in reader:
-            size += len(await part.read())
+            data = await part.read()
+            if part.name == "file":
+                upload = data
     else:
-        size = len(await request.read())
-    log("ASR", upload_bytes=size, text=ASR_TEXT)
-    return web.json_response({"text": ASR_TEXT})
+        upload = await request.read()
+    text, score = ASR_TEXT, None
+    try:
+        heard = envelope(upload)
+        best = max(((likeness(heard, env), t) for t, env in KNOWN), default=None)
+        if best and best[0] > 0.5:
+            score, text = round(best[0], 3), best[1]
+    except (wave.Error, EOFError, struct.error) as e:
+        log("ASR", error=str(e))
+    log("ASR", upload_bytes=len(upload), text=text, likeness=score)
+    return web.json_response({"text": text})
 
 
 async def health(request):
@@ -232,6 +338,7 @@ async def log_unknown(request, handler):
 
 
 def main():
+    KNOWN.extend(load_clips(CLIPS))
     app = web.Application(middlewares=[log_unknown], client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/chat/completions", chat)

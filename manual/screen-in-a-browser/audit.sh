@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Writes `audit --html` for the honest stand-in and photographs it in headless Chromium
-# (docs/audit.md, "The HTML page"). A manual check: CI does not install a browser. Usage:
+# Writes `audit --html` for the honest stand-in, the requests spoken, and photographs it in
+# headless Chromium (docs/audit.md, "The HTML page"). A manual check: CI does not install a
+# browser. Usage:
 #
 #   manual/screen-in-a-browser/audit.sh [OUT_DIR]
 #
@@ -8,7 +9,8 @@
 # replies also a CJK font, `apt-get install fonts-noto-cjk`). Writes OUT_DIR/audit.html,
 # OUT_DIR/audit.png (the scorecard) and OUT_DIR/amp-off.png (the amp-off and brightness items
 # alone); look at them: a coloured bar per item, the Chinese text as text (not boxes), each
-# record's calls, value, sentences, claim and verdict, and a sound lane per request.
+# record's delivery (the clip), what the backend heard, calls, value, sentences, claim and
+# verdict, and a sound lane per request.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-target/screen-in-a-browser}"
@@ -17,7 +19,7 @@ if ! command -v chromium >/dev/null; then
     echo "audit.sh: chromium is not installed (Debian: apt-get install chromium)" >&2
     exit 2
 fi
-cargo run --release --locked -q -- audit --llm honest --quiet --html "$out/audit.html" >/dev/null || true
+cargo run --release --locked -q -- audit --llm honest --delivery spoken --quiet --html "$out/audit.html" >/dev/null || true
 python3 - "$out" <<'PY'
 import sys
 out = sys.argv[1]

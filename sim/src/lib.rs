@@ -89,9 +89,10 @@
 //!     `backend::ota` (the OTA answer of xiaozhi-esp32-server: `mqtt` or `websocket` block),
 //!     `backend::wire` (frame types, `abort`, Python-style JSON).
 //!   * `audit`: what a backend said against what the device did; `audit::battery` (requests
-//!     and how to judge them, as data), `audit::llm` (the built-in backend's stand-in LLM and
-//!     its behaviours, as data), `audit::trial` (one trial in virtual time), `audit::verdict`
-//!     (a request's facts and its verdict), `audit::score` (the scorecard, Wilson intervals).
+//!     and how to judge them, as data), `audit::clips` (the recordings that say them),
+//!     `audit::llm` (the built-in backend's stand-in LLM and its behaviours, as data),
+//!     `audit::trial` (one trial in virtual time), `audit::verdict` (a request's facts and its
+//!     verdict), `audit::score` (the scorecard, Wilson intervals).
 //!   * `bounds`: the bound properties of every integer parameter (cargo feature `bounds`);
 //!     `bounds::generate`: their generators.
 

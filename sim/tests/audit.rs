@@ -1,12 +1,14 @@
 //! The audit against the built-in backend in virtual time: every stand-in behaviour yields its
 //! verdict on every item of the default battery (exact: the stand-in is deterministic), the
 //! stand-in understands every phrasing the battery says, its own claims are recognised as claims
-//! and nothing else it says is, a bad battery gets every mistake located, and a trial is the
-//! same bytes twice.
+//! and nothing else it says is, a bad battery gets every mistake located, a trial is the
+//! same bytes twice, and a spoken request (its clip said into the microphone) is judged as the
+//! typed one.
 
 use std::sync::{Arc, OnceLock};
 
 use xiaozhi_sim::audit::battery::{self, Plan, Ready};
+use xiaozhi_sim::audit::clips::{self, Clips};
 use xiaozhi_sim::audit::llm::{LlmSpec, Understanding, language};
 use xiaozhi_sim::audit::trial::{self, Setup, Trial};
 use xiaozhi_sim::audit::verdict::Verdict;
@@ -37,6 +39,17 @@ fn pool() -> Arc<dyn CodecPool> {
 }
 
 fn one(plan: &Plan, item: usize, llm: &LlmSpec, k: u32, codecs: Option<Arc<dyn CodecPool>>) -> Trial {
+    one_said(plan, item, llm, k, codecs, None)
+}
+
+fn one_said(
+    plan: &Plan,
+    item: usize,
+    llm: &LlmSpec,
+    k: u32,
+    codecs: Option<Arc<dyn CodecPool>>,
+    spoken: Option<&Clips>,
+) -> Trial {
     let u = Understanding::shipped();
     let s = Setup {
         plan,
@@ -47,6 +60,7 @@ fn one(plan: &Plan, item: usize, llm: &LlmSpec, k: u32, codecs: Option<Arc<dyn C
         trial: k,
         seed: xiaozhi_sim::audit::trial_seed(1, item, k),
         codecs,
+        spoken,
     };
     trial::run(&s).unwrap()
 }
@@ -290,4 +304,127 @@ items:
     )
     .unwrap_err();
     assert!(e.to_string().starts_with("bad.yaml:6:5: "), "{e}");
+}
+
+/// WAV files of `audits/clips/` (canonical PCM: the `data` chunk found by its tag), as the
+/// binary's reader would give them.
+struct ClipFiles;
+
+impl xiaozhi_sim::spec::Resources for ClipFiles {
+    fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String> {
+        let full = format!("{}/../audits/clips/{path}", env!("CARGO_MANIFEST_DIR"));
+        let bytes = std::fs::read(&full).map_err(|e| format!("{path}: {e}"))?;
+        let rate = u32::from_le_bytes(bytes.get(24..28).ok_or("short")?.try_into().unwrap());
+        let data = bytes.windows(4).position(|w| w == b"data").ok_or("no data chunk")? + 8;
+        let pcm = bytes[data..]
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        Ok((rate, pcm))
+    }
+}
+
+fn shipped_clips() -> &'static Clips {
+    static CLIPS: OnceLock<Clips> = OnceLock::new();
+    CLIPS.get_or_init(|| Clips::load(clips::DEFAULT_INDEX_ORIGIN, clips::DEFAULT_INDEX, &ClipFiles).unwrap())
+}
+
+#[test]
+fn every_phrasing_of_the_shipped_battery_has_a_clip() {
+    let c = shipped_clips();
+    assert_eq!(default_battery().clips.as_deref(), Some("clips/index.yaml"));
+    assert_eq!(c.missing(&default_battery().items), Vec::<(&str, &str, &str)>::new());
+    assert_eq!(c.voice.as_deref(), Some("espeak-ng 1.51"));
+    let zh = c.get("zh", "把声音调小一点").unwrap();
+    // espeak-ng's 22,050 Hz recording, at the microphone's 16 kHz.
+    let ms = zh.length().as_millis();
+    assert!((2850..2950).contains(&ms), "{ms} ms");
+}
+
+/// Said into the microphone, every request of the default battery gets the typed request's
+/// verdict (the stand-in is handed the same text), and the facts say how it was made: the clip,
+/// its length, the backend's `stt` of a speech it could not recognise, and the first call after
+/// the end of the clip.
+#[test]
+fn a_spoken_request_is_heard_through_the_microphone_and_judged_as_the_typed_one() {
+    let honest = LlmSpec::shipped("honest").unwrap();
+    let spoken = shipped_clips();
+    for (i, plan) in default_battery().items.iter().enumerate() {
+        for k in [0, 2] {
+            let typed = one(plan, i, &honest, k, Some(pool()));
+            let said = one_said(plan, i, &honest, k, Some(pool()), Some(spoken));
+            assert_eq!(said.verdict, typed.verdict, "{} trial {k}: {:?}", plan.id, said.turns);
+            assert!(said.notes.is_empty(), "{} trial {k}: {:?}", plan.id, said.notes);
+            let clip = spoken.get(&plan.phrasing(k).0, &plan.phrasing(k).1).unwrap();
+            for t in &said.turns {
+                let f = &t.facts;
+                assert!(
+                    f.delivery.starts_with(&format!("spoken: {} (", clip.file)),
+                    "{}",
+                    f.delivery
+                );
+                assert!(f.delivery.contains("handed the battery's text"), "{}", f.delivery);
+                assert_eq!(f.request_ms, clip.length().as_micros() as f64 / 1000.0);
+                let stt = f.stt.as_deref().unwrap_or_default();
+                assert!(
+                    stt.starts_with("(speech of ") && stt.ends_with("no speech recogniser)"),
+                    "{stt}"
+                );
+                if let Some(first) = f.first_call_ms {
+                    assert!(
+                        (0.0..1500.0).contains(&first),
+                        "{} trial {k}: first call {first} ms",
+                        plan.id
+                    );
+                }
+            }
+            assert_eq!(typed.turns[0].facts.request_ms, 0.0);
+            assert!(typed.turns[0].facts.delivery.starts_with("typed: "));
+        }
+    }
+}
+
+#[test]
+fn a_clip_index_with_mistakes_gets_every_one_located() {
+    let text = "\
+voice: test
+clips:
+  - { lang: zh, text: 静音, wav: zh-mute-1.wav }
+  - { lang: zh, text: 静音, wav: zh-mute-2.wav }
+  - { lang: en, text: mute, wav: no-such.wav }
+";
+    let e = Clips::load("idx.yaml", text, &ClipFiles).unwrap_err().to_string();
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 2, "{e}");
+    assert!(
+        lines[0].starts_with("idx.yaml:4:") && lines[0].contains("has a clip already"),
+        "{e}"
+    );
+    assert!(
+        lines[1].starts_with("idx.yaml:5:") && lines[1].contains("no-such.wav"),
+        "{e}"
+    );
+    // An empty recording, and one longer than a request.
+    struct Synth;
+    impl xiaozhi_sim::spec::Resources for Synth {
+        fn load_wav(&self, path: &str) -> Result<(u32, Vec<i16>), String> {
+            Ok((16_000, vec![1000; if path == "long.wav" { 16_000 * 31 } else { 0 }]))
+        }
+    }
+    let text = "clips:\n  - { lang: zh, text: a, wav: empty.wav }\n  - { lang: zh, text: b, wav: long.wav }\n";
+    let e = Clips::load("idx.yaml", text, &Synth).unwrap_err().to_string();
+    assert!(
+        e.contains("idx.yaml:2:") && e.contains("empty.wav: the recording is empty"),
+        "{e}"
+    );
+    assert!(
+        e.contains("idx.yaml:3:") && e.contains("long.wav: 31.0 s: a request is at most 30 s"),
+        "{e}"
+    );
+    let e = Clips::load("idx.yaml", "clips: []\n", &ClipFiles)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the index has no clips"), "{e}");
+    let e = Clips::load("idx.yaml", "clips:\n  - { lang: zh, txt: x, wav: y }\n", &ClipFiles).unwrap_err();
+    assert!(e.to_string().starts_with("idx.yaml:2:"), "{e}");
 }

@@ -1,7 +1,8 @@
 //! `audit --url` / `--ota` / `--mqtt`: the trials against a real backend, each on a live device (`crate::live`) in
 //! real time. The simulated user of a trial is an [`Asker`]: it wakes the board with 你好小智,
 //! waits for the backend's discovery and greeting to be over, types the request (`listen detect`
-//! with the text), and ends the turn once the board has been quiet a while. The calls come from
+//! with the text) or says it into the microphone from its clip, and ends the turn once the board
+//! has been quiet a while. The calls come from
 //! what the device received and answered; everything else is read off the device, as in virtual
 //! time (`xiaozhi_sim::audit::trial::Start`).
 
@@ -13,7 +14,8 @@ use anyhow::Result;
 use serde_json::Value;
 use tokio::sync::watch;
 use xiaozhi_sim::audit::battery::Plan;
-use xiaozhi_sim::audit::trial::{self, Start, TYPED, Trial, Turn as Judged, WAKE_WORD};
+use xiaozhi_sim::audit::clips::Clip;
+use xiaozhi_sim::audit::trial::{self, Request, Start, Trial, Turn as Judged, WAKE_WORD};
 use xiaozhi_sim::audit::verdict::{self, Call, Verdict};
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Board, Device, DeviceState, Sent};
@@ -52,11 +54,11 @@ pub async fn trial(
     remote: &Remote,
     plan: &Plan,
     board: Arc<BoardSpec>,
-    k: u32,
-    seed: u64,
+    (k, seed): (u32, u64),
+    clip: Option<Arc<Clip>>,
     interrupt: &'static AtomicBool,
 ) -> Trial {
-    match attempt(remote, plan, board, k, seed, interrupt).await {
+    match attempt(remote, plan, board, (k, seed), clip, interrupt).await {
         Ok(t) => t,
         Err(e) => Trial {
             item: plan.id.clone(),
@@ -77,8 +79,8 @@ async fn attempt(
     remote: &Remote,
     plan: &Plan,
     board: Arc<BoardSpec>,
-    k: u32,
-    seed: u64,
+    (k, seed): (u32, u64),
+    clip: Option<Arc<Clip>>,
     interrupt: &'static AtomicBool,
 ) -> Result<Trial> {
     let (world, nvs) = match remote {
@@ -118,6 +120,7 @@ async fn attempt(
         board: board.clone(),
         lang,
         request,
+        clip,
         phase: Phase::Boot,
         calls: Vec::new(),
         last_heard: SimTime::ZERO,
@@ -188,6 +191,9 @@ enum Phase {
     Boot,
     /// Woken at this time; waiting for discovery and the greeting.
     Greeting(SimTime),
+    /// The board listens again; the request is said at this time (a spoken request waits
+    /// [`trial::SPOKEN_PAUSE`]).
+    Pause(SimTime),
     /// A request is in its turn.
     Asking(Box<Start>),
     /// Done.
@@ -200,6 +206,8 @@ struct Asker {
     board: Arc<BoardSpec>,
     lang: String,
     request: String,
+    /// The clip that says the request (`None`: it is typed).
+    clip: Option<Arc<Clip>>,
     phase: Phase,
     /// The `tools/call` requests of this turn in arrival order, with their ids.
     calls: Vec<(i64, Call)>,
@@ -223,25 +231,30 @@ impl Asker {
         trial::quiet(device) && now.saturating_since(self.last_heard) >= quiet_for
     }
 
+    /// The next request: made now when typed, after [`trial::SPOKEN_PAUSE`] when spoken.
+    fn next(&mut self, device: &mut Device, now: SimTime) {
+        if self.clip.is_some() {
+            self.phase = Phase::Pause(now + trial::SPOKEN_PAUSE);
+        } else {
+            self.ask(device, now);
+        }
+    }
+
     fn ask(&mut self, device: &mut Device, now: SimTime) {
         self.calls.clear();
         self.last_reply = None;
         self.last_sentence = None;
         let start = Start::now(device, &self.plan, self.reference);
-        device.type_text(now, &self.request);
-        self.last_heard = now;
+        let request = self.request();
+        request.make(device, now);
+        // The quiet clock starts when the request is made: at the end of its clip.
+        self.last_heard = now + request.length();
         self.phase = Phase::Asking(Box::new(start));
     }
 
     fn end_turn(&mut self, device: &mut Device, now: SimTime, start: &Start) {
         let calls = std::mem::take(&mut self.calls).into_iter().map(|(_, c)| c).collect();
-        let facts = start.facts(
-            device,
-            &self.plan,
-            &self.board,
-            (&self.lang, &self.request, TYPED),
-            calls,
-        );
+        let facts = start.facts(device, &self.plan, &self.board, &self.request(), true, calls);
         // As in virtual time: the last speech heard is the next request's reference.
         if let Some(last) = facts.sentences.last() {
             self.reference = Some((last.level_db, last.audible));
@@ -253,9 +266,17 @@ impl Asker {
             out.turns.len()
         };
         if made < self.plan.repeat as usize {
-            self.ask(device, now);
+            self.next(device, now);
         } else {
             self.finish();
+        }
+    }
+
+    fn request(&self) -> Request<'_> {
+        Request {
+            lang: &self.lang,
+            text: &self.request,
+            clip: self.clip.as_deref(),
         }
     }
 
@@ -284,7 +305,7 @@ impl Asker {
             return;
         };
         self.last_reply = Some(at);
-        self.last_heard = at;
+        self.last_heard = self.last_heard.max(at);
         let v: Value = serde_json::from_slice(frame).unwrap_or(Value::Null);
         let payload = v.get("payload").unwrap_or(&v);
         let text = payload
@@ -337,6 +358,11 @@ impl Companion for Asker {
                         out.greeting = greeting;
                         out.reached = self.listed;
                     }
+                    self.next(device, now);
+                }
+            }
+            Phase::Pause(at) => {
+                if now >= *at {
                     self.ask(device, now);
                 }
             }
@@ -367,7 +393,7 @@ impl Companion for Asker {
     fn seen(&mut self, what: &Seen<'_>, _device: &Device) {
         match what {
             Seen::Received { at, frame } => {
-                self.last_heard = *at;
+                self.last_heard = self.last_heard.max(*at);
                 if frame.is_state("tts", "sentence_start") {
                     self.last_sentence = Some(*at);
                 }
@@ -431,7 +457,10 @@ pub fn run(
                 let board = bench.boards[i].clone();
                 let remote = remote.clone();
                 let seed = xiaozhi_sim::audit::trial_seed(bench.seed, i, k);
-                set.spawn(async move { trial(&remote, &plan, board, k, seed, stop).await });
+                let clip = xiaozhi_sim::audit::trial::Request::of(&plan, k, bench.spoken)
+                    .clip
+                    .map(|c| Arc::new(c.clone()));
+                set.spawn(async move { trial(&remote, &plan, board, (k, seed), clip, stop).await });
             }
             let Some(joined) = set.join_next().await else { break };
             trials.push(joined?);

@@ -3,6 +3,7 @@
 //! `xiaozhi_sim::audit`), or against a real backend on live devices (`live`), the scorecard's
 //! lines and gate, and JUnit. docs/audit.md.
 
+pub mod clips;
 pub mod live;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Result, anyhow};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use xiaozhi_sim::audit::battery::Ready;
+use xiaozhi_sim::audit::clips::Clips;
 use xiaozhi_sim::audit::llm::{LlmSpec, Understanding};
 use xiaozhi_sim::audit::score::{ItemScore, Scorecard};
 use xiaozhi_sim::audit::trial::{self, Setup, Trial};
@@ -40,6 +42,8 @@ pub struct Bench<'a> {
     pub seed: u64,
     /// Threads (`--devices`).
     pub devices: usize,
+    /// Say the requests from these clips (`None`: type them).
+    pub spoken: Option<&'a Clips>,
 }
 
 /// The trials that ran, in battery order, and whether the run was cut short.
@@ -82,6 +86,7 @@ pub fn run(bench: &Bench<'_>, stop: &AtomicBool, done: &(dyn Fn() + Sync)) -> Re
                         trial: k,
                         seed: xiaozhi_sim::audit::trial_seed(bench.seed, i, k),
                         codecs: Some(pool.clone()),
+                        spoken: bench.spoken,
                     };
                     match trial::run(&setup) {
                         Ok(t) => results.lock().unwrap_or_else(|e| e.into_inner()).push(t),

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::{Context, Result, bail};
 use xiaozhi_sim::audit::battery::{self, Ready};
+use xiaozhi_sim::audit::clips::Clips;
 use xiaozhi_sim::audit::llm::{LlmSpec, Understanding};
 use xiaozhi_sim::audit::score;
 use xiaozhi_sim::audit::verdict::Verdict;
@@ -22,7 +23,8 @@ use crate::{errln, outln};
 /// Each item of the battery (a request in several phrasings, what a correct action is, how a
 /// claim of success reads) runs --trials times, each trial on a freshly booted board in the
 /// item's starting state: woken with 你好小智, the greeting heard, then the request typed
-/// (listen detect with the text, as py-xiaozhi sends typed input). The backend is the built-in
+/// (listen detect with the text, as py-xiaozhi sends typed input) or spoken (its clip said into
+/// the microphone: see --delivery). The backend is the built-in
 /// one in virtual time (--personality, which must have a voice), or with --url, --ota or --mqtt
 /// a real one, each trial a live board in real time. The built-in backend's LLM is the stand-in of --llm: honest
 /// (reads back before it claims), trusting (claims on a bare `true`, as xiaozhi-esp32-server's
@@ -97,9 +99,29 @@ pub struct Args {
     /// trial as acceptance records with a sound lane.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// How the requests are made: `spoken` says each phrasing's clip (the battery's `clips:`
+    /// index; the shipped battery's are espeak-ng recordings) into the microphone, Opus at
+    /// real-time pace, as the firmware sends speech; `typed` sends the text as `listen detect`
+    /// (py-xiaozhi's typed input, for servers without speech recognition). `auto`: spoken to a
+    /// real backend when the battery has clips, typed to the built-in one (it has no speech
+    /// recogniser: spoken to it, its stand-in LLM is handed the battery's text, and the trial's
+    /// delivery says so).
+    #[arg(long, value_enum, default_value_t = DeliveryArg::Auto)]
+    pub delivery: DeliveryArg,
     /// Print the scorecard only (no progress bar, no worst-trial lines).
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// `--delivery`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeliveryArg {
+    /// Spoken to a real backend when the battery has clips; typed otherwise.
+    Auto,
+    /// Every phrasing said from its clip.
+    Spoken,
+    /// Every phrasing typed.
+    Typed,
 }
 
 /// Most trials at once.
@@ -164,23 +186,14 @@ pub fn run(a: &Args) -> Result<bool> {
             personality.name
         );
     }
+    let spoken = delivery(a, &ready, remote.is_some())?;
     let boards = ready
         .items
         .iter()
         .map(|p| crate::boards::load(&p.board))
         .collect::<Result<Vec<_>>>()?;
     let understanding = Understanding::shipped();
-    let backend = match (&a.url, &a.ota, &a.mqtt) {
-        (Some(url), _, _) => format!("the backend at {url} (its own LLM), in real time"),
-        (None, Some(ota), _) => {
-            format!("the backend whose OTA is {ota} (its own LLM; the OTA chose the wire), in real time")
-        }
-        (None, None, Some(m)) => format!("the backend behind the MQTT gateway at {m} (its own LLM), in real time"),
-        (None, None, None) => format!(
-            "the built-in backend ({}, its LLM the stand-in `{}`), in virtual time",
-            personality.name, llm.name
-        ),
-    };
+    let backend = describe(a, &personality.name, &llm.name, spoken.as_ref());
     let bench = Bench {
         battery: &ready,
         boards,
@@ -190,6 +203,7 @@ pub fn run(a: &Args) -> Result<bool> {
         trials,
         seed: a.seed,
         devices,
+        spoken: spoken.as_ref(),
     };
     let total = ready.items.len() as u64 * u64::from(trials);
     let bar = crate::fleet::progress_bar(total, "{bar:40} {pos}/{len} trials {elapsed}", a.quiet);
@@ -234,6 +248,63 @@ fn load_battery(path: Option<&std::path::Path>) -> Result<Ready> {
     Ok(battery::parse(&origin, &text, &known_board, &known_fault)?)
 }
 
+/// The backend the requests go to and how they are made, in words (the scorecard's first line).
+fn describe(a: &Args, personality: &str, llm: &str, spoken: Option<&Clips>) -> String {
+    let backend = match (&a.url, &a.ota, &a.mqtt) {
+        (Some(url), _, _) => format!("the backend at {url} (its own LLM), in real time"),
+        (None, Some(ota), _) => {
+            format!("the backend whose OTA is {ota} (its own LLM; the OTA chose the wire), in real time")
+        }
+        (None, None, Some(m)) => format!("the backend behind the MQTT gateway at {m} (its own LLM), in real time"),
+        (None, None, None) => {
+            format!("the built-in backend ({personality}, its LLM the stand-in `{llm}`), in virtual time")
+        }
+    };
+    match spoken {
+        None => format!("{backend}; requests typed"),
+        Some(c) => format!(
+            "{backend}; requests spoken from {}{}",
+            c.origin,
+            c.voice.as_deref().map(|v| format!(" ({v})")).unwrap_or_default()
+        ),
+    }
+}
+
+/// The clips the requests are said from (`None`: typed), as `--delivery` chooses for a real
+/// backend (`remote`) or the built-in one.
+fn delivery(a: &Args, ready: &Ready, remote: bool) -> Result<Option<Clips>> {
+    Ok(match (a.delivery, &ready.clips) {
+        (DeliveryArg::Typed, _) | (DeliveryArg::Auto, None) => None,
+        (DeliveryArg::Auto, Some(_)) if !remote => None,
+        (DeliveryArg::Spoken, None) => bail!(
+            "--delivery spoken: the battery {} names no clips (`clips:`, docs/audit.md \"Spoken requests\")",
+            ready.origin
+        ),
+        (_, Some(index)) => Some(load_clips(a.battery.as_deref(), index, ready)?),
+    })
+}
+
+/// The clips of the index a battery names (the shipped battery's are in the binary); every
+/// phrasing must have one.
+fn load_clips(battery: Option<&std::path::Path>, index: &str, ready: &Ready) -> Result<Clips> {
+    let clips = match battery {
+        None => crate::audit::clips::shipped()?,
+        Some(b) => crate::audit::clips::beside(b, index)?,
+    };
+    let missing = clips.missing(&ready.items);
+    if let Some((id, lang, text)) = missing.first() {
+        bail!(
+            "{}: no clip says \"{text}\" ({lang}, item {id}){}; record it, or --delivery typed",
+            clips.origin,
+            match missing.len() {
+                1 => String::new(),
+                n => format!(", nor {} other phrasing{}", n - 1, if n == 2 { "" } else { "s" }),
+            }
+        );
+    }
+    Ok(clips)
+}
+
 /// A shipped behaviour by name, or a behaviour file.
 fn load_llm(name: &str) -> Result<LlmSpec> {
     if let Some(l) = LlmSpec::shipped(name) {
@@ -265,6 +336,11 @@ fn reproduce(a: &Args) -> String {
         (None, None, Some(m)) => c += &format!(" --mqtt {m}"),
         (None, None, None) => c += &format!(" --llm {} --personality {}", a.llm, a.personality),
     }
+    c += match a.delivery {
+        DeliveryArg::Auto => "",
+        DeliveryArg::Spoken => " --delivery spoken",
+        DeliveryArg::Typed => " --delivery typed",
+    };
     c += " --seed {seed}";
     c
 }

@@ -231,6 +231,12 @@ fn record(out: &mut String, n: usize, turn: &Turn) {
     let shown = |v: &Option<xiaozhi_sim::audit::battery::Val>| v.as_ref().map_or("unknown".into(), |v| v.to_string());
     let rows = [
         ("delivery", f.delivery.clone()),
+        (
+            "heard as",
+            f.stt
+                .as_ref()
+                .map_or("(no stt shown)".into(), |t| format!("「{t}」 (the backend's stt)")),
+        ),
         ("calls", calls),
         ("value", format!("{} → {}", shown(&f.before), shown(&f.after))),
         ("said", said),

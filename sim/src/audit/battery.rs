@@ -33,6 +33,10 @@ pub struct Battery {
     /// Trials of each item (`--trials` overrides).
     #[serde(default = "default_trials")]
     pub trials: u32,
+    /// The clip index that gives the phrasings a voice (relative to the battery; docs/audit.md,
+    /// "Spoken requests").
+    #[serde(default)]
+    pub clips: Option<String>,
     /// The requests.
     pub items: Vec<Item>,
 }
@@ -413,6 +417,8 @@ pub struct Ready {
     pub origin: String,
     /// Trials per item.
     pub trials: u32,
+    /// The clip index, as the battery names it.
+    pub clips: Option<String>,
     /// The items in file order.
     pub items: Vec<Plan>,
 }
@@ -473,6 +479,7 @@ pub fn parse(
         name: b.name,
         origin: origin.into(),
         trials: b.trials,
+        clips: b.clips,
         items,
     })
 }

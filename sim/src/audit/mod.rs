@@ -2,6 +2,7 @@
 //! score what the stack *said* against what the device *did* (docs/audit.md).
 //!
 //! * [`battery`]: the requests and how to judge them, as data;
+//! * [`clips`]: the recordings that say them into the microphone;
 //! * [`llm`]: the built-in backend's stand-in LLM and its behaviours, as data;
 //! * [`trial`]: one trial in virtual time against the built-in backend;
 //! * [`verdict`]: a request's facts and the verdict drawn from them;
@@ -12,6 +13,7 @@
 //! whatever order (or on however many threads) the trials run.
 
 pub mod battery;
+pub mod clips;
 pub mod llm;
 pub mod score;
 pub mod trial;

@@ -1,8 +1,8 @@
 //! One trial in virtual time: a freshly booted board in the item's starting state, paired with
 //! the built-in backend whose LLM is the stand-in ([`crate::audit::llm`]); woken with 你好小智,
-//! the greeting heard, then the request typed (`listen detect` with the text) as many times as
-//! the item repeats it, each turn's facts read off the twin and judged
-//! (docs/audit.md, "A trial").
+//! the greeting heard, then the request typed (`listen detect` with the text) or said into the
+//! microphone from its clip ([`crate::audit::clips`]) as many times as the item repeats it, each
+//! turn's facts read off the twin and judged (docs/audit.md, "A trial").
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::audit::battery::{Plan, Quantity, Val};
+use crate::audit::clips::{Clip, Clips};
 use crate::audit::llm::{self, Backend, LlmSpec, Mind, Outcome, Understanding};
 use crate::audit::verdict::{self, Call, Facts, Judgement, Perceived, Sentence, Verdict};
 use crate::backend::{self, BackendSpec, Delivery};
@@ -18,6 +19,7 @@ use crate::device::Device;
 use crate::fault::Fault;
 use crate::firmware::state::DeviceState;
 use crate::hw::nvs::names;
+use crate::hw::screen::ScreenCall;
 use crate::loopback::{Loopback, NeverRests};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::NvsValue;
@@ -32,6 +34,10 @@ pub const TYPED: &str = "typed: listen detect with the text (py-xiaozhi's typed 
 /// The longest a stage of a trial may take in virtual time (connect and greet, hear the
 /// request, a call's outcome, the end of the reply) before the trial moves on.
 pub const STAGE_LIMIT: SimDuration = SimDuration::from_secs(45);
+/// How long a user who speaks waits once the board listens again before saying the request:
+/// xinnan-py drops the first 2 s of microphone audio after it chats a text, the wake word's
+/// included (docs/reference/voice.md §5.1), so a request said at once would lose its start.
+pub const SPOKEN_PAUSE: SimDuration = SimDuration::from_millis(2500);
 /// The step the driver runs the pairing in while it waits for something.
 const STEP: SimDuration = SimDuration::from_millis(50);
 /// The step it waits for the request to be heard in: the stand-in answers at the first step
@@ -57,6 +63,64 @@ pub struct Setup<'a> {
     /// Where the Opus work is done (trials share one: a sentence said in many trials is encoded
     /// once); `None`: each trial on its own.
     pub codecs: Option<Arc<dyn CodecPool>>,
+    /// Say the requests from these clips (`None`: type them).
+    pub spoken: Option<&'a Clips>,
+}
+
+/// A request as the user makes it: typed, or said from a clip.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'c> {
+    /// Its language.
+    pub lang: &'c str,
+    /// Its text.
+    pub text: &'c str,
+    /// The clip that says it (`None`: typed).
+    pub clip: Option<&'c Clip>,
+}
+
+impl<'c> Request<'c> {
+    /// Phrasing `k` of `plan`, said from its clip in `spoken` if there is one.
+    pub fn of(plan: &'c Plan, k: u32, spoken: Option<&'c Clips>) -> Request<'c> {
+        let (lang, text) = plan.phrasing(k);
+        Request {
+            lang,
+            text,
+            clip: spoken.and_then(|c| c.get(lang, text)).map(|c| &**c),
+        }
+    }
+
+    /// The user makes it on `device` at `now`: the text typed, or the clip said into the
+    /// microphone (heard while the board listens).
+    pub fn make(&self, device: &mut Device, now: SimTime) {
+        match self.clip {
+            Some(c) => device.say_shared(now, c.samples.clone()),
+            None => device.type_text(now, self.text),
+        }
+    }
+
+    /// How long it takes to make: the clip's length (typed: at once).
+    pub fn length(&self) -> SimDuration {
+        self.clip.map_or(SimDuration::ZERO, Clip::length)
+    }
+
+    /// How it reaches the backend, for the facts. `recognised`: the backend has a speech
+    /// recogniser of its own (a real server); the built-in one has none, so its stand-in LLM is
+    /// handed the battery's text.
+    pub fn delivery(&self, recognised: bool) -> String {
+        match self.clip {
+            None => TYPED.into(),
+            Some(c) => format!(
+                "spoken: {} ({:.1} s) through the microphone, Opus at real-time pace; {}",
+                c.file,
+                c.length().as_millis() as f64 / 1000.0,
+                if recognised {
+                    "what the backend's own speech recogniser made of it is its stt"
+                } else {
+                    "the built-in backend has no speech recogniser: its stand-in LLM was handed the battery's text"
+                }
+            ),
+        }
+    }
 }
 
 /// One request of a trial, judged.
@@ -139,11 +203,14 @@ pub fn run(s: &Setup<'_>) -> Result<Trial, NeverRests> {
     }
     let greeting = sentences_since(&lb.device, started).last().cloned();
     let mut reference = greeting.as_ref().map(|g| (g.level_db, g.audible));
-    let (lang, request) = s.plan.phrasing(s.trial).clone();
+    let request = Request::of(s.plan, s.trial, s.spoken);
+    if s.spoken.is_some() && request.clip.is_none() {
+        notes.push(format!("no clip says \"{}\": the request was typed", request.text));
+    }
     let mut mind = Mind::new(s.llm, s.understanding);
     let mut turns = Vec::new();
     for _ in 0..s.plan.repeat {
-        let facts = turn(&mut lb, s, &mut mind, &lang, &request, reference, &mut notes)?;
+        let facts = turn(&mut lb, s, &mut mind, &request, reference, &mut notes)?;
         if let Some(last) = facts.sentences.last() {
             reference = Some((last.level_db, last.audible));
         }
@@ -183,26 +250,38 @@ pub fn preset(device: &mut Device, plan: &Plan) {
     }
 }
 
-/// One request: typed, answered by the stand-in, run until the reply is over; its facts.
+/// One request: made, answered by the stand-in once the backend has heard it (the whole clip,
+/// when spoken), run until the reply is over; its facts.
 fn turn(
     lb: &mut Loopback,
     s: &Setup<'_>,
     mind: &mut Mind<'_>,
-    lang: &str,
-    request: &str,
+    request: &Request<'_>,
     reference: Option<(Option<f64>, bool)>,
     notes: &mut Vec<String>,
 ) -> Result<Facts, NeverRests> {
+    if request.clip.is_some() {
+        let t = lb.now() + SPOKEN_PAUSE;
+        lb.run_until(t)?;
+    }
     let start = Start::now(&lb.device, s.plan, reference);
     let heard_before = lb.session().map_or(0, |x| x.utterances());
     let asked = start.asked;
-    lb.device.type_text(asked, request);
-    let heard = wait_in(lb, asked + STAGE_LIMIT, HEAR_STEP, |lb| {
+    request.make(&mut lb.device, asked);
+    let heard = wait_in(lb, asked + request.length() + STAGE_LIMIT, HEAR_STEP, |lb| {
         lb.session().is_some_and(|x| x.utterances() > heard_before)
     })?;
+    let early = lb.now() < asked + request.length();
+    if heard && early {
+        notes.push(format!(
+            "the backend ended the utterance {:.0} ms into a {:.0} ms clip",
+            lb.now().saturating_since(asked).as_millis(),
+            request.length().as_millis()
+        ));
+    }
     if heard {
         let mut drive = Drive { lb, failed: None };
-        mind.respond(&mut drive, request);
+        mind.respond(&mut drive, request.text);
         if let Some(e) = drive.failed {
             return Err(e);
         }
@@ -211,7 +290,7 @@ fn turn(
             x.end_turn(now);
         }
     } else {
-        notes.push(format!("the backend never heard \"{request}\""));
+        notes.push(format!("the backend never heard \"{}\"", request.text));
     }
     let end = lb.now() + STAGE_LIMIT;
     wait(lb, end, |lb| {
@@ -220,7 +299,7 @@ fn turn(
     let settle = lb.now() + SimDuration::from_millis(500);
     lb.run_until(settle)?;
     let calls = calls_since(lb, asked);
-    Ok(start.facts(&lb.device, s.plan, &s.board, (lang, request, TYPED), calls))
+    Ok(start.facts(&lb.device, s.plan, &s.board, request, false, calls))
 }
 
 /// What a request's facts start from: when it was made, the watched value and the screen then,
@@ -246,24 +325,28 @@ impl Start {
     }
 
     /// The request's facts once its turn is over: `calls` as the device got them, the rest read
-    /// off `device`; `said` is (language, request, delivery).
+    /// off `device`; `recognised`: the backend recognises speech itself.
     pub fn facts(
         &self,
         device: &Device,
         plan: &Plan,
         board: &BoardSpec,
-        said: (&str, &str, &str),
+        request: &Request<'_>,
+        recognised: bool,
         calls: Vec<Call>,
     ) -> Facts {
         let after = value(device, plan.watch);
         let sentences = sentences_since(device, self.asked);
         let perceived = perceive(device, plan, board, self, &after, &calls, &sentences);
+        let length = request.length().as_micros() as f64 / 1000.0;
         Facts {
-            request: said.1.to_string(),
-            lang: said.0.to_string(),
-            delivery: said.2.to_string(),
-            first_call_ms: calls.first().map(|c| c.at_ms),
-            first_sentence_ms: sentences.first().map(|x| x.at_ms),
+            request: request.text.to_string(),
+            lang: request.lang.to_string(),
+            delivery: request.delivery(recognised),
+            request_ms: length,
+            stt: shown_for_user(device, self.asked),
+            first_call_ms: calls.first().map(|c| micros_exact(c.at_ms - length)),
+            first_sentence_ms: sentences.first().map(|x| micros_exact(x.at_ms - length)),
             calls,
             sentences,
             before: self.before.clone(),
@@ -325,6 +408,15 @@ fn perceive(
     }
 }
 
+/// The first text the screen showed as the user's since `from` (the backend's `stt`; boards
+/// with a display only).
+fn shown_for_user(device: &Device, from: SimTime) -> Option<String> {
+    device.screen_log().calls().iter().find_map(|(at, c)| match c {
+        ScreenCall::SetChatMessage { role, content } if *at >= from && role == "user" => Some(content.clone()),
+        _ => None,
+    })
+}
+
 /// The watched value, read off the twin (never through MCP).
 pub fn value(d: &Device, watch: Option<Quantity>) -> Option<Val> {
     let s = d.snapshot();
@@ -364,6 +456,11 @@ fn wait_in(
         lb.run_until(t)?;
     }
     Ok(done(lb))
+}
+
+/// `ms` to the nearest microsecond (a difference of two times in ms, without its float dust).
+fn micros_exact(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
 }
 
 fn ms_since(t: f64, from: SimTime) -> f64 {

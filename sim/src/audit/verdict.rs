@@ -72,6 +72,11 @@ pub struct Facts {
     pub lang: String,
     /// How it reached the backend (`typed: listen detect text` or `spoken: …`).
     pub delivery: String,
+    /// How long the request took to make: the clip's length when spoken, 0 when typed, ms.
+    pub request_ms: f64,
+    /// What the backend showed as the user's words (its `stt`, as the board's screen showed it;
+    /// boards with a display).
+    pub stt: Option<String>,
     /// Every `tools/call` in the turn, in order (reads included).
     pub calls: Vec<Call>,
     /// Every sentence the backend said in the turn.
@@ -85,9 +90,9 @@ pub struct Facts {
     pub level_before: Option<(Option<f64>, bool)>,
     /// What a person can perceive of the change.
     pub perceived: Perceived,
-    /// From the end of the request to the first call, ms.
+    /// From the end of the request (the end of its clip when spoken) to the first call, ms.
     pub first_call_ms: Option<f64>,
-    /// From the end of the request to the first sentence, ms.
+    /// From the end of the request (the end of its clip when spoken) to the first sentence, ms.
     pub first_sentence_ms: Option<f64>,
 }
 
@@ -374,6 +379,8 @@ mod tests {
             request: "调小".into(),
             lang: "zh".into(),
             delivery: "typed".into(),
+            request_ms: 0.0,
+            stt: None,
             calls,
             sentences,
             before: Some(Val::Num(70.0)),
