@@ -401,6 +401,11 @@ fn the_audit_page_has_a_bar_per_item_and_the_worst_trial_as_records() {
     let second: String = records[1].text().collect();
     assert!(second.contains("no call reached the device"), "{second}");
     assert!(second.contains("false-claim: claimed success"), "{second}");
+    // Typed: the backend's stt is the text; the lazy claim comes with no call at all.
+    assert!(second.contains("「把声音调小一点」 (the backend's stt)"), "{second}");
+    assert!(second.contains("no first call, first sentence "), "{second}");
+    let first: String = records[0].text().collect();
+    assert!(first.contains("first call 5 ms, first sentence "), "{first}");
     assert_eq!(doc.select(&sel("section.item")).count(), 14);
     assert_eq!(svgs_parse(&raw), 15, "one sound lane per request (twice has two)");
     let gate: String = doc.select(&sel("ul.gate")).flat_map(|u| u.text()).collect();

@@ -370,6 +370,8 @@ fn a_spoken_request_is_heard_through_the_microphone_and_judged_as_the_typed_one(
                     stt.starts_with("(speech of ") && stt.ends_with("no speech recogniser)"),
                     "{stt}"
                 );
+                // A reply that was said was also played (silent or not): its first sound is timed.
+                assert_eq!(f.first_audio_ms.is_some(), f.first_sentence_ms.is_some(), "{f:?}");
                 if let Some(first) = f.first_call_ms {
                     assert!(
                         (0.0..1500.0).contains(&first),

@@ -238,6 +238,7 @@ fn record(out: &mut String, n: usize, turn: &Turn) {
                 .map_or("(no stt shown)".into(), |t| format!("「{t}」 (the backend's stt)")),
         ),
         ("calls", calls),
+        ("timing", timing(f)),
         ("value", format!("{} → {}", shown(&f.before), shown(&f.after))),
         ("said", said),
         ("claim", claim),
@@ -258,6 +259,20 @@ fn record(out: &mut String, n: usize, turn: &Turn) {
         );
     }
     out.push_str("</table>\n");
+}
+
+/// The request's delays, from its end.
+fn timing(f: &xiaozhi_sim::audit::verdict::Facts) -> String {
+    let at = |what: &str, ms: Option<f64>| match ms {
+        Some(ms) => format!("{what} {ms:.0} ms"),
+        None => format!("no {what}"),
+    };
+    format!(
+        "{}, {}, {} after the end of the request",
+        at("first call", f.first_call_ms),
+        at("first sentence", f.first_sentence_ms),
+        at("first audio", f.first_audio_ms)
+    )
 }
 
 /// The reference level and each sentence's, as bars.

@@ -347,6 +347,7 @@ impl Start {
             stt: shown_for_user(device, self.asked),
             first_call_ms: calls.first().map(|c| micros_exact(c.at_ms - length)),
             first_sentence_ms: sentences.first().map(|x| micros_exact(x.at_ms - length)),
+            first_audio_ms: first_audio(device, self.asked).map(|t| micros_exact(ms_since_ms(t, self.asked) - length)),
             calls,
             sentences,
             before: self.before.clone(),
@@ -406,6 +407,21 @@ fn perceive(
         (None, _, _) => Perceived::Yes("nothing to perceive: the item watches no value".into()),
         _ => Perceived::No("the value could not be read off the device".into()),
     }
+}
+
+/// When the first sound of a speech session opened at or after `from` left the codec.
+fn first_audio(device: &Device, from: SimTime) -> Option<SimTime> {
+    device
+        .speech_log()
+        .sessions
+        .iter()
+        .filter(|s| s.started >= from)
+        .find_map(|s| s.window.map(|w| w.start))
+}
+
+/// `t` after `from`, ms.
+fn ms_since_ms(t: SimTime, from: SimTime) -> f64 {
+    t.saturating_since(from).as_micros() as f64 / 1000.0
 }
 
 /// The first text the screen showed as the user's since `from` (the backend's `stt`; boards

@@ -94,6 +94,9 @@ pub struct Facts {
     pub first_call_ms: Option<f64>,
     /// From the end of the request (the end of its clip when spoken) to the first sentence, ms.
     pub first_sentence_ms: Option<f64>,
+    /// From the end of the request to the first sound of the reply leaving the codec (the
+    /// first decoded sample of a speech session opened after the request), ms.
+    pub first_audio_ms: Option<f64>,
 }
 
 /// The fixed set of verdicts, from worst to best for a request that asks for an action.
@@ -389,6 +392,7 @@ mod tests {
             perceived: Perceived::Yes("quieter".into()),
             first_call_ms: None,
             first_sentence_ms: None,
+            first_audio_ms: None,
         }
     }
 
