@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+
 fn tmp(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
 }
@@ -494,4 +496,48 @@ fn udp_faults_on_a_fleet_show_in_its_udp_counters() {
         "{:#}",
         s["run"]
     );
+}
+
+/// `xiaozhi-twin backend` with no script, in a process of its own, answers every turn as the
+/// fleet's built-in backend does (the seed article's turn: set_volume, get_device_status, three
+/// seconds of speech), so `fleet --url` against it completes every turn.
+#[test]
+fn a_backend_without_a_script_in_another_process_answers_every_turn() {
+    let mut be = common::listening(&[]);
+    let url = format!("ws://127.0.0.1:{}/xiaozhi/v1/", be.port);
+    let json = tmp("fleet-voice-standalone.json");
+    let _ = std::fs::remove_file(&json);
+    let utt = wav("fleet-voice-standalone.wav", 1.2);
+    let out = twin(&[
+        "fleet",
+        "--voice",
+        "--quiet",
+        "--devices",
+        "4",
+        "--turns",
+        "2",
+        "--utterance",
+        utt.to_str().unwrap(),
+        "--think",
+        "200ms",
+        "--duration",
+        "60s",
+        "--url",
+        &url,
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let _ = be.child.kill();
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let t = &s["turns"];
+    assert_eq!(
+        (u(&t["planned"]), u(&t["completed"]), u(&t["failed"])),
+        (8, 8, 0),
+        "{s:#}"
+    );
+    // Discovery's two requests a device, two calls a turn, and 3 s of speech: 50 frames of 60 ms.
+    assert_eq!(u(&s["latency"]["mcp_reply"]["count"]), 4 * 2 + 8 * 2, "{s:#}");
+    assert_eq!(u(&s["pacing"]["tts_frames_received"]), 8 * 50, "{s:#}");
+    assert_eq!(u(&s["loudness"]["not_audible"]), 0, "{s:#}");
 }

@@ -397,3 +397,25 @@ fn an_abort_is_told_by_its_parsed_type() {
     ));
     assert!(!is_abort(r#""type":"abort""#));
 }
+
+/// `repeat` makes a turn loop: every request typed in one conversation is answered, each with
+/// its own `{turn}`, and the loop waits at its `await utterance` in between.
+#[test]
+fn a_repeating_script_answers_every_turn_of_a_conversation() {
+    let mut lb = scripted("await utterance\nspeak \"第 {turn} 轮\" for 1s\nrepeat\n", "none");
+    for _ in 0..3 {
+        let now = lb.now();
+        lb.device.type_text(now, "把声音调小一点");
+        lb.run_until(now + SimDuration::from_secs(6)).expect("comes to rest");
+    }
+    let said: Vec<String> = lb
+        .device
+        .speech_log()
+        .sessions
+        .iter()
+        .flat_map(|s| s.sentences.iter().map(|x| x.text.clone()))
+        .collect();
+    assert_eq!(said, ["第 1 轮", "第 2 轮", "第 3 轮"]);
+    assert!(lb.device.speech_log().sessions.iter().all(|s| s.stopped.is_some()));
+    assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
+}

@@ -48,6 +48,11 @@ use crate::server::{MqttWire, Server, load_personality, serve, serve_mqtt};
 /// both wires. --ota ADDR answers activation requests as the server's OTA does: an mqtt block
 /// with --mqtt, else a websocket block.
 ///
+/// Without --script, a personality with a voice (xinnan-py) answers every turn as `fleet`'s
+/// built-in backend does, the seed article's turn: set_volume 40, get_device_status, then
+/// 好的，音量已经调小了 in words of its own for each device and turn; one without a voice only
+/// answers discovery.
+///
 /// With --scenario FILE the backend performs a scenario's steps on the first device that
 /// connects (across its reboots), prints the scenario's acceptance records and checks as
 /// judged from the backend's side, and exits 0 (passed) or 1 (failed or the device never
@@ -220,6 +225,9 @@ async fn stdin_commands(server: Arc<Server>) {
             },
         };
         match xiaozhi_sim::backend::script::parse_line(&text) {
+            Ok(Some(l)) if l.step == Command::Repeat => {
+                crate::errln!("stdin:{n}: `repeat` belongs in a script file: a typed command runs once");
+            }
             Ok(Some(l)) => server.broadcast(l.step),
             Ok(None) => {}
             Err(e) => crate::errln!("stdin:{n}:{e}"),
@@ -250,6 +258,15 @@ pub fn run(opts: &Args) -> Result<bool> {
             }
             (script, false)
         }
+        // No script: a personality that speaks answers every turn as the fleet's built-in
+        // backend does, so `fleet --url` against this process gets the turns it gets in-process.
+        None if spec.voice.is_some() => (
+            Script::parse(
+                "the default turn",
+                &format!("{}repeat\n", crate::fleet::voice::VOICE_SCRIPT),
+            )?,
+            false,
+        ),
         None => (Script::default(), false),
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

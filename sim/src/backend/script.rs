@@ -18,6 +18,8 @@
 //!                                  say a sentence (default: 250 ms a character, the built-in
 //!                                  speech-like voice); speak, call and send lines in a row form
 //!                                  one turn, and any other line (or the end) sends `tts stop`
+//! repeat                           start over from the first step (a turn loop: an `await
+//!                                  utterance`, or a `wait` of more than 0 ms, must come before)
 //! ```
 //!
 //! A sentence may name its listener: `{device}` becomes the device's id (its `Device-Id`
@@ -59,6 +61,8 @@ pub enum Command {
     Close,
     /// `await utterance`: wait until the device has said something.
     AwaitUtterance,
+    /// `repeat`: start over from the connection's first step.
+    Repeat,
     /// `speak "<text>" [for <duration>] [tone <Hz> <dBFS> | wav <file>]`.
     Speak {
         /// The sentence (its `sentence_start` text).
@@ -85,6 +89,16 @@ impl Command {
     /// Whether this step belongs to a speaking turn (speak, call and send lines in a row).
     pub fn continues_turn(&self) -> bool {
         matches!(self, Command::Speak { .. } | Command::Call { .. })
+    }
+
+    /// Whether this step makes the script wait for something to happen (what a `repeat` loop
+    /// needs, or it would go round forever at one instant).
+    pub fn pauses(&self) -> bool {
+        match self {
+            Command::AwaitUtterance => true,
+            Command::Wait(d) => *d > SimDuration::ZERO,
+            _ => false,
+        }
     }
 }
 
@@ -175,6 +189,14 @@ impl Script {
                 column,
                 message,
             })? {
+                if line.step == Command::Repeat && !lines.iter().any(|l: &Line| l.step.pauses()) {
+                    return Err(ScriptError {
+                        origin: origin.to_string(),
+                        line: i + 1,
+                        column: raw.len() - raw.trim_start().len() + 1,
+                        message: "`repeat` needs an `await utterance` (or a `wait` of more than 0 ms) before it: a loop that waits for nothing never ends".into(),
+                    });
+                }
                 lines.push(Line { line: i + 1, ..line });
             }
         }
@@ -246,13 +268,14 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, ScriptLineError> {
                 format!("`{word}` needs the text to send"),
             ));
         }
-        "garbage" | "vanish" | "close" | "disconnect" if !tail.is_empty() => {
+        "garbage" | "vanish" | "close" | "disconnect" | "repeat" if !tail.is_empty() => {
             return Err(ScriptLineError::at(tail_col, format!("`{word}` takes no argument")));
         }
         "garbage" => Command::Garbage,
         "vanish" => Command::Vanish,
         "disconnect" => Command::Disconnect,
         "close" => Command::Close,
+        "repeat" => Command::Repeat,
         "await" if tail == "utterance" => Command::AwaitUtterance,
         "await" => {
             return Err(ScriptLineError::at(
@@ -265,7 +288,7 @@ pub fn parse_line(raw: &str) -> Result<Option<Line>, ScriptLineError> {
             return Err(ScriptLineError::at(
                 col(rest),
                 format!(
-                    "unknown step `{other}`: use call, send, wait, raw, frame, garbage, vanish, close, await or speak"
+                    "unknown step `{other}`: use call, send, wait, raw, frame, garbage, vanish, close, await, speak or repeat"
                 ),
             ));
         }
@@ -413,6 +436,27 @@ mod tests {
         assert_eq!((e.line, e.column), (1, 16), "{e}");
         let e = Script::parse("s.txt", "await reply\n").unwrap_err();
         assert_eq!((e.line, e.column), (1, 7), "{e}");
+    }
+
+    #[test]
+    fn repeat_loops_only_what_waits_for_something() {
+        let s = Script::parse("s.txt", "await utterance\nspeak \"好\"\nrepeat\n").unwrap();
+        assert_eq!(s.lines[2].step, Command::Repeat);
+        assert!(Script::parse("s.txt", "wait 1s\nrepeat\n").is_ok());
+        for (text, line) in [
+            ("speak \"好\"\nrepeat\n", 2),
+            ("wait 0s\n  repeat\n", 2),
+            ("repeat\n", 1),
+        ] {
+            let e = Script::parse("s.txt", text).unwrap_err();
+            assert_eq!(
+                (e.line, e.message.contains("a loop that waits for nothing")),
+                (line, true),
+                "{e}"
+            );
+        }
+        let e = Script::parse("s.txt", "await utterance\nrepeat 3\n").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 8), "{e}");
     }
 
     #[test]

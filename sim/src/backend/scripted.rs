@@ -379,9 +379,10 @@ impl ScriptedBackend {
     }
 
     /// A step given from outside the script (a command typed on stdin): run at once if
-    /// discovery is done (ignored before), its waits not waited for, the script not moved.
+    /// discovery is done (ignored before), its waits not waited for, the script not moved (a
+    /// `repeat` is ignored).
     pub fn handle_command(&mut self, now: SimTime, step: Command) {
-        if self.takes_input() && self.session.is_ready() {
+        if self.takes_input() && self.session.is_ready() && step != Command::Repeat {
             let _ = self.run_step(now, step);
             self.advance(now);
         }
@@ -546,6 +547,17 @@ impl ScriptedBackend {
             Command::Vanish => self.end_with(ScriptedAction::Vanish),
             Command::Disconnect => self.end_with(ScriptedAction::Disconnect),
             Command::Close => self.session.close(),
+            // Start over, if the steps before it wait for something on this connection (the
+            // `@N` lines of another connection do not); otherwise the script ends here.
+            Command::Repeat => {
+                let steps = self.steps.as_deref().unwrap_or_default();
+                let here = self.next_step.saturating_sub(1);
+                if steps[..here.min(steps.len())].iter().any(Command::pauses) {
+                    self.next_step = 0;
+                } else {
+                    self.next_step = steps.len();
+                }
+            }
             Command::Speak { text, duration, voice } => {
                 let text = fill(&text, self.session.device_id(), self.heard.max(1) as u64);
                 let (timbre, d) = sound_of(&text, duration, &voice, self.wavs.as_ref());
