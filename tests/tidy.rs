@@ -471,11 +471,6 @@ const LARGE_FILES: &[(&str, usize, &str)] = &[
         "reads an upstream build: sdkconfig, config.h, the board's sources and tools; to split: the tool reader (read_tools, read_tool, read_properties) into its own file",
     ),
     (
-        "sim/src/backend/mod.rs",
-        851,
-        "the backend Session and its MCP exchange rules; to split: the personality-specific result handling",
-    ),
-    (
         "sim/src/bounds/mod.rs",
         846,
         "the bound oracle, the checker and the proptest driver; to split: the oracle into its own file",

@@ -87,7 +87,9 @@
 //!     voice), `backend::vad` (the server's end-of-utterance rule and text rules),
 //!     `backend::gateway` (xiaozhi-mqtt-gateway's MQTT + UDP side in front of a backend),
 //!     `backend::ota` (the OTA answer of xiaozhi-esp32-server: `mqtt` or `websocket` block),
-//!     `backend::wire` (frame types, `abort`, Python-style JSON).
+//!     `backend::wire` (frame types, `abort`, Python-style JSON), `backend::report` (what a
+//!     session records: exchanges, tools, phase), `backend::result` (what a tool result becomes
+//!     as the personality says).
 //!   * `audit`: what a backend said against what the device did; `audit::battery` (requests
 //!     and how to judge them, as data), `audit::clips` (the recordings that say them),
 //!     `audit::llm` (the built-in backend's stand-in LLM and its behaviours, as data),

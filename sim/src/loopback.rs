@@ -159,6 +159,11 @@ impl Loopback {
         self.backend.as_mut().map(ScriptedBackend::session_mut)
     }
 
+    /// [`Loopback::session`], to read.
+    pub fn session_ref(&self) -> Option<&Session> {
+        self.backend.as_ref().map(ScriptedBackend::session)
+    }
+
     /// Reports of every connection so far (closed ones first, then the live one).
     pub fn reports(&self) -> Vec<SessionReport> {
         let mut all = self.finished.clone();

@@ -557,48 +557,43 @@ struct Drive<'l> {
 
 impl Backend for Drive<'_> {
     fn offers(&self, tool: &str) -> bool {
-        self.lb
-            .reports()
-            .last()
-            .is_some_and(|r| r.tools.iter().any(|t| t.name == tool))
+        self.lb.session_ref().is_some_and(|s| s.offers(tool))
     }
 
     fn call(&mut self, tool: &str, args: Value) -> Outcome {
-        let Some(index) = self.lb.session().map(|x| x.report().exchanges.len()) else {
+        let Some(index) = self.lb.session().map(|x| x.exchanges_len()) else {
             return Outcome::Nothing;
         };
         self.lb.call(tool, args);
         let limit = self.lb.now() + STAGE_LIMIT;
-        let mut outcome = None;
-        let done = wait(self.lb, limit, |lb| match lb.session().map(|x| x.report()) {
+        let done = wait(self.lb, limit, |lb| match lb.session() {
             None => true,
-            Some(r) => r
-                .exchanges
-                .get(index)
+            Some(s) => s
+                .exchange(index)
                 .is_some_and(|e| e.outcome != backend::Outcome::Pending),
         });
         if let Err(e) = done {
             self.failed = Some(e);
             return Outcome::Nothing;
         }
-        if let Some(e) = self.lb.session().and_then(|x| x.report().exchanges.get(index).cloned()) {
-            outcome = Some(match (e.result_to, &e.spoken, &e.llm_sees) {
-                (Some(Delivery::User), Some(text), _) => {
-                    let text = text.clone();
-                    self.say(&text);
-                    Outcome::Spoken
-                }
-                (_, _, Some(seen)) => Outcome::Result {
-                    text: seen.clone(),
-                    failed: reply_text(&e).1,
-                },
-                _ => match reply_text(&e) {
-                    (Some(text), failed) => Outcome::Result { text, failed },
-                    (None, _) => Outcome::Nothing,
-                },
-            });
+        let Some(e) = self.lb.session().and_then(|x| x.exchange(index).cloned()) else {
+            return Outcome::Nothing;
+        };
+        match (e.result_to, &e.spoken, &e.llm_sees) {
+            (Some(Delivery::User), Some(text), _) => {
+                let text = text.clone();
+                self.say(&text);
+                Outcome::Spoken
+            }
+            (_, _, Some(seen)) => Outcome::Result {
+                text: seen.clone(),
+                failed: reply_text(&e).1,
+            },
+            _ => match reply_text(&e) {
+                (Some(text), failed) => Outcome::Result { text, failed },
+                (None, _) => Outcome::Nothing,
+            },
         }
-        outcome.unwrap_or(Outcome::Nothing)
     }
 
     fn say(&mut self, text: &str) {

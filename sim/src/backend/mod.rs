@@ -7,6 +7,8 @@
 //! session with its script and fault, for the server and [`crate::loopback::Loopback`].
 pub mod gateway;
 pub mod ota;
+pub mod report;
+pub mod result;
 pub mod script;
 pub mod scripted;
 pub mod spec;
@@ -17,10 +19,10 @@ pub mod wire;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::time::SimTime;
+pub use report::{Exchange, KnownTool, Outcome, Phase, SessionReport};
 pub use spec::{BackendSpec, CallOnClose, Delivery, EnvelopeStyle, InitAt, NameMapping, ResultToLlm};
 pub use wire::{frame_type, is_abort, python_json};
 
@@ -33,157 +35,6 @@ pub enum Action {
     Binary(Vec<u8>),
     /// Close the connection (a WebSocket close frame).
     Close,
-}
-
-/// How one request ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Sent, no reply yet.
-    Pending,
-    /// A `result` reply arrived.
-    Replied,
-    /// A JSON-RPC `error` reply arrived, or the call was refused without traffic (unknown tool).
-    Error,
-    /// No reply within the personality's timeout.
-    TimedOut,
-    /// The connection closed while it waited.
-    ConnectionClosed,
-}
-
-/// One request and its reply, paired by id.
-#[derive(Clone, Debug, Serialize)]
-pub struct Exchange {
-    /// The JSON-RPC id (`-1` for a call refused without traffic).
-    pub id: i64,
-    /// The JSON-RPC method (`initialize`, `tools/list`, `tools/call`).
-    pub method: String,
-    /// The device tool's original name (`tools/call` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
-    /// The arguments as sent (`tools/call` only; `null` for a personality that sends an empty
-    /// object as null).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub args: Option<Value>,
-    /// When the request was sent, in ms on the clock the socket layer passes as `now`.
-    pub sent_ms: f64,
-    /// When the reply (or the close) arrived, in ms on the same clock.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reply_ms: Option<f64>,
-    /// How the request ended.
-    pub outcome: Outcome,
-    /// The raw reply payload.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reply: Option<String>,
-    /// Where the outcome's text went (`llm`, spoken to the `user`, the `console` caller);
-    /// absent while pending, and when this backend does nothing with it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub result_to: Option<Delivery>,
-    /// The text the LLM is handed as the tool result (only when `result_to` is `llm`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub llm_sees: Option<String>,
-    /// The text spoken to the user through TTS, the LLM bypassed (only when `result_to` is `user`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spoken: Option<String>,
-    /// What the console's HTTP caller gets (only when `result_to` is `console`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub console_gets: Option<String>,
-}
-
-impl Exchange {
-    fn new(id: i64, method: &str, tool: Option<String>, now: SimTime) -> Exchange {
-        Exchange {
-            id,
-            method: method.into(),
-            tool,
-            args: None,
-            sent_ms: ms(now),
-            reply_ms: None,
-            outcome: Outcome::Pending,
-            reply: None,
-            result_to: None,
-            llm_sees: None,
-            spoken: None,
-            console_gets: None,
-        }
-    }
-
-    /// Hands the outcome's text to where this backend sends it.
-    fn deliver(&mut self, to: Delivery, text: String) {
-        self.result_to = Some(to);
-        let slot = match to {
-            Delivery::Llm => &mut self.llm_sees,
-            Delivery::User => &mut self.spoken,
-            Delivery::Console => &mut self.console_gets,
-        };
-        *slot = Some(text);
-    }
-
-    /// Where the outcome went, in words (for acceptance records), if anywhere yet.
-    pub fn fate(&self) -> Option<String> {
-        match self.result_to? {
-            Delivery::Llm => Some(format!(
-                "the LLM is handed {:?} as the tool result",
-                self.llm_sees.as_deref()?
-            )),
-            Delivery::User => Some(format!(
-                "spoken to the user as {:?} (not handed to the LLM)",
-                self.spoken.as_deref()?
-            )),
-            Delivery::Console => Some(format!("the console caller gets {}", self.console_gets.as_deref()?)),
-        }
-    }
-}
-
-/// Where the session is.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    /// Connected; waiting for the device hello.
-    AwaitingHello,
-    /// `initialize` sent; waiting for its result.
-    Initializing,
-    /// Walking the `tools/list` pages.
-    Listing,
-    /// Discovery done: tools are registered and calls go out.
-    Ready,
-    /// Discovery failed (an error or garbage for `initialize`/`tools/list`): the client never
-    /// becomes ready on this connection.
-    Stuck,
-    /// The connection is gone.
-    Closed,
-}
-
-/// A tool the backend registered for its LLM.
-#[derive(Clone, Debug, Serialize)]
-pub struct KnownTool {
-    /// The device's own tool name (as in `tools/list`).
-    pub name: String,
-    /// The name this backend's LLM sees (after the personality's sanitising).
-    pub llm_name: String,
-}
-
-/// The report of one connection.
-#[derive(Clone, Debug, Serialize)]
-pub struct SessionReport {
-    /// The personality's name (`BackendSpec::name`).
-    pub personality: String,
-    /// The `Device-Id` from the handshake (empty when absent).
-    pub device_id: String,
-    /// The session id this backend put in its hello.
-    pub session_id: String,
-    /// Where discovery ended up.
-    pub phase: Phase,
-    /// The tools registered for the LLM, in registration order.
-    pub tools: Vec<KnownTool>,
-    /// How many `tools/list` pages were accepted (discarded pages not counted).
-    pub pages: usize,
-    /// Every request sent and its reply, in sending order.
-    pub exchanges: Vec<Exchange>,
-    /// Things worth knowing in words (reused ids, late replies, discarded pages, closes).
-    pub notes: Vec<String>,
-    /// Microphone audio received, utterances found, `listen`/`abort` messages, speech sent.
-    pub voice: voice::VoiceReport,
 }
 
 #[derive(Clone, Debug)]
@@ -512,7 +363,7 @@ impl Session {
             }
             "tools/list" => self.on_list_result(now, payload, out),
             "tools/call" => {
-                if let Some((to, text)) = self.result_text(payload) {
+                if let Some((to, text)) = result::result_text(&self.spec, payload) {
                     self.exchanges[p.index].deliver(to, text);
                 }
             }
@@ -575,81 +426,6 @@ impl Session {
         while let Some((tool, args)) = self.queued_calls.pop_front() {
             self.call_into(now, &tool, args, out);
         }
-    }
-
-    /// What a reply becomes and where it goes (docs/reference/backends.md §2 items 6–7, §3–§7, §9); `None`
-    /// when this backend does nothing with it.
-    fn result_text(&self, payload: &Value) -> Option<(Delivery, String)> {
-        let failed = self.spec.failure_delivery();
-        if let Some(err) = payload.get("error") {
-            let msg = err["message"].as_str();
-            let text = match self.spec.result_to_llm {
-                ResultToLlm::Text => format!("MCP错误: {}", msg.unwrap_or("未知错误")),
-                ResultToLlm::ResultJson => format!("调用工具失败: {}", msg.unwrap_or_default()),
-                ResultToLlm::JoinedText => format!("设备工具调用失败: {err}"),
-                ResultToLlm::ContentJson => msg.unwrap_or_default().to_string(),
-                ResultToLlm::Boolean => "null (HTTP 500)".to_string(),
-                ResultToLlm::Generic => "MCP工具调用失败".to_string(),
-            };
-            return Some((failed, text));
-        }
-        let result = &payload["result"];
-        let is_error = result["isError"] == Value::Bool(true);
-        let first_text = result["content"][0]["text"].as_str();
-        match self.spec.result_to_llm {
-            ResultToLlm::Text if is_error => {
-                let detail = result["error"]
-                    .as_str()
-                    .unwrap_or("工具调用返回错误，但未提供具体错误信息");
-                return Some((failed, format!("工具调用错误: {detail}")));
-            }
-            ResultToLlm::Generic if is_error => return Some((failed, "MCP工具调用失败".into())),
-            _ => {}
-        }
-        if self.spec.obeys_action_json
-            && let Some(text) = first_text
-            && let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(text)
-            && let Some(action) = obj.get("action")
-        {
-            let response = obj.get("response").and_then(Value::as_str).unwrap_or_default();
-            // `Action[name]`: an unknown name raises KeyError, spoken as its `str()`.
-            return match action.as_str() {
-                Some("RESPONSE" | "ERROR" | "NOTFOUND") => Some((Delivery::User, response.to_string())),
-                Some("REQLLM") => Some((Delivery::Llm, String::new())),
-                Some("NONE" | "RECORD") => None,
-                Some(other) => Some((failed, format!("'{other}'"))),
-                // `Action[x]` with a non-string key: `str()` of the KeyError / TypeError.
-                None => Some((failed, python_key_error(action))),
-            };
-        }
-        let first_text = first_text.unwrap_or_default();
-        let text = match self.spec.result_to_llm {
-            ResultToLlm::Text | ResultToLlm::Generic => first_text.to_string(),
-            ResultToLlm::JoinedText => result["content"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|c| c["text"].as_str())
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
-                .unwrap_or_default(),
-            ResultToLlm::ResultJson => {
-                let mut r = result.clone();
-                if r["isError"] == Value::Bool(false) {
-                    r.as_object_mut().map(|m| m.remove("isError"));
-                }
-                r.to_string()
-            }
-            ResultToLlm::ContentJson if result["isError"] == Value::Bool(false) => result["content"].to_string(),
-            ResultToLlm::ContentJson => "null".to_string(),
-            ResultToLlm::Boolean => match first_text {
-                "true" => "true (boolean)".to_string(),
-                "false" => "false (boolean)".to_string(),
-                t => t.trim().to_string(),
-            },
-        };
-        Some((self.spec.results_to, text))
     }
 
     /// Calls a tool (queued until discovery is done). `args` is the LLM's arguments object.
@@ -811,6 +587,21 @@ impl Session {
         }
     }
 
+    /// The `i`th request of this connection and what became of it (requests in the order made).
+    pub fn exchange(&self, i: usize) -> Option<&Exchange> {
+        self.exchanges.get(i)
+    }
+
+    /// Requests made on this connection so far.
+    pub fn exchanges_len(&self) -> usize {
+        self.exchanges.len()
+    }
+
+    /// Whether the backend registered `tool` for its LLM.
+    pub fn offers(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t.name == tool)
+    }
+
     /// Requests still waiting for their reply.
     pub fn pending_len(&self) -> usize {
         self.pending.len()
@@ -833,19 +624,5 @@ impl Session {
             })
             .map(|e| e.id)
             .collect()
-    }
-}
-
-/// What xinnan-py speaks when `Action[key]` fails for a key that is not a string: the `str()` of
-/// its `KeyError` (the key's repr) or of the `TypeError` an unhashable key raises.
-fn python_key_error(key: &Value) -> String {
-    match key {
-        Value::Null => "None".into(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::Number(n) => n.to_string(),
-        Value::Array(_) => "unhashable type: 'list'".into(),
-        Value::Object(_) => "unhashable type: 'dict'".into(),
-        Value::String(t) => format!("'{t}'"),
     }
 }
