@@ -540,4 +540,22 @@ fn a_backend_without_a_script_in_another_process_answers_every_turn() {
     assert_eq!(u(&s["latency"]["mcp_reply"]["count"]), 4 * 2 + 8 * 2, "{s:#}");
     assert_eq!(u(&s["pacing"]["tts_frames_received"]), 8 * 50, "{s:#}");
     assert_eq!(u(&s["loudness"]["not_audible"]), 0, "{s:#}");
+    // The twin alone: its cost line claims no backend work.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("the twin itself") && !text.contains("backend's work included"),
+        "{text}"
+    );
+    // In one process with the built-in backend, the line says the backend's work is in it.
+    let out = twin(&[
+        "fleet",
+        "--voice",
+        "--quiet",
+        "--devices",
+        "2",
+        "--utterance",
+        utt.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("(the built-in backend's work included; the twin alone: `xiaozhi-twin backend` in another process and --url)"), "{text}");
 }

@@ -269,7 +269,8 @@ pub fn run(opts: &Args) -> Result<bool> {
         ),
         None => (Script::default(), false),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // One worker per core: a backend in its own process serves a whole fleet (docs/fleet.md).
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(async {
         let listener = TcpListener::bind(&opts.listen)
             .await

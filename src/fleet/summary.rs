@@ -157,7 +157,8 @@ impl Loudness {
 /// What the twin itself cost (so a user can tell it was not the bottleneck).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TwinCost {
-    /// CPU seconds of this process (user + system).
+    /// CPU seconds of this process (user + system): the built-in backend's included when it
+    /// runs in this process (`run.backend_script` is set).
     pub cpu_s: f64,
     /// Cores this machine has.
     pub cores: u32,
@@ -536,5 +537,10 @@ impl VoiceSummary {
             tw.codec_memo_computed,
             100.0 * tw.codec_memo_hits as f64 / (tw.codec_memo_hits + tw.codec_memo_computed).max(1) as f64
         );
+        if self.run.backend_script.is_some() {
+            crate::outln!(
+                "                   (the built-in backend's work included; the twin alone: `xiaozhi-twin backend` in another process and --url)"
+            );
+        }
     }
 }
