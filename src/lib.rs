@@ -39,6 +39,7 @@
 //!   * `fleet::hist`: the latency histogram and its checked text form;
 //!   * `fleet::mcp`: the MCP fleet, its summary (`McpSummary`) and percentile;
 //!   * `fleet::summary`: the voice fleet's mergeable summary (`VoiceSummary`, HDR histograms);
+//!   * `fleet::think`: `--think`, the wait before each turn (fixed, or exponential: `exp:MEAN`);
 //!   * `fleet::turns`: the talking user of one voice-fleet device and the fleet's metrics;
 //!   * `fleet::voice`: the voice fleet, one thread per core, whole or one shard.
 //! * `html`: the self-contained HTML report (`--html`); `html::screen` draws the screen in it;

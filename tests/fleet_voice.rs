@@ -559,3 +559,38 @@ fn a_backend_without_a_script_in_another_process_answers_every_turn() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("(the built-in backend's work included; the twin alone: `xiaozhi-twin backend` in another process and --url)"), "{text}");
 }
+
+/// `--think exp:MEAN`: every turn, the first included, waits a seeded exponential draw; every
+/// turn still completes, and the summary says how the fleet was paced.
+#[test]
+fn exponential_think_times_pace_the_turns_and_the_summary_says_so() {
+    let utt = wav("fleet-voice-utterance.wav", 1.2);
+    let (script, json) = (script(), tmp("fleet-voice-think-exp.json"));
+    let out = twin(&[
+        "fleet",
+        "--voice",
+        "--quiet",
+        "--devices",
+        "4",
+        "--turns",
+        "3",
+        "--think",
+        "exp:400ms",
+        "--utterance",
+        utt.to_str().unwrap(),
+        "--script",
+        script.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    let t = &s["turns"];
+    assert_eq!(
+        (u(&t["planned"]), u(&t["completed"]), u(&t["failed"])),
+        (12, 12, 0),
+        "{s:#}"
+    );
+    assert_eq!(s["run"]["think"], "exp:400ms", "{:#}", s["run"]);
+    assert_eq!(s["run"]["think_s"].as_f64(), Some(0.4), "{:#}", s["run"]);
+}

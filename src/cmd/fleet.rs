@@ -25,6 +25,7 @@ use xiaozhi_sim::backend::script::Script;
 use crate::args::{BoardArgs, parse_std_duration};
 use crate::fleet::mcp::{self, McpRun};
 use crate::fleet::summary::{Shard, merge_files};
+use crate::fleet::think::Think;
 use crate::fleet::turns::{Plan, voiced_end};
 use crate::fleet::voice::{self, VoiceRun, load_utterance, turn_script};
 use crate::fleet::{GatewayNet, Target, Transport, capacity, open_files_for};
@@ -117,9 +118,12 @@ pub struct Args {
     /// Voice turns per device (1–1000).
     #[arg(long, default_value_t = 1, requires = "voice", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub turns: u32,
-    /// Between the end of a reply and the next utterance.
-    #[arg(long, default_value = "2s", value_parser = parse_std_duration, requires = "voice")]
-    pub think: Duration,
+    /// The wait before each turn: a fixed time between the end of a reply and the next utterance
+    /// (the first turn at once), or exp:MEAN, waits drawn from an exponential distribution with
+    /// that mean before every turn, the first included (users who talk now and then; seeded by
+    /// --seed, the device and the turn).
+    #[arg(long, default_value = "2s", value_parser = Think::parse, requires = "voice", value_name = "DURATION|exp:MEAN")]
+    pub think: Think,
     /// What each device says: a WAV file (any rate hound reads; resampled to 16 kHz). Default:
     /// the shipped 2 s speech-like voice.
     #[arg(long, value_name = "FILE", requires = "voice")]

@@ -4,8 +4,8 @@
 //! * `mcp`: the devices run hello, initialize, tools/list and a script of tool calls (the
 //!   built-in backend's, or someone else's at `--url`); the summary counts round trips and drops.
 //! * `voice`: the devices talk (wake, an utterance, the reply heard; their user is `turns`), with
-//!   the summary a backend operator reads (`summary`, mergeable across shards), and the knee
-//!   search (`capacity`).
+//!   the summary a backend operator reads (`summary`, mergeable across shards), the knee
+//!   search (`capacity`), and the wait before each turn (`think`).
 //!
 //! This module holds what both share: the process's own limits and costs (open files, resident
 //! memory, CPU), the built-in backend on a loopback port (with the gateway stand-in in front of
@@ -16,6 +16,7 @@ pub mod capacity;
 pub mod hist;
 pub mod mcp;
 pub mod summary;
+pub mod think;
 pub mod turns;
 pub mod voice;
 

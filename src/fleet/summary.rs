@@ -80,7 +80,11 @@ pub struct RunOf {
     /// Devices of the whole run (all shards).
     pub devices_total: u32,
     pub seed: u64,
+    /// The mean think time, s.
     pub think_s: f64,
+    /// `--think` as given: `2s` (fixed) or `exp:30s` (exponential with that mean).
+    #[serde(default)]
+    pub think: String,
     pub turn_timeout_s: f64,
     /// Devices started per second (by each shard).
     pub ramp_per_s: f64,

@@ -31,6 +31,7 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::voice::codec::MIC_RATE;
 
 use crate::fleet::summary::Hist;
+use crate::fleet::think::Draw;
 use crate::live::{Companion, Frame, Seen, Turn};
 
 /// A gap between TTS frames longer than this is a stutter the user hears (two 60 ms frames).
@@ -45,8 +46,8 @@ pub struct Plan {
     pub voiced_end: usize,
     /// Turns per device.
     pub turns: u32,
-    /// Between the end of a reply (`tts stop`) and the next utterance.
-    pub think: Duration,
+    /// The wait before each turn (after the previous reply's `tts stop`).
+    pub think: crate::fleet::think::Think,
     /// How long each phase may take before the turn fails.
     pub timeout: Duration,
     /// Where the built-in backend logs its own delay for each device's latest utterance (from
@@ -211,11 +212,12 @@ impl Driver {
     pub fn new(plan: Arc<Plan>, metrics: Arc<Metrics>, voice_seed: u64, device_id: String) -> Driver {
         let now = Instant::now();
         let said = (plan.utterance.len(), plan.voiced_end);
+        let next = now + plan.think.before(voice_seed, 0);
         Driver {
             plan,
             metrics,
             phase: Phase::Waiting { since: now },
-            next: now,
+            next,
             done: 0,
             listen_started: false,
             hello: false,
@@ -248,7 +250,7 @@ impl Driver {
         }
         self.done += 1;
         self.listen_started = false;
-        self.next = now + self.plan.think;
+        self.next = now + self.plan.think.before(self.voice_seed, self.done);
         self.phase = if self.done >= self.plan.turns {
             Phase::Finishing {
                 since: now,
@@ -276,7 +278,7 @@ impl Driver {
                 let quiet = state == Some(DeviceState::Listening) || !channel_open;
                 let since = if quiet { since } else { wall };
                 self.phase = Phase::Finishing { since, entered };
-                let settled = quiet && wall.duration_since(since) >= self.plan.think.max(Duration::from_secs(3));
+                let settled = quiet && wall.duration_since(since) >= self.plan.think.settle();
                 if settled || wall.duration_since(entered) > t {
                     if channel_open && state == Some(DeviceState::Listening) {
                         device.toggle_chat(now);
@@ -565,24 +567,6 @@ pub fn variation(plan: &Plan, voice_seed: u64, turn: u32) -> (Utterance, usize) 
     (Utterance::whole(clip), plan.voiced_end)
 }
 
-/// splitmix64: a few numbers from one seed, the same on every machine.
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n` ≥ 1).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// Index into `utterance` after the last 60 ms frame whose level is voice for the built-in
 /// backend's rule (sine-referenced RMS ≥ `voice_dbfs`).
 pub fn voiced_end(utterance: &[i16], voice_dbfs: f64) -> usize {
@@ -607,7 +591,7 @@ mod tests {
             utterance,
             voiced_end,
             turns: 1,
-            think: Duration::ZERO,
+            think: crate::fleet::think::Think::Fixed(Duration::ZERO),
             timeout: Duration::from_secs(15),
             ear_log: None,
             same_audio,

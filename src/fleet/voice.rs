@@ -218,7 +218,7 @@ pub fn run_length(run: &VoiceRun, n: u64) -> Duration {
     let plan = &run.plan;
     let ramp = Duration::from_secs_f64(n as f64 / run.ramp.max(0.001));
     let utterance = plan.utterance_length();
-    let turn = utterance + plan.timeout * 3 + plan.think;
+    let turn = utterance + plan.timeout * 3 + plan.think.most();
     run.duration.max(ramp + turn * plan.turns + Duration::from_secs(10))
 }
 
@@ -593,7 +593,8 @@ impl Fleet<'_> {
             turns_per_device: plan.turns,
             devices_total: run.devices,
             seed: run.seed,
-            think_s: plan.think.as_secs_f64(),
+            think_s: plan.think.mean().as_secs_f64(),
+            think: plan.think.to_string(),
             turn_timeout_s: plan.timeout.as_secs_f64(),
             ramp_per_s: run.ramp,
             backend_script: run.external.is_none().then(|| run.script_text.clone()),
