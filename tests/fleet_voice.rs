@@ -498,6 +498,24 @@ fn udp_faults_on_a_fleet_show_in_its_udp_counters() {
     );
 }
 
+/// `fleet --voice --quiet ARGS --json FILE`: its output and its summary.
+fn fleet_summary(name: &str, args: &[&str]) -> (Output, Value) {
+    let json = tmp(&format!("fleet-voice-{name}.json"));
+    let _ = std::fs::remove_file(&json);
+    let mut all = vec!["fleet", "--voice", "--quiet", "--json", json.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = twin(&all);
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|_| panic!("no summary: {}", String::from_utf8_lossy(&out.stderr)));
+    (out, serde_json::from_str(&text).unwrap())
+}
+
+/// Turns planned, completed and failed.
+fn turn_counts(s: &Value) -> (u64, u64, u64) {
+    let t = &s["turns"];
+    (u(&t["planned"]), u(&t["completed"]), u(&t["failed"]))
+}
+
 /// `xiaozhi-twin backend` with no script, in a process of its own, answers every turn as the
 /// fleet's built-in backend does (the seed article's turn: set_volume, get_device_status, three
 /// seconds of speech), so `fleet --url` against it completes every turn.
@@ -505,37 +523,26 @@ fn udp_faults_on_a_fleet_show_in_its_udp_counters() {
 fn a_backend_without_a_script_in_another_process_answers_every_turn() {
     let mut be = common::listening(&[]);
     let url = format!("ws://127.0.0.1:{}/xiaozhi/v1/", be.port);
-    let json = tmp("fleet-voice-standalone.json");
-    let _ = std::fs::remove_file(&json);
     let utt = wav("fleet-voice-standalone.wav", 1.2);
-    let out = twin(&[
-        "fleet",
-        "--voice",
-        "--quiet",
-        "--devices",
-        "4",
-        "--turns",
-        "2",
-        "--utterance",
-        utt.to_str().unwrap(),
-        "--think",
-        "200ms",
-        "--duration",
-        "60s",
-        "--url",
-        &url,
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let _ = be.child.kill();
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{s:#}");
-    let t = &s["turns"];
-    assert_eq!(
-        (u(&t["planned"]), u(&t["completed"]), u(&t["failed"])),
-        (8, 8, 0),
-        "{s:#}"
+    let utt = utt.to_str().unwrap();
+    let (out, s) = fleet_summary(
+        "standalone",
+        &[
+            "--devices",
+            "4",
+            "--turns",
+            "2",
+            "--utterance",
+            utt,
+            "--think",
+            "200ms",
+            "--url",
+            &url,
+        ],
     );
+    let _ = be.child.kill();
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    assert_eq!(turn_counts(&s), (8, 8, 0), "{s:#}");
     // Discovery's two requests a device, two calls a turn, and 3 s of speech: 50 frames of 60 ms.
     assert_eq!(u(&s["latency"]["mcp_reply"]["count"]), 4 * 2 + 8 * 2, "{s:#}");
     assert_eq!(u(&s["pacing"]["tts_frames_received"]), 8 * 50, "{s:#}");
@@ -547,50 +554,30 @@ fn a_backend_without_a_script_in_another_process_answers_every_turn() {
         "{text}"
     );
     // In one process with the built-in backend, the line says the backend's work is in it.
-    let out = twin(&[
-        "fleet",
-        "--voice",
-        "--quiet",
-        "--devices",
-        "2",
-        "--utterance",
-        utt.to_str().unwrap(),
-    ]);
+    let (out, _) = fleet_summary("in-process", &["--devices", "2", "--utterance", utt]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("(the built-in backend's work included; the twin alone: `xiaozhi-twin backend` in another process and --url)"), "{text}");
+    assert!(
+        text.contains("(the built-in backend's work included; the twin alone: `xiaozhi-twin backend` in another process and --url)"),
+        "{text}"
+    );
 }
 
 /// `--think exp:MEAN`: every turn, the first included, waits a seeded exponential draw; every
 /// turn still completes, and the summary says how the fleet was paced.
 #[test]
 fn exponential_think_times_pace_the_turns_and_the_summary_says_so() {
-    let utt = wav("fleet-voice-utterance.wav", 1.2);
-    let (script, json) = (script(), tmp("fleet-voice-think-exp.json"));
-    let out = twin(&[
-        "fleet",
-        "--voice",
-        "--quiet",
-        "--devices",
-        "4",
-        "--turns",
-        "3",
-        "--think",
-        "exp:400ms",
-        "--utterance",
-        utt.to_str().unwrap(),
-        "--script",
-        script.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{s:#}");
-    let t = &s["turns"];
-    assert_eq!(
-        (u(&t["planned"]), u(&t["completed"]), u(&t["failed"])),
-        (12, 12, 0),
-        "{s:#}"
+    let (utt, script) = (wav("fleet-voice-utterance.wav", 1.2), script());
+    let args = ["--devices", "4", "--turns", "3", "--think", "exp:400ms", "--utterance"];
+    let (out, s) = fleet_summary(
+        "think-exp",
+        &[
+            &args[..],
+            &[utt.to_str().unwrap(), "--script", script.to_str().unwrap()],
+        ]
+        .concat(),
     );
+    assert_eq!(out.status.code(), Some(0), "{s:#}");
+    assert_eq!(turn_counts(&s), (12, 12, 0), "{s:#}");
     assert_eq!(s["run"]["think"], "exp:400ms", "{:#}", s["run"]);
     assert_eq!(s["run"]["think_s"].as_f64(), Some(0.4), "{:#}", s["run"]);
 }
