@@ -48,23 +48,30 @@ pub enum Remote {
     Mqtt(String, Option<String>),
 }
 
-/// One live trial of `plan` on a fresh board; a trial that could not run (its activation
-/// failed) is one that never reached a backend, with the reason in its notes.
-pub async fn trial(
-    remote: &Remote,
-    plan: &Plan,
-    board: Arc<BoardSpec>,
-    (k, seed): (u32, u64),
-    clip: Option<Arc<Clip>>,
-    interrupt: &'static AtomicBool,
-) -> Trial {
-    match attempt(remote, plan, board, (k, seed), clip, interrupt).await {
+/// One live trial to run.
+pub struct Job {
+    /// The item.
+    pub plan: Plan,
+    /// Its board.
+    pub board: Arc<BoardSpec>,
+    /// Which trial of the item (chooses the phrasing).
+    pub k: u32,
+    /// The device's seed.
+    pub seed: u64,
+    /// The clip that says the request (`None`: it is typed).
+    pub clip: Option<Arc<Clip>>,
+}
+
+/// One live trial on a fresh board; a trial that could not run (its activation failed) is one
+/// that never reached a backend, with the reason in its notes.
+pub async fn trial(remote: &Remote, job: &Job, interrupt: &'static AtomicBool) -> Trial {
+    match attempt(remote, job, interrupt).await {
         Ok(t) => t,
         Err(e) => Trial {
-            item: plan.id.clone(),
-            trial: k,
-            seed,
-            board: plan.board.clone(),
+            item: job.plan.id.clone(),
+            trial: job.k,
+            seed: job.seed,
+            board: job.plan.board.clone(),
             wire: "none".into(),
             greeting: None,
             turns: Vec::new(),
@@ -75,14 +82,8 @@ pub async fn trial(
     }
 }
 
-async fn attempt(
-    remote: &Remote,
-    plan: &Plan,
-    board: Arc<BoardSpec>,
-    (k, seed): (u32, u64),
-    clip: Option<Arc<Clip>>,
-    interrupt: &'static AtomicBool,
-) -> Result<Trial> {
+async fn attempt(remote: &Remote, job: &Job, interrupt: &'static AtomicBool) -> Result<Trial> {
+    let (plan, board, k, seed) = (&job.plan, job.board.clone(), job.k, job.seed);
     let (world, nvs) = match remote {
         Remote::Url(url, token) => (
             WorldSpec::dialling(WsConfig {
@@ -120,7 +121,7 @@ async fn attempt(
         board: board.clone(),
         lang,
         request,
-        clip,
+        clip: job.clip.clone(),
         phase: Phase::Boot,
         calls: Vec::new(),
         last_heard: SimTime::ZERO,
@@ -454,13 +455,16 @@ pub fn run(
             while set.len() < bench.devices.max(1) && !stop.load(Ordering::Relaxed) {
                 let Some(&(i, k)) = next.next() else { break };
                 let plan = bench.battery.items[i].clone();
-                let board = bench.boards[i].clone();
+                let (lang, text) = plan.phrasing(k);
+                let job = Job {
+                    clip: bench.spoken.and_then(|c| c.get(lang, text)).cloned(),
+                    board: bench.boards[i].clone(),
+                    k,
+                    seed: xiaozhi_sim::audit::trial_seed(bench.seed, i, k),
+                    plan,
+                };
                 let remote = remote.clone();
-                let seed = xiaozhi_sim::audit::trial_seed(bench.seed, i, k);
-                let clip = xiaozhi_sim::audit::trial::Request::of(&plan, k, bench.spoken)
-                    .clip
-                    .map(|c| Arc::new(c.clone()));
-                set.spawn(async move { trial(&remote, &plan, board, (k, seed), clip, stop).await });
+                set.spawn(async move { trial(&remote, &job, stop).await });
             }
             let Some(joined) = set.join_next().await else { break };
             trials.push(joined?);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::audit::battery::Plan;
-use crate::spec::{self, Resources, SpecError, SpecErrors};
+use crate::spec::{self, Resources, SpecErrors};
 use crate::time::SimDuration;
 use crate::voice::codec::{MIC_RATE, resample_clip};
 
@@ -154,22 +154,4 @@ impl Clips {
             .filter(|(_, l, t)| self.get(l, t).is_none())
             .collect()
     }
-
-    /// How many clips there are.
-    pub fn len(&self) -> usize {
-        self.by.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.by.is_empty()
-    }
-}
-
-/// A problem that is no field's: the index could not be had at all.
-pub fn unreadable(origin: &str, message: String) -> SpecErrors {
-    SpecErrors::from(SpecError::Io {
-        origin: origin.to_string(),
-        message,
-    })
 }

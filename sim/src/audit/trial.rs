@@ -347,7 +347,7 @@ impl Start {
             stt: shown_for_user(device, self.asked),
             first_call_ms: calls.first().map(|c| micros_exact(c.at_ms - length)),
             first_sentence_ms: sentences.first().map(|x| micros_exact(x.at_ms - length)),
-            first_audio_ms: first_audio(device, self.asked).map(|t| micros_exact(ms_since_ms(t, self.asked) - length)),
+            first_audio_ms: first_audio(device, self.asked).map(|t| micros_exact(ms_after(t, self.asked) - length)),
             calls,
             sentences,
             before: self.before.clone(),
@@ -420,7 +420,7 @@ fn first_audio(device: &Device, from: SimTime) -> Option<SimTime> {
 }
 
 /// `t` after `from`, ms.
-fn ms_since_ms(t: SimTime, from: SimTime) -> f64 {
+fn ms_after(t: SimTime, from: SimTime) -> f64 {
     t.saturating_since(from).as_micros() as f64 / 1000.0
 }
 
@@ -540,7 +540,7 @@ pub fn sentences_since(device: &Device, from: SimTime) -> Vec<Sentence> {
             };
             Sentence {
                 text: x.text.clone(),
-                at_ms: x.at.saturating_since(from).as_micros() as f64 / 1000.0,
+                at_ms: ms_after(x.at, from),
                 level_db,
                 audible,
             }
