@@ -147,14 +147,18 @@ impl Resources for ScenarioFiles<'_> {
 
 /// Runs one loaded scenario.
 pub fn run_one(l: &Loaded, seed: Option<u64>, keep_signals: bool) -> (ScenarioReport, Vec<Evidence>) {
+    let opts = RunOptions {
+        seed,
+        keep_signals,
+        ..RunOptions::default()
+    };
+    run_with(l, &opts)
+}
+
+/// Runs one loaded scenario with every run option.
+pub fn run_with(l: &Loaded, opts: &RunOptions) -> (ScenarioReport, Vec<Evidence>) {
     let dir = l.path.parent().unwrap_or(Path::new("."));
-    runner::run(
-        &l.spec,
-        l.board.clone(),
-        &l.origin,
-        &RunOptions { seed, keep_signals },
-        &ScenarioFiles { dir },
-    )
+    runner::run(&l.spec, l.board.clone(), &l.origin, opts, &ScenarioFiles { dir })
 }
 
 /// Writes a report's evidence under `out/<scenario stem>/`.

@@ -224,3 +224,49 @@ fn the_dummy_codec_succeeds_at_everything_and_plays_nothing() {
     let m = probe(&mut h);
     assert_eq!((m.verdict.name(), m.i2s_running), ("silent", 0.0));
 }
+
+/// Issue 40: a device that measures its speech windows as they play and lets the decoded frames
+/// go gives every shipped scenario (the demo's among them) the same report, to the byte, as one
+/// that keeps its PCM and renders each window afterwards.
+#[test]
+fn speech_measured_as_it_plays_gives_the_same_reports_on_every_shipped_scenario() {
+    use xiaozhi_sim::scenario::runner::RunOptions;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let files = xiaozhi_twin::scenarios::collect(&[dir]).unwrap();
+    let mut levels = 0;
+    for file in &files {
+        let loaded = xiaozhi_twin::scenarios::load(file).unwrap();
+        let run = |streaming: bool| {
+            let opts = RunOptions {
+                measure_as_played: streaming,
+                ..RunOptions::default()
+            };
+            let (report, _) = xiaozhi_twin::scenarios::run_with(&loaded, &opts);
+            serde_json::to_string_pretty(&report).unwrap()
+        };
+        let (stored, streamed) = (run(false), run(true));
+        levels += stored.matches("\"spl_db\": ").count();
+        if stored != streamed {
+            let line = stored
+                .lines()
+                .zip(streamed.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            let show = |s: &str| {
+                s.lines()
+                    .skip(line.saturating_sub(3))
+                    .take(6)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            panic!(
+                "{}: the report differs at line {line}\nstored:\n{}\nstreamed:\n{}",
+                file.display(),
+                show(&stored),
+                show(&streamed)
+            );
+        }
+    }
+    assert!(files.len() >= 40, "{} scenarios", files.len());
+    assert!(levels >= 20, "the scenarios measure levels ({levels})");
+}

@@ -198,6 +198,7 @@ impl Harness {
     pub fn listen(&mut self, d: SimDuration, signals: bool) -> Listening {
         let from = self.now();
         let to = from + d;
+        self.device.measure_window(from, to);
         self.run_until(to);
         let (measurement, signals) = self.device.render(from, to, signals);
         Listening {

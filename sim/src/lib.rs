@@ -57,13 +57,14 @@
 //!     `device::listening`, `device::main_loop`, `device::task` (what the main
 //!     task runs), `device::status` (status and system-info JSON), `device::catalogue` (tool
 //!     registration), `device::otto` (otto-robot's controller), `device::button` (a button as
-//!     the button component polls it), `device::user` (what the user does: buttons, wake
+//!     the button component polls it), `device::user` (what the user does and hears: buttons, wake
 //!     word, speech);
 //!   * `device::protocol` (the protocol object per transport), `device::protocol::base` (the
 //!     firmware's `Protocol` base class), `device::protocol::websocket` (its WebSocket
 //!     transport), `device::protocol::mqtt` (its MQTT + UDP transport);
 //!   * `device::audio` (output power and codec), `device::playback` (received speech to the
-//!     codec), `device::mic` (the microphone and its send queue);
+//!     codec), `device::heard` (speech windows measured as they play), `device::mic` (the
+//!     microphone and its send queue);
 //!   * `device::peripherals` (the board's objects and their tool callbacks), `device::builtin`
 //!     (the built-in behaviours' callbacks), `device::upgrade` (the firmware upgrade flow);
 //!   * `device::application` (`Application`, the hub of one boot),

@@ -471,3 +471,42 @@ fn with_device_aec_the_device_listens_in_realtime_and_keeps_listening_through_sp
     );
     assert_eq!(lb.device.snapshot().state, Some(DeviceState::Listening));
 }
+
+/// Issue 40: a device measuring as it plays lets each decoded frame go once played and measured,
+/// and hears the turn exactly as a device that kept every frame and rendered it afterwards.
+#[test]
+fn a_device_measuring_as_it_plays_keeps_no_played_speech_and_hears_the_same() {
+    let turn = |streaming: bool| {
+        let mut lb = pair(BREAD, 1);
+        lb.device.measure_as_played(streaming);
+        listening(&mut lb);
+        common::utter(&mut lb);
+        let now = lb.now();
+        let text = "好的，我把音量调小一点，现在是四十。";
+        let s = lb.session().unwrap();
+        s.speak(now, text, &Timbre::default(), SimDuration::from_secs(3));
+        s.end_turn(now);
+        let speech_held = |lb: &Loopback| lb.device.audio_log().playbacks.iter().filter(|p| p.speech).count();
+        run(&mut lb, 2000);
+        let mid = speech_held(&lb);
+        run(&mut lb, 5000);
+        let session = lb.device.speech_log().sessions.last().unwrap().clone();
+        assert!(session.counts.decoded >= 40, "{:?}", session.counts);
+        let heard = lb.device.heard(&session.window.unwrap(), false).0;
+        (heard, mid, speech_held(&lb), session.counts.decoded)
+    };
+    let (stored, stored_mid, stored_after, decoded) = turn(false);
+    let (streamed, mid, after) = {
+        let (m, mid, after, _) = turn(true);
+        (m, mid, after)
+    };
+    assert!(stored.spl_db.is_some(), "{stored:?}");
+    assert_eq!(streamed, stored, "the same figures, to the bit");
+    assert_eq!(stored_after as u64, decoded, "kept: every decoded frame");
+    assert!(stored_mid >= 30, "kept mid-turn: {stored_mid}");
+    assert_eq!(
+        after, 0,
+        "measuring as it plays: nothing left once the window is measured"
+    );
+    assert!(mid < stored_mid / 2, "mid-turn: {mid} frames held against {stored_mid}");
+}

@@ -478,6 +478,8 @@ impl Fleet<'_> {
             for (k, id, mut device) in made {
                 device.share_codecs(self.pool.clone());
                 device.set_durations_only(!run.decode.full_for(id));
+                // Each reply's level is measured as it plays; the turn's PCM is not kept.
+                device.measure_as_played(true);
                 let member = Member {
                     delay: self.gap.mul_f64(k as f64),
                     duration: run_length(run, u64::from(run.devices)) + Duration::from_secs(30),

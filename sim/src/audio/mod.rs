@@ -73,6 +73,9 @@ pub struct Playback {
     pub source: Source,
     /// The source's sample generator at the codec's output rate.
     pub sampler: Sampler,
+    /// Received speech (a decoded frame), which a device measuring as it plays lets go once
+    /// every window that reads it has passed it ([`AudioLog::release_speech`]).
+    pub speech: bool,
 }
 
 /// Changes and playbacks kept verbatim. Beyond twice this many, the oldest are folded into the
@@ -135,9 +138,25 @@ impl AudioLog {
             end,
             source,
             sampler,
+            speech: false,
         });
         if self.playbacks.len() > 2 * LOG_HISTORY {
             self.playbacks.drain(..self.playbacks.len() - LOG_HISTORY);
+        }
+    }
+
+    /// The playback queued last is received speech.
+    pub fn mark_last_speech(&mut self) {
+        if let Some(p) = self.playbacks.last_mut() {
+            p.speech = true;
+        }
+    }
+
+    /// Lets go of the received speech that ends at or before `before` (its samples are no longer
+    /// read: `Device::measure_as_played`); other sounds stay.
+    pub fn release_speech(&mut self, before: SimTime) {
+        if self.playbacks.first().is_some_and(|p| p.end <= before) {
+            self.playbacks.retain(|p| !(p.speech && p.end <= before));
         }
     }
 

@@ -121,116 +121,185 @@ pub fn render(
     to: SimTime,
     want_signals: bool,
 ) -> (Measurement, Option<Signals>) {
-    let rate = setup.rate.max(1);
-    let k0 = first_sample_at_or_after(from, rate);
-    let k1 = first_sample_at_or_after(to, rate).max(k0);
-    let n = (k1 - k0) as usize;
-
-    // State at the window start.
-    let mut state = PathState::new();
-    let mut faults = [false; 5];
-    let mut ci = 0;
-    let changes = &log.changes;
-    let start_t = sample_time(k0, rate);
-    while ci < changes.len() && changes[ci].0 <= start_t {
-        state.apply(changes[ci].0, &changes[ci].1, &mut faults);
-        ci += 1;
-    }
-    // Volume as seen by the writer (DMA latency earlier).
-    let volumes: Vec<(SimTime, i32)> = changes
-        .iter()
-        .filter_map(|(t, c)| match c {
-            AudioChange::Volume(v) => Some((*t, *v)),
-            _ => None,
-        })
-        .collect();
-    let mut vi = 0;
-    let mut volume = 70;
-    let mut pi = log.playbacks.partition_point(|p| p.end <= start_t);
-
-    let software = setup.codec.is_software();
-    let hardware = setup.codec.is_hardware();
-    let fs_peak = max98357_full_scale_peak_v();
-    let amp_gain = setup.amp.gain();
-    let clip = setup.amp.clip_peak_v(setup.speaker.impedance_ohm);
-    let startup = SimDuration::from_micros((setup.amp.startup_ms * 1000.0).round() as u64);
-    let k_spk = setup.speaker.pascal_per_volt(setup.distance_m);
-    let dac_peak = std::f64::consts::SQRT_2 * (setup.dac.avdd_v / 3.3);
-
-    let mut signals = want_signals.then(|| Signals {
-        i2s: Vec::with_capacity(n),
-        listener_pa: Vec::with_capacity(n),
+    let mut meter = Meter::new(log, setup, from);
+    let mut signals = want_signals.then(|| {
+        let n = meter.samples_until(setup, to) as usize;
+        Signals {
+            i2s: Vec::with_capacity(n),
+            listener_pa: Vec::with_capacity(n),
+        }
     });
-    let (mut playing, mut running, mut amp_on) = (0u64, 0u64, 0u64);
-    let (mut i2s_sq, mut amp_sq, mut p_sq) = (0f64, 0f64, 0f64);
-    let mut factor = setup.codec.software_gain(volume);
-    let mut factor_volume = volume;
+    meter.advance(log, setup, to, signals.as_mut());
+    (meter.finish(setup, from, to), signals)
+}
 
-    for k in k0..k1 {
-        let t = sample_time(k, rate);
-        while ci < changes.len() && changes[ci].0 <= t {
-            state.apply(changes[ci].0, &changes[ci].1, &mut faults);
-            ci += 1;
+/// A render in progress: the path's state at the next sample and the running sums of the
+/// window so far. [`render`] is one `new`, one `advance` and `finish`; a caller that advances in
+/// steps gets the same figures to the bit (the same additions in the same order), so a window
+/// can be measured while it plays and its samples let go once rendered (`Device::measure_as_played`).
+/// Each step reads only the log's changes up to the sample it renders and the playbacks that
+/// end after it: advance only over time the device has passed, since later changes may still come.
+#[derive(Clone, Debug)]
+pub struct Meter {
+    k0: u64,
+    k: u64,
+    state: PathState,
+    faults: [bool; 5],
+    /// Changes are applied up to and including this time.
+    applied: SimTime,
+    /// Volume changes are applied up to and including this write time (`None`: none yet).
+    volume_applied: Option<SimTime>,
+    volume: i32,
+    factor: i64,
+    factor_volume: i32,
+    playing: u64,
+    running: u64,
+    amp_on: u64,
+    i2s_sq: f64,
+    amp_sq: f64,
+    p_sq: f64,
+}
+
+impl Meter {
+    /// A meter at the first sample at or after `from`, the path in the state the log gives it then.
+    pub fn new(log: &AudioLog, setup: &ChainSetup, from: SimTime) -> Meter {
+        let rate = setup.rate.max(1);
+        let k0 = first_sample_at_or_after(from, rate);
+        let start_t = sample_time(k0, rate);
+        let mut state = PathState::new();
+        let mut faults = [false; 5];
+        for (t, change) in log.changes.iter().take_while(|(t, _)| *t <= start_t) {
+            state.apply(*t, change, &mut faults);
         }
-        let write_t = SimTime::from_micros(t.as_micros().saturating_sub(setup.dma_latency.as_micros()));
-        while vi < volumes.len() && volumes[vi].0 <= write_t {
-            volume = volumes[vi].1;
-            vi += 1;
+        let volume = 70;
+        Meter {
+            k0,
+            k: k0,
+            state,
+            faults,
+            applied: start_t,
+            volume_applied: None,
+            volume,
+            factor: setup.codec.software_gain(volume),
+            factor_volume: volume,
+            playing: 0,
+            running: 0,
+            amp_on: 0,
+            i2s_sq: 0.0,
+            amp_sq: 0.0,
+            p_sq: 0.0,
         }
-        while pi < log.playbacks.len() && log.playbacks[pi].end <= t {
-            pi += 1;
+    }
+
+    /// When the next sample to render plays: every playback that ended by then is no longer read.
+    pub fn next_sample_at(&self, setup: &ChainSetup) -> SimTime {
+        sample_time(self.k, setup.rate.max(1))
+    }
+
+    /// Whether no sample at or after `to` has been rendered yet (the meter can still end there).
+    pub fn is_before(&self, setup: &ChainSetup, to: SimTime) -> bool {
+        self.k <= first_sample_at_or_after(to, setup.rate.max(1))
+    }
+
+    /// How many samples lie between the next one and `to`.
+    fn samples_until(&self, setup: &ChainSetup, to: SimTime) -> u64 {
+        first_sample_at_or_after(to, setup.rate.max(1)).saturating_sub(self.k)
+    }
+
+    /// Renders every sample before `to` not rendered yet (appending to `signals`, if given).
+    pub fn advance(&mut self, log: &AudioLog, setup: &ChainSetup, to: SimTime, mut signals: Option<&mut Signals>) {
+        let rate = setup.rate.max(1);
+        let k1 = first_sample_at_or_after(to, rate).max(self.k);
+        if k1 == self.k {
+            return;
         }
-        let sample = match log.playbacks.get(pi) {
-            Some(p) if p.start <= t => {
-                playing += 1;
-                let n0 = first_sample_at_or_after(p.start, rate);
-                p.sampler.sample(k.saturating_sub(n0))
+        let changes = &log.changes;
+        let mut ci = changes.partition_point(|(t, _)| *t <= self.applied);
+        let mut vi = self
+            .volume_applied
+            .map_or(0, |w| changes.partition_point(|(t, _)| *t <= w));
+        let mut pi = log.playbacks.partition_point(|p| p.end <= sample_time(self.k, rate));
+        let c = Constants::of(setup);
+        for k in self.k..k1 {
+            let t = sample_time(k, rate);
+            while ci < changes.len() && changes[ci].0 <= t {
+                self.state.apply(changes[ci].0, &changes[ci].1, &mut self.faults);
+                ci += 1;
             }
-            _ => 0,
-        };
+            self.applied = t;
+            let write_t = SimTime::from_micros(t.as_micros().saturating_sub(setup.dma_latency.as_micros()));
+            while vi < changes.len() && changes[vi].0 <= write_t {
+                if let AudioChange::Volume(v) = changes[vi].1 {
+                    self.volume = v;
+                }
+                vi += 1;
+            }
+            self.volume_applied = Some(write_t);
+            while pi < log.playbacks.len() && log.playbacks[pi].end <= t {
+                pi += 1;
+            }
+            let sample = match log.playbacks.get(pi) {
+                Some(p) if p.start <= t => {
+                    self.playing += 1;
+                    let n0 = first_sample_at_or_after(p.start, rate);
+                    p.sampler.sample(k.saturating_sub(n0))
+                }
+                _ => 0,
+            };
+            let (word, pa) = self.step(setup, &c, t, sample);
+            if let Some(s) = signals.as_deref_mut() {
+                s.i2s.push(word);
+                s.listener_pa.push(pa as f32);
+            }
+        }
+        self.k = k1;
+    }
 
+    /// One sample through codec, amplifier and speaker: the I2S word and the pressure, Pa.
+    fn step(&mut self, setup: &ChainSetup, c: &Constants, t: SimTime, sample: i16) -> (i32, f64) {
+        let state = &self.state;
         // Codec.
         let clocked = match setup.codec {
             _ if state.i2s_fault || state.dummy => false,
-            c if c.is_software() => state.tx,
-            c => c.is_hardware(),
+            codec if codec.is_software() => state.tx,
+            codec => codec.is_hardware(),
         };
         let word: i32 = if !clocked {
             0
-        } else if software {
-            if volume != factor_volume {
-                factor = setup.codec.software_gain(volume);
-                factor_volume = volume;
+        } else if c.software {
+            if self.volume != self.factor_volume {
+                self.factor = setup.codec.software_gain(self.volume);
+                self.factor_volume = self.volume;
             }
-            setup.codec.software_apply(sample, factor)
+            setup.codec.software_apply(sample, self.factor)
         } else {
             i32::from(sample) << 16
         };
         if clocked {
-            running += 1;
+            self.running += 1;
             let x = f64::from(word) / 2_147_483_648.0;
-            i2s_sq += x * x;
+            self.i2s_sq += x * x;
         }
 
         // Amplifier.
         let mut volts = 0.0;
         match setup.amp.model {
-            AmpModel::Max98357a if software || setup.codec == CodecKind::Dummy => {
-                let started = state.tx_since.is_some_and(|s| t >= s + startup);
+            AmpModel::Max98357a if c.software || setup.codec == CodecKind::Dummy => {
+                let started = state.tx_since.is_some_and(|s| t >= s + c.startup);
                 let active = clocked && !state.amp_shutdown && setup.amp.sd_mode != SdMode::Shutdown && started;
                 if active {
-                    amp_on += 1;
+                    self.amp_on += 1;
                     let left = f64::from(word) / 2_147_483_648.0;
                     let amp_in = match setup.amp.sd_mode {
                         SdMode::Left => left,
                         SdMode::Mix => left / 2.0,
                         SdMode::Right | SdMode::Shutdown => 0.0,
                     };
-                    amp_sq += amp_in * amp_in;
-                    volts = (amp_in * fs_peak * amp_gain).clamp(-clip, clip);
+                    self.amp_sq += amp_in * amp_in;
+                    volts = (amp_in * c.fs_peak * c.amp_gain).clamp(-c.clip, c.clip);
                 }
             }
-            _ if hardware => {
+            _ if c.hardware => {
                 // DAC: the register gain applies only while the device is open (else suspended).
                 let dac = if state.codec_open && !state.dummy {
                     let g = 10f64.powf(setup.codec.register_db(state.reg32) / 20.0);
@@ -238,59 +307,88 @@ pub fn render(
                 } else {
                     0.0
                 };
-                let started = state.pa_since.is_some_and(|s| t >= s + startup);
+                let started = state.pa_since.is_some_and(|s| t >= s + c.startup);
                 if state.pa && started && !state.amp_shutdown {
-                    amp_on += 1;
-                    amp_sq += dac * dac;
-                    volts = (dac * dac_peak * amp_gain).clamp(-clip, clip);
+                    self.amp_on += 1;
+                    self.amp_sq += dac * dac;
+                    volts = (dac * c.dac_peak * c.amp_gain).clamp(-c.clip, c.clip);
                 }
             }
             _ => {}
         }
-        let pa = if state.speaker_off { 0.0 } else { volts * k_spk };
-        p_sq += pa * pa;
-        if let Some(s) = signals.as_mut() {
-            s.i2s.push(word);
-            s.listener_pa.push(pa as f32);
-        }
+        let pa = if state.speaker_off { 0.0 } else { volts * c.k_spk };
+        self.p_sq += pa * pa;
+        (word, pa)
     }
 
-    let codec_gain_db = if hardware {
-        state.codec_open.then(|| setup.codec.register_db(state.reg32))
-    } else if software {
-        setup.codec.software_gain_db(volume)
-    } else {
-        None
-    };
-    let frac = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
-    let spl_db = (n > 0 && p_sq > 0.0).then(|| 10.0 * (p_sq / n as f64 / (P0_PA * P0_PA)).log10());
-    let (from_ms, to_ms) = Measurement::window(from, to);
-    let heard = verdict(spl_db, setup.ambient_dba, setup.margin_db);
-    let m = Measurement {
-        from_ms,
-        to_ms,
-        playing: frac(playing),
-        i2s_running: frac(running),
-        codec_gain_db,
-        codec_reg32: hardware.then_some(state.reg32),
-        amp_enabled: frac(amp_on),
-        i2s_dbfs: if running > 0 {
-            dbfs_from_mean_square(i2s_sq / running as f64)
+    /// The window `[from, to)`'s figures from what was rendered (the path's state at the last sample).
+    pub fn finish(&self, setup: &ChainSetup, from: SimTime, to: SimTime) -> Measurement {
+        let (software, hardware) = (setup.codec.is_software(), setup.codec.is_hardware());
+        let state = &self.state;
+        let n = self.k - self.k0;
+        let codec_gain_db = if hardware {
+            state.codec_open.then(|| setup.codec.register_db(state.reg32))
+        } else if software {
+            setup.codec.software_gain_db(self.volume)
         } else {
             None
-        },
-        amp_input_dbfs: if amp_on > 0 {
-            dbfs_from_mean_square(amp_sq / amp_on as f64)
-        } else {
-            None
-        },
-        spl_db,
-        distance_m: setup.distance_m,
-        ambient_dba: setup.ambient_dba,
-        verdict: heard,
-        audible: heard.is_audible(),
-    };
-    (m, signals)
+        };
+        let frac = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
+        let spl_db = (n > 0 && self.p_sq > 0.0).then(|| 10.0 * (self.p_sq / n as f64 / (P0_PA * P0_PA)).log10());
+        let (from_ms, to_ms) = Measurement::window(from, to);
+        let heard = verdict(spl_db, setup.ambient_dba, setup.margin_db);
+        Measurement {
+            from_ms,
+            to_ms,
+            playing: frac(self.playing),
+            i2s_running: frac(self.running),
+            codec_gain_db,
+            codec_reg32: hardware.then_some(state.reg32),
+            amp_enabled: frac(self.amp_on),
+            i2s_dbfs: if self.running > 0 {
+                dbfs_from_mean_square(self.i2s_sq / self.running as f64)
+            } else {
+                None
+            },
+            amp_input_dbfs: if self.amp_on > 0 {
+                dbfs_from_mean_square(self.amp_sq / self.amp_on as f64)
+            } else {
+                None
+            },
+            spl_db,
+            distance_m: setup.distance_m,
+            ambient_dba: setup.ambient_dba,
+            verdict: heard,
+            audible: heard.is_audible(),
+        }
+    }
+}
+
+/// What a render works out once from the chain.
+struct Constants {
+    software: bool,
+    hardware: bool,
+    fs_peak: f64,
+    amp_gain: f64,
+    clip: f64,
+    startup: SimDuration,
+    k_spk: f64,
+    dac_peak: f64,
+}
+
+impl Constants {
+    fn of(setup: &ChainSetup) -> Constants {
+        Constants {
+            software: setup.codec.is_software(),
+            hardware: setup.codec.is_hardware(),
+            fs_peak: max98357_full_scale_peak_v(),
+            amp_gain: setup.amp.gain(),
+            clip: setup.amp.clip_peak_v(setup.speaker.impedance_ohm),
+            startup: SimDuration::from_micros((setup.amp.startup_ms * 1000.0).round() as u64),
+            k_spk: setup.speaker.pascal_per_volt(setup.distance_m),
+            dac_peak: std::f64::consts::SQRT_2 * (setup.dac.avdd_v / 3.3),
+        }
+    }
 }
 
 #[cfg(test)]

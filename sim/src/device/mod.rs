@@ -7,7 +7,7 @@
 //! ([`Device::poll_output`]), trace events ([`Device::drain_events`]) and its next deadline
 //! ([`Device::poll_timeout`]). It never reads a clock and never sleeps; whoever drives it owns
 //! time. [`Device`] is the only public face of the folder; every `impl Device` is here, but for
-//! what the user does (buttons, wake word, speech: `user.rs`).
+//! what the user does and hears (buttons, wake word, speech, the listener's measurements: `user.rs`).
 //!
 //! Inside, files point one way (no file imports one that imports it back):
 //!
@@ -27,6 +27,7 @@ mod audio;
 mod builtin;
 mod button;
 mod catalogue;
+mod heard;
 mod listening;
 mod main_loop;
 mod mic;
@@ -43,9 +44,8 @@ mod user;
 
 use std::sync::Arc;
 
-use crate::audio::render::{ChainSetup, Signals};
 use crate::audio::source::Source;
-use crate::audio::{AudioChange, AudioLog, ChainFault, measure::Measurement};
+use crate::audio::{AudioChange, AudioLog, ChainFault};
 use crate::board::BoardSpec;
 use crate::cjson::{Parser, Terminator};
 use crate::fault::Fault;
@@ -71,6 +71,8 @@ pub struct Device {
     app: Option<Box<Application>>,
     parser: Parser,
     terminator: Terminator,
+    /// Speech windows measured as they play (`measure_as_played`), else `None`.
+    heard: Option<Box<heard::HeardMeters>>,
 }
 
 impl Device {
@@ -81,6 +83,7 @@ impl Device {
             app: None,
             parser: Parser::new(),
             terminator: Terminator::Length,
+            heard: None,
         }
     }
 
@@ -278,6 +281,15 @@ impl Device {
             self.step();
         }
         self.platform.now = limit;
+        if let Some(h) = self.heard.as_deref_mut().filter(|h| h.due(limit)) {
+            let p = &mut self.platform;
+            h.step(
+                &p.speech,
+                &mut p.audio,
+                &audio::chain_setup(&p.spec.audio, &p.world.room),
+                limit,
+            );
+        }
     }
 
     /// One instant: finish a boot, fire due timers, then let the main task run.
@@ -556,16 +568,6 @@ impl Device {
     pub fn set_chain_fault(&mut self, now: SimTime, fault: ChainFault, on: bool) {
         self.run_until(now);
         self.platform.audio.record(now, AudioChange::Fault(fault, on));
-    }
-
-    /// The board's chain in the current world, for rendering.
-    pub fn chain_setup(&self) -> ChainSetup {
-        audio::chain_setup(&self.platform.spec.audio, &self.platform.world.room)
-    }
-
-    /// Renders `[from, to)` of the audio evidence (run the device past `to` first).
-    pub fn render(&self, from: SimTime, to: SimTime, signals: bool) -> (Measurement, Option<Signals>) {
-        crate::audio::render::render(&self.platform.audio, &self.chain_setup(), from, to, signals)
     }
 
     /// Everything that happened to the audio path (evidence; survives reboots).

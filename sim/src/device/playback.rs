@@ -267,6 +267,7 @@ impl Playback {
         let duration = SimDuration::from_micros(samples.len() as u64 * 1_000_000 / u64::from(out.max(1)));
         let source = Source::Pcm { rate: out, samples };
         let (start, end) = audio.play(&mut platform.audio, now, source, duration, volume);
+        platform.audio.mark_last_speech();
         platform.speech.decoded(start, end, rates);
         self.frames.push_back((start, end));
         self.drained_notified = false;

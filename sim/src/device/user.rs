@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use crate::audio::measure::Measurement;
-use crate::audio::render::Signals;
+use crate::audio::render::{ChainSetup, Signals};
 use crate::device::button::NoSuchButton;
 use crate::device::mic::Utterance;
 use crate::device::platform::Fired;
-use crate::device::{Device, task};
+use crate::device::{Device, audio, task};
 use crate::time::{SimDuration, SimTime};
 use crate::voice::log::SpeechLog;
 
@@ -148,6 +148,40 @@ impl Device {
         &self.platform.speech
     }
 
+    /// Measures every speech window while it plays and lets go of each decoded frame once no
+    /// window still to be measured reads it (a fleet's devices: a turn's PCM is not kept).
+    /// [`Device::heard`] gives the same figures to the bit, for speech windows only: with this on,
+    /// [`Device::render`] of a window that overlaps speech already played, or `heard` with
+    /// signals, no longer sees that speech (docs/fleet.md, "Measured as it plays").
+    pub fn measure_as_played(&mut self, on: bool) {
+        self.heard = on.then(Box::default);
+    }
+
+    /// Announces a window to [`Device::render`] later, `from` now or later: a device that measures
+    /// as it plays keeps what the window reads and measures it as it plays; others ignore it.
+    pub fn measure_window(&mut self, from: SimTime, to: SimTime) {
+        if let Some(h) = self.heard.as_deref_mut() {
+            h.announce(from, to);
+        }
+    }
+
+    /// The board's chain in the current world, for rendering.
+    pub fn chain_setup(&self) -> ChainSetup {
+        audio::chain_setup(&self.platform.spec.audio, &self.platform.world.room)
+    }
+
+    /// Renders `[from, to)` of the audio evidence (run the device past `to` first). A device
+    /// that measures as it plays ([`Device::measure_as_played`]) gives the figures of a window
+    /// announced with [`Device::measure_window`].
+    pub fn render(&self, from: SimTime, to: SimTime, signals: bool) -> (Measurement, Option<Signals>) {
+        if let Some(h) = self.heard.as_deref().filter(|_| !signals)
+            && let Some(m) = h.rendered(from, to, &self.platform.audio, &self.chain_setup())
+        {
+            return (m, None);
+        }
+        crate::audio::render::render(&self.platform.audio, &self.chain_setup(), from, to, signals)
+    }
+
     /// The start of a speech window a listener's measurement leaves out: the decoder and
     /// resampler settling and the amplifier starting. One value for every report of speech (the
     /// scenario runner's `speak`, `connect --report`, the fleet's loudness).
@@ -156,6 +190,11 @@ impl Device {
     /// What the listener heard of a speech window (a session's or a sentence's): the window
     /// after [`Device::HEARD_GUARD`], rendered (run the device past its end first).
     pub fn heard(&self, window: &crate::voice::log::Window, signals: bool) -> (Measurement, Option<Signals>) {
+        if let Some(h) = self.heard.as_deref().filter(|_| !signals)
+            && let Some(m) = h.heard(window, &self.platform.audio, &self.chain_setup())
+        {
+            return (m, None);
+        }
         self.render((window.start + Self::HEARD_GUARD).min(window.end), window.end, signals)
     }
 }

@@ -33,6 +33,9 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Keep the sample streams of every measurement (for WAV evidence).
     pub keep_signals: bool,
+    /// Measure speech windows as they play and let decoded speech go
+    /// ([`Device::measure_as_played`]); ignored with `keep_signals`. The report is the same.
+    pub measure_as_played: bool,
 }
 
 /// Signals of one measurement, labelled.
@@ -134,6 +137,7 @@ pub fn run(
     let world_margin = world.room.margin_db;
     let mut device = Device::new(&shared, world, seed);
     device.set_trace(true);
+    device.measure_as_played(opts.measure_as_played && !opts.keep_signals);
     let mut faults: Vec<(SimTime, crate::fault::Fault, bool)> = spec
         .faults
         .iter()

@@ -227,6 +227,15 @@ impl SpeechLog {
         }
     }
 
+    /// The number of the open session (the one decoded frames still join), if any.
+    pub fn open_session(&self) -> Option<u64> {
+        if self.open {
+            self.sessions.last().map(|s| s.n)
+        } else {
+            None
+        }
+    }
+
     /// The open session, if any.
     pub fn current(&mut self) -> Option<&mut Session> {
         if self.open { self.sessions.last_mut() } else { None }
