@@ -36,6 +36,7 @@
 //! * `fleet`: many devices against one backend; what both kinds of fleet share (limits, costs,
 //!   the loopback backend, the start of a device):
 //!   * `fleet::capacity`: `--find-capacity`, the knee search under an SLO;
+//!   * `fleet::child`: `--backend-process`, the built-in backend in a child process and its cost;
 //!   * `fleet::hist`: the latency histogram and its checked text form;
 //!   * `fleet::mcp`: the MCP fleet, its summary (`McpSummary`) and percentile;
 //!   * `fleet::summary`: the voice fleet's mergeable summary (`VoiceSummary`, HDR histograms);

@@ -407,6 +407,11 @@ fn bad_fleet_input_is_one_line_and_exit_2() {
             "not a voice fleet summary",
         ),
         (vec!["fleet", "--turns", "2"], "--voice"),
+        (vec!["fleet", "--backend-process"], "--voice"),
+        (
+            vec!["fleet", "--voice", "--backend-process", "--transport", "mqtt"],
+            "--backend-process runs the backend over WebSocket",
+        ),
         (vec!["fleet", "--voice", "--turns", "0"], "--turns"),
         (vec!["fleet", "--voice", "--turns", "4000000000"], "--turns"),
         (vec!["fleet", "--voice", "--out", "x.svg"], "--find-capacity"),
@@ -557,7 +562,7 @@ fn a_backend_without_a_script_in_another_process_answers_every_turn() {
     let (out, _) = fleet_summary("in-process", &["--devices", "2", "--utterance", utt]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("(the built-in backend's work included; the twin alone: `xiaozhi-twin backend` in another process and --url)"),
+        text.contains("(the built-in backend's work included; the twin alone: --backend-process)"),
         "{text}"
     );
 }
@@ -580,4 +585,77 @@ fn exponential_think_times_pace_the_turns_and_the_summary_says_so() {
     assert_eq!(turn_counts(&s), (12, 12, 0), "{s:#}");
     assert_eq!(s["run"]["think"], "exp:400ms", "{:#}", s["run"]);
     assert_eq!(s["run"]["think_s"].as_f64(), Some(0.4), "{:#}", s["run"]);
+}
+
+/// `--backend-process`: the fleet starts `xiaozhi-twin backend` in a child process, every turn
+/// completes against it, the summary counts the backend's CPU and memory apart from the twin's,
+/// the child is gone afterwards, and the capacity table shows both per step.
+#[test]
+fn a_backend_process_of_the_fleets_own_is_counted_apart_from_the_twin() {
+    let (utt, script) = (wav("fleet-voice-utterance.wav", 1.2), script());
+    let (utt, script) = (utt.to_str().unwrap(), script.to_str().unwrap());
+    let args = [
+        "--devices",
+        "3",
+        "--turns",
+        "2",
+        "--think",
+        "200ms",
+        "--backend-process",
+    ];
+    let (out, s) = fleet_summary(
+        "backend-process",
+        &[&args[..], &["--utterance", utt, "--script", script]].concat(),
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(turn_counts(&s), (6, 6, 0), "{s:#}");
+    let b = &s["backend_process"];
+    assert!(b["cpu_s"].as_f64().unwrap() > 0.0, "{b:#}");
+    assert!(u(&b["rss_peak_kib"]) > 1024, "{b:#}");
+    assert!(
+        s["run"]["backend"].as_str().unwrap().starts_with("ws://127.0.0.1:"),
+        "{:#}",
+        s["run"]
+    );
+    assert!(
+        stdout.contains("the backend ") && stdout.contains("in another process, not counted above"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("backend's work included"), "{stdout}");
+    let pid = stderr
+        .split("(pid ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the backend process {pid} was left running"
+    );
+
+    let json = tmp("fleet-voice-knee-process.json");
+    let out = short_fleet(&[
+        "--devices",
+        "2",
+        "--max-devices",
+        "2",
+        "--backend-process",
+        "--find-capacity",
+        "--slo",
+        "failed<1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        text.contains("the twin's CPU is its own (the backend in another process)"),
+        "{text}"
+    );
+    let c: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(c["twin_alone"], true, "{c:#}");
+    assert!(c["steps"][0]["backend_cpu_s"].as_f64().unwrap() > 0.0, "{c:#}");
 }

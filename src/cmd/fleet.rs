@@ -115,6 +115,12 @@ pub struct Args {
     /// Devices talk: voice turns instead of the MCP script.
     #[arg(long)]
     pub voice: bool,
+    /// Run the built-in backend as `xiaozhi-twin backend` in another process (a fresh one per
+    /// run, on a free loopback port, with --personality and the turn script), so the summary's
+    /// "the twin itself" is the twin alone and the backend's CPU and peak memory are printed
+    /// beside it (WebSocket).
+    #[arg(long, requires = "voice", conflicts_with_all = ["url", "mqtt", "ota"])]
+    pub backend_process: bool,
     /// Voice turns per device (1–1000).
     #[arg(long, default_value_t = 1, requires = "voice", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub turns: u32,
@@ -317,14 +323,24 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
 
 fn run_voice(opts: &Args) -> Result<bool> {
     let run = voice_run(opts)?;
+    if opts.backend_process && (run.transport != Transport::Websocket || run.fault != BackendFault::None) {
+        bail!(
+            "--backend-process runs the backend over WebSocket without faults: drop --transport mqtt and --backend-fault"
+        );
+    }
+    let measure = |r: &VoiceRun| match opts.backend_process {
+        true => crate::fleet::child::run(r, &opts.personality),
+        false => voice::run(r),
+    };
     if opts.find_capacity {
         let slo = capacity::Slo::parse(opts.slo.as_deref().unwrap_or_default())?;
-        return capacity::find(&run, &slo, opts.max_devices, opts.out.as_deref(), opts.json.as_deref());
+        let out = (opts.out.as_deref(), opts.json.as_deref());
+        return capacity::find(&run, &slo, opts.max_devices, out, &measure);
     }
     if opts.slo.is_some() {
         bail!("--slo is read by --find-capacity only");
     }
-    let summary = voice::run(&run)?;
+    let summary = measure(&run)?;
     summary.print();
     if let Some(path) = &opts.json {
         summary.write(path)?;

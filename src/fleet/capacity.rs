@@ -15,7 +15,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::fleet::summary::{Latency, VoiceSummary};
-use crate::fleet::voice::{self, VoiceRun};
+use crate::fleet::voice::VoiceRun;
 use crate::server::BackendFault;
 
 /// The twin's own first-audio budget (the target), ms.
@@ -180,6 +180,13 @@ pub struct Probe {
     pub twin_added_p99_ms: Option<f64>,
     /// The busiest second with turns in flight (cores).
     pub cores_busy: f64,
+    /// The twin's CPU seconds over the step (the built-in backend's included when it runs in
+    /// the fleet's process).
+    pub twin_cpu_s: f64,
+    /// The backend's CPU seconds, when it ran in another process (`--backend-process`).
+    pub backend_cpu_s: Option<f64>,
+    /// Completed turns per second of the step's wall time.
+    pub turns_per_s: f64,
     pub held: bool,
     /// Why it broke: the SLO term, or the twin's budget.
     pub broke: Option<String>,
@@ -191,6 +198,11 @@ pub struct Probe {
 pub struct Capacity {
     pub slo: String,
     pub backend: String,
+    /// How often each device talks: `--think` and `--turns` (`exp:30s`: one turn every 30 s on
+    /// average).
+    pub talk: String,
+    /// The twin's CPU is its own (`--backend-process` or `--url`), not the backend's too.
+    pub twin_alone: bool,
     /// The largest count that held (None: not even the first).
     pub knee: Option<u32>,
     /// `backend` (the SLO broke with the twin within budget), `twin` (the twin's budget broke
@@ -210,6 +222,9 @@ fn step_of(devices: u32, s: &VoiceSummary, slo: &Slo, fault: BackendFault) -> Pr
         first_audio_p99_ms: s.latency.first_audio.p99_ms,
         twin_added_p99_ms: s.latency.twin_added_first_audio.p99_ms,
         cores_busy: s.twin.cores_busy_peak,
+        twin_cpu_s: s.twin.cpu_s,
+        backend_cpu_s: s.backend_process.as_ref().map(|b| b.cpu_s),
+        turns_per_s: s.turns_per_s,
         held: broke.is_none(),
         broke,
         twin_limited: twin.is_some(),
@@ -285,14 +300,20 @@ pub fn search(start: u32, max_devices: u32, mut measure: impl FnMut(u32) -> Resu
 }
 
 /// Runs the search; prints the curve; exit status true when a knee was found within budget.
-pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, json: Option<&Path>) -> Result<bool> {
+pub fn find(
+    base: &VoiceRun,
+    slo: &Slo,
+    max_devices: u32,
+    (svg, json): (Option<&Path>, Option<&Path>),
+    run: &dyn Fn(&VoiceRun) -> Result<VoiceSummary>,
+) -> Result<bool> {
     let slo_text: Vec<&str> = slo.0.iter().map(|t| t.text.as_str()).collect();
     let slo_text = slo_text.join(", ");
     let found = search(base.devices, max_devices, |n| {
         let mut r = base.clone();
         r.devices = n;
         crate::errln!("capacity: {n} devices …");
-        let s = voice::run(&r)?;
+        let s = run(&r)?;
         let st = step_of(n, &s, slo, base.fault);
         crate::errln!(
             "capacity: {n} devices: {} completed, {} failed, first audio p99 {} → {}",
@@ -305,9 +326,15 @@ pub fn find(base: &VoiceRun, slo: &Slo, max_devices: u32, svg: Option<&Path>, js
         std::thread::sleep(std::time::Duration::from_millis(500));
         Ok(st)
     })?;
+    let twin_alone = base.external.is_some() || found.steps.iter().all(|s| s.backend_cpu_s.is_some());
     let cap = Capacity {
         slo: slo_text,
-        backend: base.backend_name(),
+        backend: match &base.external {
+            None if twin_alone => format!("{} in another process", base.backend_name()),
+            _ => base.backend_name(),
+        },
+        talk: format!("{} turn(s) per device, --think {}", base.plan.turns, base.plan.think),
+        twin_alone,
         knee: found.knee,
         limited_by: found.limited_by.to_string(),
         steps: found.steps,
@@ -327,35 +354,53 @@ fn print_table(c: &Capacity) {
     let f = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
     crate::outln!("capacity of {} under {}", c.backend, c.slo);
     crate::outln!(
-        "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6}  result",
+        "talk rate: {}; the twin's CPU is {}",
+        c.talk,
+        if c.twin_alone {
+            "its own (the backend in another process)"
+        } else {
+            "the fleet process's, the built-in backend's included"
+        }
+    );
+    crate::outln!(
+        "{:>8} {:>10} {:>7} {:>10} {:>10} {:>9} {:>8} {:>9} {:>6} {:>9}  result",
         "devices",
         "completed",
         "failed",
         "1st audio",
         "p99 (ms)",
         "twin p99",
-        "cores"
+        "turns/s",
+        "twin CPU",
+        "cores",
+        "backend"
     );
     crate::outln!(
-        "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6}",
+        "{:>8} {:>10} {:>7} {:>10} {:>10} {:>9} {:>8} {:>9} {:>6} {:>9}",
         "",
         "",
         "",
         "p50 (ms)",
         "",
         "(ms)",
-        "busy"
+        "",
+        "(s)",
+        "peak",
+        "CPU (s)"
     );
     for s in &c.steps {
         crate::outln!(
-            "{:>8} {:>10} {:>7} {:>12} {:>12} {:>12} {:>6.2}  {}",
+            "{:>8} {:>10} {:>7} {:>10} {:>10} {:>9} {:>8.1} {:>9.1} {:>6.2} {:>9}  {}",
             s.devices,
             s.completed,
             s.failed,
             f(s.first_audio_p50_ms),
             f(s.first_audio_p99_ms),
             f(s.twin_added_p99_ms),
+            s.turns_per_s,
+            s.twin_cpu_s,
             s.cores_busy,
+            s.backend_cpu_s.map_or("-".to_string(), |x| format!("{x:.1}")),
             match &s.broke {
                 None => "held".to_string(),
                 Some(w) if s.twin_limited => format!("twin's budget broke: {w}"),
@@ -497,6 +542,9 @@ mod tests {
             first_audio_p99_ms: None,
             twin_added_p99_ms: None,
             cores_busy: 0.0,
+            twin_cpu_s: 0.0,
+            backend_cpu_s: None,
+            turns_per_s: 0.0,
             held: broke.is_none(),
             broke: broke.map(str::to_string),
             twin_limited: twin,

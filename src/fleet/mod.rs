@@ -13,6 +13,7 @@
 //! (`crate::live`).
 
 pub mod capacity;
+pub mod child;
 pub mod hist;
 pub mod mcp;
 pub mod summary;
@@ -100,7 +101,12 @@ pub fn open_files_for(devices: u64, built_in_backend: bool, transport: Transport
 
 /// CPU seconds of this process so far (user + system; Linux `/proc/self/stat`, 0 elsewhere).
 pub fn cpu_s() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+    cpu_s_of("self")
+}
+
+/// CPU seconds (user + system) of process `pid` (`self`: this one) so far, from `/proc`.
+pub fn cpu_s_of(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
     // Fields after the command name (which may contain spaces) start after the last ')'.

@@ -184,6 +184,15 @@ pub struct TwinCost {
     pub codec_memo_computed: u64,
 }
 
+/// What the backend process cost over one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BackendCost {
+    /// CPU seconds (user + system) of the backend process over the run.
+    pub cpu_s: f64,
+    /// Its peak resident size (`VmHWM`), KiB; after a merge, the sum of the shards' peaks.
+    pub rss_peak_kib: u64,
+}
+
 /// Latency histograms, by phase.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Phases {
@@ -229,6 +238,9 @@ pub struct VoiceSummary {
     pub mic_frames_per_s: f64,
     pub wall_s: f64,
     pub twin: TwinCost,
+    /// The backend's cost, when the fleet ran it in another process (`--backend-process`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_process: Option<BackendCost>,
 }
 
 /// Writes `text` to `path` through a temporary file beside it and a rename.
@@ -404,6 +416,13 @@ impl VoiceSummary {
         tw.codec_memo_hits += o.codec_memo_hits;
         tw.codec_memo_computed += o.codec_memo_computed;
         tw.open_files_limit = tw.open_files_limit.min(o.open_files_limit);
+        self.backend_process = match (self.backend_process.take(), &other.backend_process) {
+            (Some(a), Some(b)) => Some(BackendCost {
+                cpu_s: a.cpu_s + b.cpu_s,
+                rss_peak_kib: a.rss_peak_kib + b.rss_peak_kib,
+            }),
+            _ => None,
+        };
         Ok(())
     }
 
@@ -541,9 +560,16 @@ impl VoiceSummary {
             tw.codec_memo_computed,
             100.0 * tw.codec_memo_hits as f64 / (tw.codec_memo_hits + tw.codec_memo_computed).max(1) as f64
         );
-        if self.run.backend_script.is_some() {
+        if let Some(b) = &self.backend_process {
             crate::outln!(
-                "                   (the built-in backend's work included; the twin alone: `xiaozhi-twin backend` in another process and --url)"
+                "the backend        {:.1} CPU s ({:.2} cores on average), {bound}{:.1} MiB peak: `xiaozhi-twin backend` in another process, not counted above",
+                b.cpu_s,
+                b.cpu_s / self.wall_s.max(1e-9),
+                b.rss_peak_kib as f64 / 1024.0
+            );
+        } else if self.run.backend_script.is_some() {
+            crate::outln!(
+                "                   (the built-in backend's work included; the twin alone: --backend-process)"
             );
         }
     }

@@ -552,6 +552,7 @@ impl Fleet<'_> {
             devices_connected: part.connected,
             connected_peak: peak,
             peaks: summary::MEASURED.into(),
+            backend_process: None,
             connect_failures: part.connect_failures,
             turns: summary::Turns {
                 planned,
