@@ -24,6 +24,7 @@
 //!   * `cmd::boards`: `boards`, the twin's boards and every upstream build;
 //!   * `cmd::check_bounds`: `check-bounds`, the parameter-bound promises of a board;
 //!   * `cmd::connect`: `connect`, one board dialling a real backend (WebSocket or MQTT + UDP);
+//!   * `cmd::console`: `console`, the twin live in a browser;
 //!   * `cmd::demo`: `demo`, the narrated scenes;
 //!   * `cmd::fleet`: `fleet`, its arguments and checks, and a call into `fleet`;
 //!   * `cmd::render`: `render`, set the volume, play a probe, measure what is heard;
@@ -33,6 +34,9 @@
 //!   * `cmd::stdio`: `stdio`, a board as a standard MCP server on stdin/stdout;
 //!   * `cmd::tools`: `tools`, the exact `tools/list` pages of a board.
 //! * `connect_report`: the JSON report of `connect --report`.
+//! * `console`: the twin live in a browser: one device in real time and its backend;
+//!   `console::companion`: what the page asks of the device and what it is told;
+//!   `console::web`: the page, its WebSocket and the HTTP API (axum).
 //! * `fleet`: many devices against one backend; what both kinds of fleet share (limits, costs,
 //!   the loopback backend, the start of a device):
 //!   * `fleet::capacity`: `--find-capacity`, the knee search under an SLO;
@@ -74,6 +78,7 @@ pub mod board_matrix;
 pub mod boards;
 pub mod cmd;
 pub mod connect_report;
+pub mod console;
 pub mod fleet;
 pub mod html;
 pub mod junit;

@@ -8,6 +8,7 @@ pub mod backend;
 pub mod boards;
 pub mod check_bounds;
 pub mod connect;
+pub mod console;
 pub mod demo;
 pub mod fleet;
 pub mod render;

@@ -1,0 +1,128 @@
+//! `xiaozhi-twin console`: the twin live in a browser (docs/console.md). One device runs in real
+//! time on the live driver (`crate::live`), dialling the built-in backend on a loopback port (or
+//! a server given with `--url`); a companion (`companion.rs`) carries the page's actions to the
+//! device and the device's state, screen, sound and evidence to the page; `web.rs` serves the
+//! page, its WebSocket and the HTTP API with axum.
+
+pub mod companion;
+pub mod web;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use xiaozhi_sim::backend::BackendSpec;
+use xiaozhi_sim::backend::script::Script;
+use xiaozhi_sim::board::BoardSpec;
+use xiaozhi_sim::device::Device;
+use xiaozhi_sim::time::SimTime;
+use xiaozhi_sim::world::{WorldSpec, WsConfig};
+
+use crate::live::{LiveOptions, Wake, run_device};
+use companion::{Console, Hub};
+
+/// The built-in backend's turns in the console: the first utterance is answered at the volume
+/// the device has; the second gets the seed article's call (`set_volume 40`, then the readback)
+/// and an answer at the new volume, so a person hears the drop the record reports. (Within one
+/// turn the backend sends its calls while its speech is still on the way, so a call placed
+/// after a sentence lands before that sentence plays.)
+pub const CONSOLE_SCRIPT: &str = "\
+await utterance
+speak \"你好，我在听。这是现在的音量。\" for 3s
+await utterance
+call self.audio_speaker.set_volume {\"volume\": 40}
+call self.get_device_status
+speak \"好的，音量已经调到四十了，现在听起来小一些。\" for 3s
+repeat
+";
+
+/// What the console runs.
+pub struct Setup {
+    pub board: std::sync::Arc<BoardSpec>,
+    pub seed: u64,
+    /// Where the page is served.
+    pub listen: String,
+    /// The built-in backend (personality and script), or someone else's server.
+    pub backend: Backend,
+    /// Stop after this long (None: until Ctrl-C).
+    pub duration: Option<Duration>,
+}
+
+/// The server the device dials.
+pub enum Backend {
+    BuiltIn(Box<(BackendSpec, Script)>),
+    Url(String),
+}
+
+/// The board as the page draws its controls.
+fn board_json(spec: &BoardSpec) -> Value {
+    json!({
+        "name": spec.name,
+        "firmware": spec.firmware.version,
+        "display": format!("{:?}", spec.display.kind),
+        "width": spec.display.width,
+        "height": spec.display.height,
+        "buttons": spec.buttons.iter().map(|b| json!({"name": b.name})).collect::<Vec<_>>(),
+        "output_rate": spec.audio.output_sample_rate,
+    })
+}
+
+/// Runs the console until Ctrl-C or `duration`.
+pub async fn serve(setup: Setup) -> Result<()> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let url = match setup.backend {
+        Backend::Url(u) => u,
+        Backend::BuiltIn(built_in) => {
+            let (spec, script) = *built_in;
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .context("the built-in backend's port")?;
+            let addr = listener.local_addr()?;
+            let server = crate::server::Server::new(spec, script, false, false);
+            tokio::spawn(crate::server::serve(listener, server, stop_rx.clone()));
+            format!("ws://{addr}/xiaozhi/v1/")
+        }
+    };
+    let world = WorldSpec::dialling(WsConfig {
+        url: url.clone(),
+        token: String::new(),
+        version: 1,
+    });
+    let mut device = Device::new(setup.board.clone(), world, setup.seed);
+    device.set_trace(true);
+    device.power_on(SimTime::ZERO);
+    let (hub, cmds) = Hub::new(board_json(&setup.board));
+    let listener = TcpListener::bind(&setup.listen)
+        .await
+        .with_context(|| format!("--listen {}", setup.listen))?;
+    let page = format!("http://{}/", listener.local_addr()?);
+    let app = web::router(hub.clone());
+    let mut web_stop = stop_rx.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = web_stop.changed().await;
+            })
+            .await;
+    });
+    crate::errln!("console: {page} (the device dials {url}; Ctrl-C stops)");
+    let live = LiveOptions {
+        wake: Wake::Manual,
+        duration: setup.duration,
+        verbose: false,
+        label: device.mac().to_string(),
+        stop: Some(stop_rx),
+        counters: None,
+        script: None,
+        record: false,
+        companion: Some(Box::new(Console::new(hub, cmds))),
+    };
+    let result = tokio::select! {
+        r = run_device(device, live) => r.map(|_| ()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    };
+    let _ = stop_tx.send(true);
+    result
+}

@@ -1,0 +1,315 @@
+//! `xiaozhi-twin console` in a real headless browser: Debian's chromium (installed by
+//! `tests/console/ensure_chromium.sh` when missing), driven over the DevTools protocol, with a
+//! WAV of speech as the browser's fake microphone. The page loads the board; a click on BOOT
+//! makes the device send `listen start` to the built-in backend; the microphone's speech reaches
+//! the backend and a turn completes; after the backend's `set_volume 40` (which says `true`) the
+//! page's own level of the second sentence drops by the twin's figure within 1 dB and the screen
+//! changed; with the amplifier shut down the tool still says `true` while the page hears
+//! silence. Screenshots of each step are kept in `<target tmp>/console/`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// A process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The first line of `child`'s stderr that holds `marker`, and what follows it on that line.
+fn stderr_after(child: &mut Child, marker: &str) -> String {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some((_, rest)) = line.split_once(marker) {
+            std::thread::spawn(move || lines.for_each(drop));
+            return rest.trim().to_string();
+        }
+        seen.push(line);
+    }
+    panic!("no `{marker}` in:\n{}", seen.join("\n"));
+}
+
+fn chromium() -> String {
+    let script = common::root().join("tests/console/ensure_chromium.sh");
+    let out = Command::new("bash").arg(script).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// 2 s of the twin's speech-like voice, then 3 s of silence, at 48 kHz (the browser loops it).
+fn speech_wav(dir: &Path) -> PathBuf {
+    use xiaozhi_sim::time::SimDuration;
+    let voice = xiaozhi_sim::voice::speak::Timbre::default().render(SimDuration::from_secs(2), 48_000);
+    let path = dir.join("speech.wav");
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 48_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(&path, spec).unwrap();
+    for s in voice.iter().copied().chain(std::iter::repeat_n(0, 3 * 48_000)) {
+        w.write_sample(s).unwrap();
+    }
+    w.finalize().unwrap();
+    path
+}
+
+/// One page of the browser, over the DevTools protocol.
+struct Page {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    session: String,
+    next: u64,
+    shots: PathBuf,
+}
+
+impl Page {
+    async fn call(
+        ws: &mut WebSocketStream<MaybeTlsStream<TcpStream>>,
+        id: u64,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Value {
+        let mut msg = json!({"id": id, "method": method, "params": params});
+        if let Some(s) = session {
+            msg["sessionId"] = json!(s);
+        }
+        ws.send(Message::Text(msg.to_string().into())).await.unwrap();
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("{method}: no answer"))
+                .unwrap()
+                .unwrap();
+            let Message::Text(t) = m else { continue };
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    async fn open(browser_ws: &str, url: &str, shots: PathBuf) -> Page {
+        let (mut ws, _) = tokio_tungstenite::connect_async(browser_ws).await.unwrap();
+        let target = Page::call(&mut ws, 1, None, "Target.createTarget", json!({"url": "about:blank"})).await;
+        let attached = Page::call(
+            &mut ws,
+            2,
+            None,
+            "Target.attachToTarget",
+            json!({"targetId": target["targetId"], "flatten": true}),
+        )
+        .await;
+        let session = attached["sessionId"].as_str().unwrap().to_string();
+        let mut page = Page {
+            ws,
+            session,
+            next: 3,
+            shots,
+        };
+        page.send("Page.enable", json!({})).await;
+        page.send(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": false}),
+        )
+        .await;
+        page.send("Page.navigate", json!({"url": url})).await;
+        page
+    }
+
+    async fn send(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        Page::call(&mut self.ws, self.next, Some(&self.session.clone()), method, params).await
+    }
+
+    /// Evaluates `expr` in the page (promises awaited); its value.
+    async fn eval(&mut self, expr: &str) -> Value {
+        let r = self
+            .send(
+                "Runtime.evaluate",
+                json!({"expression": expr, "awaitPromise": true, "returnByValue": true}),
+            )
+            .await;
+        assert!(r.get("exceptionDetails").is_none(), "{expr}: {r}");
+        r["result"]["value"].clone()
+    }
+
+    /// Waits (generously: a busy machine is slow, not wrong) until `expr` is truthy; its value.
+    async fn wait_for(&mut self, what: &str, expr: &str) -> Value {
+        let start = Instant::now();
+        loop {
+            let v = self.eval(expr).await;
+            if !(v.is_null() || v == json!(false) || v == json!(0) || v == json!("")) {
+                return v;
+            }
+            if start.elapsed() > Duration::from_secs(90) {
+                let lines = self.eval("JSON.stringify(twinConsole.lines.slice(-30))").await;
+                panic!("{what}: not within 90 s; the last lines: {lines}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn screenshot(&mut self, name: &str) {
+        let r = self.send("Page.captureScreenshot", json!({"format": "png"})).await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(r["data"].as_str().unwrap())
+            .unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{name}");
+        std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+    }
+
+    /// A click on the element `id`: a board button gets its press and release, others a click.
+    async fn click(&mut self, id: &str) {
+        self.eval(&format!(
+            "(() => {{ const b = document.getElementById('{id}'); if (b.onmousedown) {{ b.onmousedown(); b.onmouseup(); }} else b.click(); return true; }})()"
+        ))
+        .await;
+    }
+
+    /// Reply `session` as the twin and the page measured it (the whole reply).
+    async fn reply(&mut self, session: u64) -> Value {
+        let expr = format!(
+            "JSON.stringify(twinConsole.levels.find(l => l.session === {session} && l.sentence === null) || '')"
+        );
+        let v = self
+            .wait_for(
+                &format!("reply {session} measured"),
+                &format!("{expr} !== '\"\"' && {expr}"),
+            )
+            .await;
+        serde_json::from_str(v.as_str().unwrap()).unwrap()
+    }
+}
+
+/// The set_volume calls whose reply came, as the page shows them.
+const SET_VOLUME_REPLIES: &str = "twinConsole.calls.filter(c => c.tool === 'self.audio_speaker.set_volume' && c.reply_ms !== undefined).map(c => c.text + (c.is_error ? ' isError' : ''))";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
+    let shots = common::scratch_dir("console");
+    let wav = speech_wav(&shots);
+    let browser = chromium();
+    let mut console = Command::new(common::BIN)
+        .args(["console", "--listen", "127.0.0.1:0", "--duration", "300s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = stderr_after(&mut console, "console: ");
+    let url = url.split_whitespace().next().unwrap().to_string();
+    let _console = Killed(console);
+    let profile = shots.join("profile");
+    let mut chrome = Command::new(&browser)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--remote-debugging-port=0",
+            "--use-fake-ui-for-media-stream",
+            "--use-fake-device-for-media-stream",
+            "--autoplay-policy=no-user-gesture-required",
+        ])
+        .arg(format!("--use-file-for-fake-audio-capture={}", wav.display()))
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("about:blank")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let devtools = stderr_after(&mut chrome, "DevTools listening on ");
+    let _chrome = Killed(chrome);
+    let mut page = Page::open(&devtools, &url, shots.clone()).await;
+
+    // The page loads the board: its screen, its buttons, idle.
+    page.wait_for(
+        "the board idle",
+        "twinConsole.ready && twinConsole.status.state === 'idle'",
+    )
+    .await;
+    page.wait_for("the screen drawn", "document.getElementById('screen').naturalWidth > 0")
+        .await;
+    let first_screen = page.eval("twinConsole.screenVersion").await.as_u64().unwrap();
+    page.eval("twinConsole.soundOn(), true").await;
+    page.screenshot("1-loaded").await;
+
+    // A click on BOOT: the device sends listen start to the backend and listens.
+    page.click("btn-boot").await;
+    page.wait_for(
+        "listen start sent",
+        "twinConsole.lines.some(l => l.kind === 'out' && l.text.includes('\"type\":\"listen\"') && l.text.includes('\"state\":\"start\"'))",
+    )
+    .await;
+    page.wait_for("listening", "twinConsole.status.state === 'listening'")
+        .await;
+    page.screenshot("2-listening").await;
+
+    // The browser's microphone says the WAV (again and again): the backend answers the first
+    // utterance at the device's volume, and the second with set_volume 40 (true) and a reply the
+    // page hears quieter by the twin's own figure.
+    page.eval("twinConsole.startMic().then(() => true)").await;
+    let before = page.reply(1).await;
+    page.wait_for("set_volume answered", &format!("{SET_VOLUME_REPLIES}.length >= 1"))
+        .await;
+    let replies = page.eval(SET_VOLUME_REPLIES).await;
+    assert_eq!(replies[0], "true", "{replies}");
+    let after = page.reply(2).await;
+    let level = |v: &Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k}: {v}"));
+    let (twin_drop, page_drop) = (
+        level(&after, "twin_db") - level(&before, "twin_db"),
+        level(&after, "page_db") - level(&before, "page_db"),
+    );
+    assert!(
+        twin_drop < -3.0,
+        "the reply after set_volume 40 is quieter: {before} → {after}"
+    );
+    assert!(
+        (page_drop - twin_drop).abs() <= 1.0,
+        "the page heard {page_drop:.2} dB, the twin {twin_drop:.2} dB: {before} → {after}"
+    );
+    let screen_now = page.eval("twinConsole.screenVersion").await.as_u64().unwrap();
+    assert!(screen_now > first_screen, "the screen changed during the turns");
+    page.screenshot("3-quieter").await;
+
+    // The amplifier shut down: the next set_volume still says true; the page hears nothing.
+    page.click("fault-amp_shutdown").await;
+    page.wait_for(
+        "the fault set",
+        "(twinConsole.status.faults || []).includes('amp_shutdown')",
+    )
+    .await;
+    page.wait_for(
+        "the second set_volume answered",
+        &format!("{SET_VOLUME_REPLIES}.length >= 2"),
+    )
+    .await;
+    let replies = page.eval(SET_VOLUME_REPLIES).await;
+    assert_eq!(replies[1], "true", "{replies}");
+    let silent = page.reply(4).await;
+    assert!(
+        silent["twin_db"].is_null() && silent["page_db"].is_null(),
+        "silence while the tool said true: {silent}"
+    );
+    page.eval("twinConsole.stopMic(), true").await;
+    page.screenshot("4-amp-shutdown").await;
+}
