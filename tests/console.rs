@@ -287,6 +287,18 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
         (page_drop - twin_drop).abs() <= 1.0,
         "the page heard {page_drop:.2} dB, the twin {twin_drop:.2} dB: {before} → {after}"
     );
+    // The record of the call fills in: listed, `true`, the readback 70 → 40, the drop heard.
+    let record = page
+        .wait_for(
+            "the record's effect",
+            "(t => t.includes('volume 70 → 40') && t.includes('dB SPL (') && t)(document.getElementById('records').innerText)",
+        )
+        .await;
+    let record = record.as_str().unwrap();
+    assert!(
+        record.contains("listed in tools/list") && record.contains("text \"true\""),
+        "{record}"
+    );
     let screen_now = page.eval("twinConsole.screenVersion").await.as_u64().unwrap();
     assert!(screen_now > first_screen, "the screen changed during the turns");
     page.screenshot("3-quieter").await;
@@ -312,4 +324,101 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
     );
     page.eval("twinConsole.stopMic(), true").await;
     page.screenshot("4-amp-shutdown").await;
+}
+
+/// An HTTP answer: status and body.
+fn http(method: &str, url: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(20)))
+        .http_status_as_error(false)
+        .build()
+        .new_agent();
+    let mut resp = match method {
+        "GET" => agent.get(url).call().unwrap(),
+        _ => agent.post(url).send(body).unwrap(),
+    };
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_vec().unwrap())
+}
+
+/// The HTTP API drives a running console without a browser: the state and the screen read,
+/// bad names refused with what is known, and a reflash to another board boots that board.
+#[test]
+fn the_console_s_http_api_reads_the_twin_and_reflashes_it() {
+    let mut console = Command::new(common::BIN)
+        .args(["console", "--listen", "127.0.0.1:0", "--duration", "120s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = stderr_after(&mut console, "console: ");
+    let base = url.split_whitespace().next().unwrap().trim_end_matches('/').to_string();
+    let _console = Killed(console);
+    let state = |what: &str| -> Value {
+        let start = Instant::now();
+        loop {
+            let (code, body) = http("GET", &format!("{base}/api/state"), b"");
+            assert_eq!(code, 200);
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            if what.is_empty() || v["board"]["name"] == what && v["status"]["state"] == "idle" {
+                return v;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "never {what}: {v:#}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let first = state("bread-compact-wifi");
+    let buttons: Vec<&str> = first["board"]["buttons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert!(buttons.contains(&"boot"), "{buttons:?}");
+    let (code, png) = http("GET", &format!("{base}/api/screen.png"), b"");
+    assert_eq!((code, &png[..4]), (200, &b"\x89PNG"[..]));
+
+    let (code, body) = http("POST", &format!("{base}/api/button/nope"), b"");
+    assert_eq!(
+        (code, String::from_utf8_lossy(&body).trim()),
+        (404, "this board has no button `nope`")
+    );
+    let (code, body) = http("POST", &format!("{base}/api/fault/nope?on=true"), b"");
+    assert_eq!(code, 404);
+    assert!(
+        String::from_utf8_lossy(&body).contains("amp_shutdown"),
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let (code, _) = http("POST", &format!("{base}/api/say"), b"not a wav");
+    assert_eq!(code, 400);
+    let (code, body) = http("POST", &format!("{base}/api/board?board=no-such-board"), b"");
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+    let (code, body) = http("GET", &format!("{base}/api/boards"), b"");
+    assert_eq!(code, 200);
+    let boards: Value = serde_json::from_slice(&body).unwrap();
+    assert!(
+        boards["boards"].as_array().unwrap().len() > 170,
+        "every upstream build: {boards}"
+    );
+    assert!(
+        boards["firmware"].as_array().unwrap().contains(&json!("2.2.6")),
+        "{boards}"
+    );
+
+    // Reflash to the ESP32-C3 board on 2.2.6: it boots, with its own buttons, and is idle.
+    let (code, _) = http(
+        "POST",
+        &format!("{base}/api/board?board=lckfb/szpi-esp32c3&firmware=2.2.6"),
+        b"",
+    );
+    assert_eq!(code, 202);
+    let c3 = xiaozhi_twin::boards::load("lckfb/szpi-esp32c3").unwrap().name.clone();
+    let after = state(&c3);
+    assert_eq!(after["board"]["firmware"], "2.2.6", "{after:#}");
+    assert_eq!(after["status"]["boots"], 1, "a fresh board: {after:#}");
+    let (code, _) = http("POST", &format!("{base}/api/button/boot?action=click"), b"");
+    assert_eq!(code, 202);
+    let lines = state("")["lines"].to_string();
+    assert!(lines.contains("reflash: "), "{lines}");
 }

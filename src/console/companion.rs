@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use xiaozhi_sim::audio::ChainFault;
+use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::hw::screen::ScreenState;
 use xiaozhi_sim::time::SimTime;
@@ -42,6 +43,8 @@ pub enum Cmd {
     Type(String),
     /// A fault of the analog chain set or cleared.
     Fault { fault: ChainFault, on: bool },
+    /// Another board (and firmware): the twin is reflashed and boots again.
+    Switch { board: String, firmware: Option<String> },
 }
 
 /// A message to every open page: a JSON event, or a chunk of what the listener hears.
@@ -74,23 +77,52 @@ pub struct Hub {
     pub events: broadcast::Sender<Msg>,
     pub view: Mutex<View>,
     pub cmds: mpsc::UnboundedSender<Cmd>,
+    /// What the page asked for, taken by whichever device runs (one after each reflash).
+    received: Mutex<mpsc::UnboundedReceiver<Cmd>>,
+    /// The board to reflash to, once asked, and the switch that stops the running device.
+    pub(super) reflash: Mutex<Reflash>,
+}
+
+/// A reflash asked for: the board to boot next, and what stops the device running now.
+#[derive(Default)]
+pub(super) struct Reflash {
+    pub(super) next: Option<Arc<BoardSpec>>,
+    stop: Option<watch::Sender<bool>>,
 }
 
 impl Hub {
-    /// A hub and the receiving end of its commands (for the companion).
-    pub fn new(board: Value) -> (Arc<Hub>, mpsc::UnboundedReceiver<Cmd>) {
+    /// A hub for a console whose first board is `board`.
+    pub fn new(board: Value) -> Arc<Hub> {
         let (events, _) = broadcast::channel(1024);
         let (cmds, rx) = mpsc::unbounded_channel();
         let view = View {
             board,
             ..View::default()
         };
-        let hub = Hub {
+        Arc::new(Hub {
             events,
             view: Mutex::new(view),
             cmds,
+            received: Mutex::new(rx),
+            reflash: Mutex::new(Reflash::default()),
+        })
+    }
+
+    /// A new device runs `board`: the view starts over (the lines stay), every page is told.
+    pub(super) fn reflashed(&self, board: Value, stop: watch::Sender<bool>) {
+        let hello = {
+            let mut view = self.view();
+            let lines = std::mem::take(&mut view.lines);
+            *view = View {
+                board,
+                lines,
+                ..View::default()
+            };
+            drop(view);
+            super::web::hello(self)
         };
-        (Arc::new(hub), rx)
+        self.reflash.lock().unwrap_or_else(|e| e.into_inner()).stop = Some(stop);
+        self.send(&hello);
     }
 
     /// The view, however a panic elsewhere left its lock.
@@ -116,7 +148,6 @@ impl Hub {
 /// The console's companion of the live device.
 pub struct Console {
     hub: Arc<Hub>,
-    cmds: mpsc::UnboundedReceiver<Cmd>,
     /// Buttons to let go of, and when.
     releases: Vec<(Instant, String)>,
     /// Virtual time up to which the listener's sound was sent.
@@ -132,10 +163,9 @@ pub struct Console {
 }
 
 impl Console {
-    pub fn new(hub: Arc<Hub>, cmds: mpsc::UnboundedReceiver<Cmd>) -> Console {
+    pub fn new(hub: Arc<Hub>) -> Console {
         Console {
             hub,
-            cmds,
             releases: Vec::new(),
             heard_until: None,
             screen: None,
@@ -183,6 +213,18 @@ impl Console {
                 }
                 format!("fault {} {}", fault.name(), if on { "set" } else { "cleared" })
             }
+            Cmd::Switch { board, firmware } => match crate::boards::load_as(&board, firmware.as_deref()) {
+                Ok(spec) => {
+                    let shown = format!("reflash: {} on firmware {}", spec.name, spec.firmware.version);
+                    let mut reflash = self.hub.reflash.lock().unwrap_or_else(|e| e.into_inner());
+                    reflash.next = Some(spec);
+                    if let Some(stop) = &reflash.stop {
+                        let _ = stop.send(true);
+                    }
+                    shown
+                }
+                Err(e) => format!("cannot reflash to {board}: {e:#}"),
+            },
         };
         self.hub.line(json!({"kind": "user", "at_ms": ms(now), "text": shown}));
     }
@@ -305,19 +347,30 @@ impl Console {
     }
 
     /// An MCP request arrived or a reply left: the calls' timeline.
-    fn mcp(&mut self, at: SimTime, frame: &Frame<'_>, incoming: bool) {
+    /// The request carries what the device held when it arrived (`before`), the reply what it
+    /// held when the reply left (`after`): the record's readback, and the tools a `tools/list`
+    /// page listed (its discovery).
+    fn mcp(&mut self, at: SimTime, frame: &Frame<'_>, incoming: bool, device: &Device) {
         let Some(m) = &frame.mcp else { return };
+        let snapshot = device.snapshot();
+        let held = json!({"volume": snapshot.volume, "brightness": snapshot.brightness, "theme": snapshot.theme});
         let event = if incoming && m.request {
-            json!({"id": m.id, "method": m.method, "tool": m.tool, "arguments": m.arguments, "at_ms": ms(at)})
+            json!({"id": m.id, "method": m.method, "tool": m.tool, "arguments": m.arguments, "at_ms": ms(at), "before": held})
         } else if !incoming && !m.request {
             let v: Value = serde_json::from_slice(frame.text).unwrap_or(Value::Null);
             let result = &v["payload"]["result"];
+            let listed: Option<Vec<&str>> = result["tools"]
+                .as_array()
+                .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect());
             json!({
                 "id": m.id,
                 "reply_ms": ms(at),
                 "text": m.result_text,
                 "is_error": result.get("isError").and_then(Value::as_bool).unwrap_or(false)
                     || v["payload"].get("error").is_some(),
+                "error": v["payload"]["error"]["message"],
+                "listed": listed,
+                "after": held,
             })
         } else {
             return;
@@ -357,7 +410,9 @@ impl Console {
 impl Companion for Console {
     fn act(&mut self, device: &mut Device, turn: &Turn<'_>) {
         let now = turn.clock.now();
-        while let Ok(cmd) = self.cmds.try_recv() {
+        loop {
+            let cmd = self.hub.received.lock().unwrap_or_else(|e| e.into_inner()).try_recv();
+            let Ok(cmd) = cmd else { break };
             self.run(device, now, cmd);
         }
         let due: Vec<String> = {
@@ -381,13 +436,13 @@ impl Companion for Console {
             Seen::Sent { at, text, .. } => {
                 self.counts(at);
                 let frame = Frame::parse(text);
-                self.mcp(at, &frame, false);
+                self.mcp(at, &frame, false, device);
                 let text = String::from_utf8_lossy(text);
                 self.hub.line(json!({"kind": "out", "at_ms": ms(at), "text": text}));
             }
             Seen::Received { at, frame } => {
                 self.counts(at);
-                self.mcp(at, frame, true);
+                self.mcp(at, frame, true, device);
                 let text = String::from_utf8_lossy(frame.text);
                 self.hub.line(json!({"kind": "in", "at_ms": ms(at), "text": text}));
             }

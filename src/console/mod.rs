@@ -69,7 +69,20 @@ fn board_json(spec: &BoardSpec) -> Value {
     })
 }
 
-/// Runs the console until Ctrl-C or `duration`.
+/// A freshly flashed `board` that dials `url`, powered on.
+fn flash(board: &std::sync::Arc<BoardSpec>, url: &str, seed: u64) -> Device {
+    let world = WorldSpec::dialling(WsConfig {
+        url: url.to_string(),
+        token: String::new(),
+        version: 1,
+    });
+    let mut device = Device::new(board.clone(), world, seed);
+    device.set_trace(true);
+    device.power_on(SimTime::ZERO);
+    device
+}
+
+/// Runs the console until Ctrl-C or `duration`; a reflash from the page boots another board.
 pub async fn serve(setup: Setup) -> Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let url = match setup.backend {
@@ -85,15 +98,7 @@ pub async fn serve(setup: Setup) -> Result<()> {
             format!("ws://{addr}/xiaozhi/v1/")
         }
     };
-    let world = WorldSpec::dialling(WsConfig {
-        url: url.clone(),
-        token: String::new(),
-        version: 1,
-    });
-    let mut device = Device::new(setup.board.clone(), world, setup.seed);
-    device.set_trace(true);
-    device.power_on(SimTime::ZERO);
-    let (hub, cmds) = Hub::new(board_json(&setup.board));
+    let hub = Hub::new(board_json(&setup.board));
     let listener = TcpListener::bind(&setup.listen)
         .await
         .with_context(|| format!("--listen {}", setup.listen))?;
@@ -108,19 +113,37 @@ pub async fn serve(setup: Setup) -> Result<()> {
             .await;
     });
     crate::errln!("console: {page} (the device dials {url}; Ctrl-C stops)");
-    let live = LiveOptions {
-        wake: Wake::Manual,
-        duration: setup.duration,
-        verbose: false,
-        label: device.mac().to_string(),
-        stop: Some(stop_rx),
-        counters: None,
-        script: None,
-        record: false,
-        companion: Some(Box::new(Console::new(hub, cmds))),
+    let devices = async {
+        let mut board = setup.board.clone();
+        let mut left = setup.duration;
+        loop {
+            let started = std::time::Instant::now();
+            let device = flash(&board, &url, setup.seed);
+            let (stop_device, stopped) = watch::channel(false);
+            hub.reflashed(board_json(&board), stop_device);
+            let live = LiveOptions {
+                wake: Wake::Manual,
+                duration: left,
+                verbose: false,
+                label: device.mac().to_string(),
+                stop: Some(stopped),
+                counters: None,
+                script: None,
+                record: false,
+                companion: Some(Box::new(Console::new(hub.clone()))),
+            };
+            run_device(device, live).await?;
+            // A reflash stopped it: the next board boots; else the run is over.
+            let next = hub.reflash.lock().unwrap_or_else(|e| e.into_inner()).next.take();
+            match next {
+                Some(b) => board = b,
+                None => return Ok::<(), anyhow::Error>(()),
+            }
+            left = left.map(|d| d.saturating_sub(started.elapsed()));
+        }
     };
     let result = tokio::select! {
-        r = run_device(device, live) => r.map(|_| ()),
+        r = devices => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
     };
     let _ = stop_tx.send(true);

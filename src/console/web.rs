@@ -10,6 +10,8 @@
 //! * `GET /api/screen.png`: the screen now (404 on a board without a display).
 //! * `POST /api/button/{name}?action=click|down|up`, `POST /api/say` (a WAV body),
 //!   `POST /api/type` (the text), `POST /api/fault/{name}?on=true|false`.
+//! * `GET /api/boards` (the boards and firmware versions), `POST /api/board?board=ID&firmware=V`
+//!   (reflash: the twin boots the new board).
 
 use std::sync::Arc;
 
@@ -44,12 +46,14 @@ pub fn router(hub: Arc<Hub>) -> Router {
         .route("/api/say", post(say))
         .route("/api/type", post(typed))
         .route("/api/fault/{name}", post(fault))
+        .route("/api/boards", get(boards))
+        .route("/api/board", post(reflash))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_SAY_BYTES))
         .with_state(hub)
 }
 
-/// Everything a page shows when it opens.
-fn hello(hub: &Hub) -> Value {
+/// Everything a page shows when it opens (and again after a reflash).
+pub(super) fn hello(hub: &Hub) -> Value {
     let view = hub.view();
     json!({
         "type": "hello",
@@ -113,6 +117,37 @@ async fn say(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
 
 async fn typed(State(hub): State<Arc<Hub>>, body: String) -> Response {
     send(&hub, Cmd::Type(body.trim().to_string()))
+}
+
+/// The boards and firmware versions the page can reflash to.
+async fn boards() -> impl IntoResponse {
+    let mut ids: Vec<String> = crate::boards::shipped_ids().into_iter().map(str::to_string).collect();
+    ids.extend(
+        crate::boards::UPSTREAM
+            .iter()
+            .map(|(id, _, _)| format!("upstream/{id}")),
+    );
+    let firmware: Vec<&str> = xiaozhi_sim::firmware::tags().collect();
+    axum::Json(json!({"boards": ids, "firmware": firmware}))
+}
+
+#[derive(Deserialize)]
+struct BoardQuery {
+    board: String,
+    firmware: Option<String>,
+}
+
+async fn reflash(State(hub): State<Arc<Hub>>, Query(q): Query<BoardQuery>) -> Response {
+    if let Err(e) = crate::boards::load_as(&q.board, q.firmware.as_deref()) {
+        return (StatusCode::BAD_REQUEST, format!("{e:#}\n")).into_response();
+    }
+    send(
+        &hub,
+        Cmd::Switch {
+            board: q.board,
+            firmware: q.firmware.filter(|f| !f.is_empty()),
+        },
+    )
 }
 
 #[derive(Deserialize)]
@@ -236,6 +271,10 @@ fn command(text: &str) -> Option<Cmd> {
             pressed: false,
         }),
         "type" => Some(Cmd::Type(s("text")?)),
+        "reflash" => Some(Cmd::Switch {
+            board: s("board")?,
+            firmware: s("firmware").filter(|f| !f.is_empty()),
+        }),
         "fault" => Some(Cmd::Fault {
             fault: fault_named(&s("fault")?)?,
             on: v["on"].as_bool().unwrap_or(true),
