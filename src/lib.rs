@@ -45,8 +45,10 @@
 //!   * `fleet::mcp`: the MCP fleet, its summary (`McpSummary`) and percentile;
 //!   * `fleet::summary`: the voice fleet's mergeable summary (`VoiceSummary`, HDR histograms);
 //!   * `fleet::think`: `--think`, the wait before each turn (fixed, or exponential: `exp:MEAN`);
-//!   * `fleet::turns`: the talking user of one voice-fleet device and the fleet's metrics;
-//!   * `fleet::voice`: the voice fleet, one thread per core, whole or one shard.
+//!   * `fleet::turns`: the talking user of one voice-fleet device, how it hears (`--decode`) and
+//!     the fleet's metrics;
+//!   * `fleet::voice`: the voice fleet, one thread per core, whole or one shard;
+//!   * `fleet::web`: `--web`, the live dashboard of a voice fleet (axum) and its saved report.
 //! * `html`: the self-contained HTML report (`--html`); `html::screen` draws the screen in it;
 //!   `html::audit` is `audit --html`'s page.
 //! * `junit`: the JUnit XML of `run --junit`.

@@ -659,3 +659,84 @@ fn a_backend_process_of_the_fleets_own_is_counted_apart_from_the_twin() {
     assert_eq!(c["twin_alone"], true, "{c:#}");
     assert!(c["steps"][0]["backend_cpu_s"].as_f64().unwrap() > 0.0, "{c:#}");
 }
+
+/// `--web`: the fleet's dashboard serves its page and a sample a second while the fleet runs,
+/// and the summary at its end.
+#[test]
+fn the_web_dashboard_shows_the_fleet_as_it_runs_and_its_summary() {
+    use std::io::{BufRead, BufReader};
+    let (utt, script) = (wav("fleet-voice-utterance.wav", 1.2), script());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xiaozhi-twin"))
+        .args([
+            "fleet",
+            "--voice",
+            "--quiet",
+            "--devices",
+            "3",
+            "--turns",
+            "2",
+            "--think",
+            "1s",
+        ])
+        .args([
+            "--utterance",
+            utt.to_str().unwrap(),
+            "--script",
+            script.to_str().unwrap(),
+        ])
+        .args(["--web", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let base = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.split("the dashboard is on ")
+                .nth(1)
+                .map(|u| u.trim().trim_end_matches('/').to_string())
+        })
+        .expect("the dashboard's address on stderr");
+    std::thread::spawn(move || lines.for_each(drop));
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(std::time::Duration::from_secs(10)))
+        .build()
+        .new_agent();
+    let page = agent
+        .get(&format!("{base}/"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    assert!(
+        page.contains("xiaozhi-twin fleet") && page.contains("Save report"),
+        "{page}"
+    );
+    let (mut samples, mut last) = (Vec::new(), Value::Null);
+    while let Ok(mut r) = agent.get(&format!("{base}/api/samples?since={}", samples.len())).call() {
+        let v: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+        samples.extend(v["samples"].as_array().unwrap().iter().cloned());
+        last = v;
+        if !last["summary"].is_null() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(samples.len() >= 2, "a sample a second: {samples:?}");
+    assert!(samples.iter().any(|s| u(&s["connected"]) == 3), "{samples:?}");
+    assert!(
+        samples
+            .windows(2)
+            .all(|w| u(&w[1]["completed"]) >= u(&w[0]["completed"])),
+        "{samples:?}"
+    );
+    assert!(
+        last["run"]["title"].as_str().unwrap().starts_with("3 devices"),
+        "{last:#}"
+    );
+    assert_eq!(turn_counts(&last["summary"]), (6, 6, 0), "{last:#}");
+}

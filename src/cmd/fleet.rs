@@ -121,6 +121,11 @@ pub struct Args {
     /// beside it (WebSocket).
     #[arg(long, requires = "voice", conflicts_with_all = ["url", "mqtt", "ota"])]
     pub backend_process: bool,
+    /// Watch the fleet live in a browser: a dashboard on this address (e.g. 127.0.0.1:8089; port
+    /// 0 picks one, printed on stderr) with devices connected, turns per second, first-audio
+    /// p50/p99 over time and failures by reason; the page saves itself as an HTML report.
+    #[arg(long, value_name = "ADDR", requires = "voice")]
+    pub web: Option<String>,
     /// Voice turns per device (1–1000).
     #[arg(long, default_value_t = 1, requires = "voice", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub turns: u32,
@@ -318,6 +323,7 @@ fn voice_run(opts: &Args) -> Result<VoiceRun> {
         duration: opts.duration,
         seed: opts.seed,
         quiet: opts.quiet,
+        web: opts.web.clone(),
     })
 }
 

@@ -44,6 +44,15 @@ impl Hist {
         (!self.is_empty()).then(|| self.0.value_at_quantile(p / 100.0) as f64 / 1000.0)
     }
 
+    /// What was recorded since `earlier` (a copy of this histogram taken before).
+    pub fn since(&self, earlier: &Hist) -> Hist {
+        let mut out = self.clone();
+        if out.0.subtract(&earlier.0).is_err() {
+            return self.clone();
+        }
+        out
+    }
+
     pub fn add(&mut self, other: &Hist) -> Result<()> {
         self.0
             .add(&other.0)

@@ -20,6 +20,7 @@ pub mod summary;
 pub mod think;
 pub mod turns;
 pub mod voice;
+pub mod web;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -579,6 +579,54 @@ pub fn voiced_end(utterance: &[i16], voice_dbfs: f64) -> usize {
     end
 }
 
+/// How devices hear the replies (`--decode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decode {
+    /// Every device decodes and measures (`full`).
+    Full,
+    /// Every device times packets from their TOC bytes (`none`).
+    None,
+    /// Device ids 0, N, 2N, … decode and measure, the others time from TOC bytes (`sample:N`).
+    Sample(u32),
+}
+
+impl Decode {
+    /// Whether device `id` decodes its replies.
+    pub fn full_for(self, id: u32) -> bool {
+        match self {
+            Decode::Full => true,
+            Decode::None => false,
+            Decode::Sample(n) => id.is_multiple_of(n.max(1)),
+        }
+    }
+}
+
+impl std::fmt::Display for Decode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Decode::Full => f.write_str("full"),
+            Decode::None => f.write_str("none"),
+            Decode::Sample(n) => write!(f, "sample:{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Decode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Decode, String> {
+        match s {
+            "full" => Ok(Decode::Full),
+            "none" => Ok(Decode::None),
+            _ => match s.strip_prefix("sample:").map(str::parse::<u32>) {
+                Some(Ok(n)) if n >= 1 => Ok(Decode::Sample(n)),
+                _ => Err(format!(
+                    "`{s}`: use full, none or sample:N (N ≥ 1: every Nth device decodes)"
+                )),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,8 @@ use super::{
 use crate::live::Counters;
 use crate::server::{BackendFault, Server};
 
+pub use crate::fleet::turns::Decode;
+
 /// The fleet's default utterance (`assets/utterance-2s.wav`, made by `assets/make_utterance.py`).
 pub const DEFAULT_UTTERANCE: &[u8] = include_bytes!("../../assets/utterance-2s.wav");
 
@@ -59,54 +61,6 @@ call self.audio_speaker.set_volume {\"volume\": 40}
 call self.get_device_status
 speak \"好的，音量已经调小了。\" for 3s
 ";
-
-/// How devices hear the replies (`--decode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decode {
-    /// Every device decodes and measures (`full`).
-    Full,
-    /// Every device times packets from their TOC bytes (`none`).
-    None,
-    /// Device ids 0, N, 2N, … decode and measure, the others time from TOC bytes (`sample:N`).
-    Sample(u32),
-}
-
-impl Decode {
-    /// Whether device `id` decodes its replies.
-    pub fn full_for(self, id: u32) -> bool {
-        match self {
-            Decode::Full => true,
-            Decode::None => false,
-            Decode::Sample(n) => id.is_multiple_of(n.max(1)),
-        }
-    }
-}
-
-impl std::fmt::Display for Decode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Decode::Full => f.write_str("full"),
-            Decode::None => f.write_str("none"),
-            Decode::Sample(n) => write!(f, "sample:{n}"),
-        }
-    }
-}
-
-impl std::str::FromStr for Decode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Decode, String> {
-        match s {
-            "full" => Ok(Decode::Full),
-            "none" => Ok(Decode::None),
-            _ => match s.strip_prefix("sample:").map(str::parse::<u32>) {
-                Some(Ok(n)) if n >= 1 => Ok(Decode::Sample(n)),
-                _ => Err(format!(
-                    "`{s}`: use full, none or sample:N (N ≥ 1: every Nth device decodes)"
-                )),
-            },
-        }
-    }
-}
 
 /// A voice fleet to run.
 #[derive(Clone)]
@@ -132,6 +86,8 @@ pub struct VoiceRun {
     pub duration: Duration,
     pub seed: u64,
     pub quiet: bool,
+    /// Serve the live dashboard here (`--web`).
+    pub web: Option<String>,
 }
 
 impl VoiceRun {
@@ -321,6 +277,8 @@ pub fn run(run: &VoiceRun) -> Result<VoiceSummary> {
         connections: Arc::new(AtomicU64::new(0)),
         workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
+    let title = format!("{n} devices × {} against {}", run.spec.name, run.backend_name());
+    let dashboard = crate::fleet::web::Dashboard::of(run.web.as_deref(), title, &fleet.metrics, &fleet.counters)?;
     let started = Instant::now();
     let cpu0 = cpu_s();
     let rss_before = rss_kib();
@@ -352,7 +310,9 @@ pub fn run(run: &VoiceRun) -> Result<VoiceSummary> {
         codec_memo_hits: dec.hits + enc.hits,
         codec_memo_computed: dec.computed + enc.computed + dec.private_steps + enc.private_steps,
     };
-    Ok(fleet.summary(n, part, watched.peak, wall, twin))
+    let summary = fleet.summary(n, part, watched.peak, wall, twin);
+    crate::fleet::web::Dashboard::end(dashboard, &summary)?;
+    Ok(summary)
 }
 
 impl Fleet<'_> {
