@@ -376,7 +376,7 @@ fn the_console_s_http_api_reads_the_twin_and_reflashes_it() {
         .collect();
     assert!(buttons.contains(&"boot"), "{buttons:?}");
     let (code, png) = http("GET", &format!("{base}/api/screen.png"), b"");
-    assert_eq!((code, &png[..4]), (200, &b"\x89PNG"[..]));
+    assert_eq!((code, &png[..4]), (200, &b"\x89PNG"[..]), "{}", String::from_utf8_lossy(&png));
 
     let (code, body) = http("POST", &format!("{base}/api/button/nope"), b"");
     assert_eq!(

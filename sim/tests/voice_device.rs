@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::{Device, DeviceState};
+use xiaozhi_sim::device::{AsPlayed, Device, DeviceState};
 use xiaozhi_sim::loopback::Loopback;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::voice::codec::resample_clip;
@@ -478,7 +478,8 @@ fn with_device_aec_the_device_listens_in_realtime_and_keeps_listening_through_sp
 fn a_device_measuring_as_it_plays_keeps_no_played_speech_and_hears_the_same() {
     let turn = |streaming: bool| {
         let mut lb = pair(BREAD, 1);
-        lb.device.measure_as_played(streaming);
+        let which = if streaming { AsPlayed::Replies } else { AsPlayed::Off };
+        lb.device.measure_as_played(which);
         listening(&mut lb);
         common::utter(&mut lb);
         let now = lb.now();

@@ -425,8 +425,9 @@ impl Companion for Console {
             let _ = device.button(now, &name, false);
         }
         device.run_until(now);
-        self.status(device);
+        // The screen first: a reader that sees the new status finds the screen drawn.
         self.screen(device);
+        self.status(device);
         self.audio(device);
         self.heard(device);
     }

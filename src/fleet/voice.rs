@@ -439,7 +439,7 @@ impl Fleet<'_> {
                 device.share_codecs(self.pool.clone());
                 device.set_durations_only(!run.decode.full_for(id));
                 // Each reply's level is measured as it plays; the turn's PCM is not kept.
-                device.measure_as_played(true);
+                device.measure_as_played(xiaozhi_sim::device::AsPlayed::Replies);
                 let member = Member {
                     delay: self.gap.mul_f64(k as f64),
                     duration: run_length(run, u64::from(run.devices)) + Duration::from_secs(30),

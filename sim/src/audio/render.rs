@@ -105,7 +105,12 @@ impl PathState {
 }
 
 fn sample_time(k: u64, rate: u32) -> SimTime {
-    SimTime::from_micros(((u128::from(k) * 1_000_000) / u128::from(rate.max(1))) as u64)
+    let rate = u64::from(rate.max(1));
+    // 64-bit arithmetic while it fits (years of samples), 128-bit beyond: the same value.
+    match k.checked_mul(1_000_000) {
+        Some(us) => SimTime::from_micros(us / rate),
+        None => SimTime::from_micros(((u128::from(k) * 1_000_000) / u128::from(rate)) as u64),
+    }
 }
 
 fn first_sample_at_or_after(t: SimTime, rate: u32) -> u64 {

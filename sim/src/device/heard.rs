@@ -24,9 +24,22 @@ const STEP: SimDuration = SimDuration::from_millis(50);
 /// How many announced windows are kept (the oldest go first).
 const ANNOUNCED: usize = 256;
 
+/// Which speech windows a device measures as they play (`Device::measure_as_played`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsPlayed {
+    /// None: every decoded frame is kept, and windows are rendered when asked.
+    Off,
+    /// Each reply's (a TTS session's) window: what a fleet reports.
+    Replies,
+    /// Each reply's and each sentence's: what the scenario runner reports.
+    All,
+}
+
 /// The meters of one device's speech windows.
 #[derive(Debug, Default)]
 pub(crate) struct HeardMeters {
+    /// Sentences are measured too, not only whole replies.
+    sentences: bool,
     /// Windows being rendered: the window's start after the guard, and the meter.
     live: BTreeMap<Key, (SimTime, Meter)>,
     /// Windows that ended in a closed session or sentence, measured.
@@ -43,15 +56,16 @@ fn heard_from(w: &Window) -> SimTime {
     (w.start + crate::device::Device::HEARD_GUARD).min(w.end)
 }
 
-/// Every speech window of the log, with whether more frames can still join it.
-fn windows(speech: &SpeechLog) -> impl Iterator<Item = (Key, Option<Window>, bool)> + '_ {
+/// Every speech window of the log (the sentences' too when `sentences`), with whether more
+/// frames can still join it.
+fn windows(speech: &SpeechLog, sentences: bool) -> impl Iterator<Item = (Key, Option<Window>, bool)> + '_ {
     let open = speech.open_session();
     speech.sessions.iter().flat_map(move |s| {
         let session_open = open == Some(s.n);
         let last = s.sentences.len().saturating_sub(1);
+        let sentences = s.sentences.iter().take(if sentences { usize::MAX } else { 0 });
         std::iter::once(((s.n, None), s.window, session_open)).chain(
-            s.sentences
-                .iter()
+            sentences
                 .enumerate()
                 .map(move |(i, x)| ((s.n, Some(i)), x.window, session_open && i == last)),
         )
@@ -59,6 +73,14 @@ fn windows(speech: &SpeechLog) -> impl Iterator<Item = (Key, Option<Window>, boo
 }
 
 impl HeardMeters {
+    /// Meters for every reply, and every sentence when `sentences`.
+    pub(crate) fn new(sentences: bool) -> HeardMeters {
+        HeardMeters {
+            sentences,
+            ..HeardMeters::default()
+        }
+    }
+
     /// Whether the clock moved far enough since the last step for another.
     pub(crate) fn due(&self, now: SimTime) -> bool {
         self.stepped.is_none_or(|t| now >= t + STEP)
@@ -69,7 +91,7 @@ impl HeardMeters {
     pub(crate) fn step(&mut self, speech: &SpeechLog, audio: &mut AudioLog, setup: &ChainSetup, now: SimTime) {
         self.stepped = Some(now);
         let mut keep_from = now;
-        for (key, window, open) in windows(speech) {
+        for (key, window, open) in windows(speech, self.sentences) {
             if self.done.contains_key(&key) {
                 continue;
             }

@@ -61,6 +61,7 @@ use task::TaskEnd;
 
 pub use crate::firmware::state::DeviceState;
 pub use button::NoSuchButton;
+pub use heard::AsPlayed;
 pub use listening::{AbortReason, ListeningMode};
 pub use mic::Utterance;
 pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, HttpUpload, Output, Receipt, Sent};

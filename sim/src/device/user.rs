@@ -10,7 +10,7 @@ use crate::audio::render::{ChainSetup, Signals};
 use crate::device::button::NoSuchButton;
 use crate::device::mic::Utterance;
 use crate::device::platform::Fired;
-use crate::device::{Device, audio, task};
+use crate::device::{AsPlayed, Device, audio, heard, task};
 use crate::time::{SimDuration, SimTime};
 use crate::voice::log::SpeechLog;
 
@@ -148,13 +148,18 @@ impl Device {
         &self.platform.speech
     }
 
-    /// Measures every speech window while it plays and lets go of each decoded frame once no
-    /// window still to be measured reads it (a fleet's devices: a turn's PCM is not kept).
-    /// [`Device::heard`] gives the same figures to the bit, for speech windows only: with this on,
-    /// [`Device::render`] of a window that overlaps speech already played, or `heard` with
-    /// signals, no longer sees that speech (docs/fleet.md, "Measured as it plays").
-    pub fn measure_as_played(&mut self, on: bool) {
-        self.heard = on.then(Box::default);
+    /// Measures speech windows while they play — each reply's, and with [`AsPlayed::All`] each
+    /// sentence's too — and lets go of each decoded frame once no window still to be measured
+    /// reads it (a fleet's devices: a turn's PCM is not kept). [`Device::heard`] gives the same
+    /// figures to the bit for the windows measured: with this on, [`Device::render`] of a
+    /// window that overlaps speech already played, or `heard` with signals, no longer sees that
+    /// speech (docs/fleet.md, "Measured as it plays").
+    pub fn measure_as_played(&mut self, which: AsPlayed) {
+        self.heard = match which {
+            AsPlayed::Off => None,
+            AsPlayed::Replies => Some(Box::new(heard::HeardMeters::new(false))),
+            AsPlayed::All => Some(Box::new(heard::HeardMeters::new(true))),
+        };
     }
 
     /// Announces a window to [`Device::render`] later, `from` now or later: a device that measures

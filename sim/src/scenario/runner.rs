@@ -12,7 +12,7 @@ use crate::audio::measure::Measurement;
 use crate::audio::render::Signals;
 use crate::audio::source::Source;
 use crate::board::BoardSpec;
-use crate::device::{Board, Device, Output, Receipt};
+use crate::device::{AsPlayed, Board, Device, Output, Receipt};
 use crate::harness::{Harness, PROBE_GUARD};
 use crate::scenario::ScenarioSpec;
 use crate::scenario::check::{self, Answer, Inside, Listing, Observed, ReplyLatency, Speech, Vantage};
@@ -137,7 +137,8 @@ pub fn run(
     let world_margin = world.room.margin_db;
     let mut device = Device::new(&shared, world, seed);
     device.set_trace(true);
-    device.measure_as_played(opts.measure_as_played && !opts.keep_signals);
+    let as_played = opts.measure_as_played && !opts.keep_signals;
+    device.measure_as_played(if as_played { AsPlayed::All } else { AsPlayed::Off });
     let mut faults: Vec<(SimTime, crate::fault::Fault, bool)> = spec
         .faults
         .iter()
