@@ -324,6 +324,24 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
     );
     page.eval("twinConsole.stopMic(), true").await;
     page.screenshot("4-amp-shutdown").await;
+
+    // A page opened now is shown everything so far, each reply in its own call's row (ids are
+    // reused across a connection's requests) and each record as it was.
+    let calls = page.eval("twinConsole.calls.filter(c => c.tool).length").await;
+    page.send("Page.reload", json!({})).await;
+    page.wait_for("the page again", "twinConsole.ready && twinConsole.status.state !== undefined").await;
+    assert_eq!(page.eval("twinConsole.calls.filter(c => c.tool).length").await, calls);
+    let records = page.eval("document.getElementById('records').innerText").await;
+    let records = records.as_str().unwrap();
+    assert!(
+        records.contains("volume 70 → 40") && !records.contains("not in any tools/list"),
+        "{records}"
+    );
+    assert_eq!(
+        page.eval("twinConsole.calls.filter(c => c.tool && c.reply_ms === undefined).length").await,
+        0,
+        "every call answered in its own row"
+    );
 }
 
 /// An HTTP answer: status and body.
