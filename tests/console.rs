@@ -329,7 +329,11 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
     // reused across a connection's requests) and each record as it was.
     let calls = page.eval("twinConsole.calls.filter(c => c.tool).length").await;
     page.send("Page.reload", json!({})).await;
-    page.wait_for("the page again", "twinConsole.ready && twinConsole.status.state !== undefined").await;
+    page.wait_for(
+        "the page again",
+        "twinConsole.ready && twinConsole.status.state !== undefined",
+    )
+    .await;
     assert_eq!(page.eval("twinConsole.calls.filter(c => c.tool).length").await, calls);
     let records = page.eval("document.getElementById('records').innerText").await;
     let records = records.as_str().unwrap();
@@ -338,7 +342,8 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
         "{records}"
     );
     assert_eq!(
-        page.eval("twinConsole.calls.filter(c => c.tool && c.reply_ms === undefined).length").await,
+        page.eval("twinConsole.calls.filter(c => c.tool && c.reply_ms === undefined).length")
+            .await,
         0,
         "every call answered in its own row"
     );
@@ -394,7 +399,12 @@ fn the_console_s_http_api_reads_the_twin_and_reflashes_it() {
         .collect();
     assert!(buttons.contains(&"boot"), "{buttons:?}");
     let (code, png) = http("GET", &format!("{base}/api/screen.png"), b"");
-    assert_eq!((code, &png[..4]), (200, &b"\x89PNG"[..]), "{}", String::from_utf8_lossy(&png));
+    assert_eq!(
+        (code, &png[..4]),
+        (200, &b"\x89PNG"[..]),
+        "{}",
+        String::from_utf8_lossy(&png)
+    );
 
     let (code, body) = http("POST", &format!("{base}/api/button/nope"), b"");
     assert_eq!(
