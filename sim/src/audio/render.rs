@@ -163,6 +163,8 @@ pub struct Meter {
     i2s_sq: f64,
     amp_sq: f64,
     p_sq: f64,
+    /// The gain of the last ES8311 register value seen (`10^(dB/20)`, worked out once per value).
+    register_gain: Option<(u8, f64)>,
 }
 
 impl Meter {
@@ -193,6 +195,7 @@ impl Meter {
             i2s_sq: 0.0,
             amp_sq: 0.0,
             p_sq: 0.0,
+            register_gain: None,
         }
     }
 
@@ -225,28 +228,52 @@ impl Meter {
             .map_or(0, |w| changes.partition_point(|(t, _)| *t <= w));
         let mut pi = log.playbacks.partition_point(|p| p.end <= sample_time(self.k, rate));
         let c = Constants::of(setup);
+        let dma = setup.dma_latency.as_micros();
+        // Sample times as `sample_time` gives them, kept by addition: the quotient and remainder
+        // of k × 10⁶ / rate, exact.
+        let r = u128::from(rate);
+        let start = u128::from(self.k) * 1_000_000;
+        let (mut q, mut rem) = ((start / r) as u64, (start % r) as u64);
+        let (step_q, step_rem, rate64) = (
+            1_000_000 / u64::from(rate),
+            1_000_000 % u64::from(rate),
+            u64::from(rate),
+        );
+        // The first sample of the playback being read (it changes only with the playback).
+        let mut first: Option<(usize, u64)> = None;
+        let mut last = (self.applied, self.volume_applied);
         for k in self.k..k1 {
-            let t = sample_time(k, rate);
+            let t = SimTime::from_micros(q);
+            (q, rem) = (q + step_q, rem + step_rem);
+            if rem >= rate64 {
+                (q, rem) = (q + 1, rem - rate64);
+            }
             while ci < changes.len() && changes[ci].0 <= t {
                 self.state.apply(changes[ci].0, &changes[ci].1, &mut self.faults);
                 ci += 1;
             }
-            self.applied = t;
-            let write_t = SimTime::from_micros(t.as_micros().saturating_sub(setup.dma_latency.as_micros()));
+            let write_t = SimTime::from_micros(t.as_micros().saturating_sub(dma));
             while vi < changes.len() && changes[vi].0 <= write_t {
                 if let AudioChange::Volume(v) = changes[vi].1 {
                     self.volume = v;
                 }
                 vi += 1;
             }
-            self.volume_applied = Some(write_t);
+            last = (t, Some(write_t));
             while pi < log.playbacks.len() && log.playbacks[pi].end <= t {
                 pi += 1;
             }
             let sample = match log.playbacks.get(pi) {
                 Some(p) if p.start <= t => {
                     self.playing += 1;
-                    let n0 = first_sample_at_or_after(p.start, rate);
+                    let n0 = match first {
+                        Some((i, n0)) if i == pi => n0,
+                        _ => {
+                            let n0 = first_sample_at_or_after(p.start, rate);
+                            first = Some((pi, n0));
+                            n0
+                        }
+                    };
                     p.sampler.sample(k.saturating_sub(n0))
                 }
                 _ => 0,
@@ -257,6 +284,7 @@ impl Meter {
                 s.listener_pa.push(pa as f32);
             }
         }
+        (self.applied, self.volume_applied) = last;
         self.k = k1;
     }
 
@@ -307,7 +335,14 @@ impl Meter {
             _ if c.hardware => {
                 // DAC: the register gain applies only while the device is open (else suspended).
                 let dac = if state.codec_open && !state.dummy {
-                    let g = 10f64.powf(setup.codec.register_db(state.reg32) / 20.0);
+                    let g = match self.register_gain {
+                        Some((reg, g)) if reg == state.reg32 => g,
+                        _ => {
+                            let g = 10f64.powf(setup.codec.register_db(state.reg32) / 20.0);
+                            self.register_gain = Some((state.reg32, g));
+                            g
+                        }
+                    };
                     (f64::from(sample) / 32768.0 * g).clamp(-1.0, 1.0)
                 } else {
                     0.0
