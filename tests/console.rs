@@ -102,15 +102,15 @@ impl Page {
             let Message::Text(t) = m else { continue };
             let v: Value = serde_json::from_str(&t).unwrap();
             if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
+                return v;
             }
         }
     }
 
     async fn open(browser_ws: &str, url: &str, shots: PathBuf) -> Page {
         let (mut ws, _) = tokio_tungstenite::connect_async(browser_ws).await.unwrap();
-        let target = Page::call(&mut ws, 1, None, "Target.createTarget", json!({"url": "about:blank"})).await;
+        let target =
+            Page::call(&mut ws, 1, None, "Target.createTarget", json!({"url": "about:blank"})).await["result"].clone();
         let attached = Page::call(
             &mut ws,
             2,
@@ -118,7 +118,8 @@ impl Page {
             "Target.attachToTarget",
             json!({"targetId": target["targetId"], "flatten": true}),
         )
-        .await;
+        .await["result"]
+            .clone();
         let session = attached["sessionId"].as_str().unwrap().to_string();
         let mut page = Page {
             ws,
@@ -137,6 +138,12 @@ impl Page {
     }
 
     async fn send(&mut self, method: &str, params: Value) -> Value {
+        let answer = self.answer(method, params).await;
+        assert!(answer.get("error").is_none(), "{method}: {answer}");
+        answer["result"].clone()
+    }
+
+    async fn answer(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         Page::call(&mut self.ws, self.next, Some(&self.session.clone()), method, params).await
     }
@@ -157,7 +164,18 @@ impl Page {
     async fn wait_for(&mut self, what: &str, expr: &str) -> Value {
         let start = Instant::now();
         loop {
-            let v = self.eval(expr).await;
+            // While the page loads, its script may not have run yet (or its context may go
+            // away): such an answer is "not yet".
+            let answer = self
+                .answer(
+                    "Runtime.evaluate",
+                    json!({"expression": expr, "awaitPromise": true, "returnByValue": true}),
+                )
+                .await;
+            let v = match answer["result"].get("exceptionDetails") {
+                None => answer["result"]["result"]["value"].clone(),
+                Some(_) => Value::Null,
+            };
             if !(v.is_null() || v == json!(false) || v == json!(0) || v == json!("")) {
                 return v;
             }
