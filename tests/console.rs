@@ -438,6 +438,8 @@ fn the_console_s_http_api_reads_the_twin_and_reflashes_it() {
     );
     let (code, _) = http("POST", &format!("{base}/api/say"), b"not a wav");
     assert_eq!(code, 400);
+    let (code, body) = http("POST", &format!("{base}/api/type"), "字".repeat(3000).as_bytes());
+    assert_eq!(code, 413, "{}", String::from_utf8_lossy(&body));
     let (code, body) = http("POST", &format!("{base}/api/board?board=no-such-board"), b"");
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
     let (code, body) = http("GET", &format!("{base}/api/boards"), b"");

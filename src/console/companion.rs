@@ -21,7 +21,8 @@ use xiaozhi_sim::time::SimTime;
 
 use crate::live::{Companion, Frame, Seen, Turn};
 
-/// How many lines of the wire and the log the console keeps for a page that opens later.
+/// How many lines of the wire and the log, calls and levels the console keeps for a page that
+/// opens later.
 const KEPT: usize = 400;
 /// How long a click holds the button down.
 const CLICK: Duration = Duration::from_millis(100);
@@ -341,7 +342,7 @@ impl Console {
                     "codec_gain_db": m.codec_gain_db,
                 });
                 self.hub.send(&json!({"type": "heard", "heard": event}));
-                self.hub.view().heard.push(event);
+                keep_last(&mut self.hub.view().heard, event);
             }
         }
     }
@@ -379,7 +380,7 @@ impl Console {
             .send(&json!({"type": if incoming { "call" } else { "reply" }, "call": event}));
         let mut view = self.hub.view();
         if incoming {
-            view.calls.push(event);
+            keep_last(&mut view.calls, event);
         } else if let Some(c) = view
             .calls
             .iter_mut()
@@ -464,6 +465,14 @@ impl Companion for Console {
             }
             Seen::Replied(_) | Seen::Dropped => {}
         }
+    }
+}
+
+/// Appends `item`, keeping the newest [`KEPT`] (a backend that calls without end holds no more).
+fn keep_last(list: &mut Vec<Value>, item: Value) {
+    list.push(item);
+    if list.len() > KEPT {
+        list.drain(..list.len() - KEPT);
     }
 }
 

@@ -115,8 +115,19 @@ async fn say(State(hub): State<Arc<Hub>>, body: Bytes) -> Response {
     }
 }
 
+/// The longest typed line taken, in characters (a spoken request is a sentence).
+const MAX_TYPED: usize = 2_000;
+
 async fn typed(State(hub): State<Arc<Hub>>, body: String) -> Response {
-    send(&hub, Cmd::Type(body.trim().to_string()))
+    let text = body.trim();
+    if text.chars().count() > MAX_TYPED {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a typed line is at most {MAX_TYPED} characters\n"),
+        )
+            .into_response();
+    }
+    send(&hub, Cmd::Type(text.to_string()))
 }
 
 /// The boards and firmware versions the page can reflash to.
@@ -270,7 +281,7 @@ fn command(text: &str) -> Option<Cmd> {
             name: s("button")?,
             pressed: false,
         }),
-        "type" => Some(Cmd::Type(s("text")?)),
+        "type" => Some(Cmd::Type(s("text")?.chars().take(MAX_TYPED).collect())),
         "reflash" => Some(Cmd::Switch {
             board: s("board")?,
             firmware: s("firmware").filter(|f| !f.is_empty()),
