@@ -382,31 +382,44 @@ fn http(method: &str, url: &str, body: &[u8]) -> (u16, Vec<u8>) {
     (status, resp.body_mut().read_to_vec().unwrap())
 }
 
-/// The HTTP API drives a running console without a browser: the state and the screen read,
-/// bad names refused with what is known, and a reflash to another board boots that board.
-#[test]
-fn the_console_s_http_api_reads_the_twin_and_reflashes_it() {
-    let mut console = Command::new(common::BIN)
-        .args(["console", "--listen", "127.0.0.1:0", "--duration", "120s"])
+/// `console --listen 127.0.0.1:0 ARGS`: the process (killed when dropped) and its base URL.
+fn console(args: &[&str]) -> (Killed, String) {
+    let mut child = Command::new(common::BIN)
+        .args(["console", "--listen", "127.0.0.1:0"])
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let url = stderr_after(&mut console, "console: ");
+    let url = stderr_after(&mut child, "console: ");
     let base = url.split_whitespace().next().unwrap().trim_end_matches('/').to_string();
-    let _console = Killed(console);
-    let state = |what: &str| -> Value {
-        let start = Instant::now();
-        loop {
-            let (code, body) = http("GET", &format!("{base}/api/state"), b"");
-            assert_eq!(code, 200);
-            let v: Value = serde_json::from_slice(&body).unwrap();
-            if what.is_empty() || v["board"]["name"] == what && v["status"]["state"] == "idle" {
-                return v;
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "never {what}: {v:#}");
-            std::thread::sleep(Duration::from_millis(200));
+    (Killed(child), base)
+}
+
+/// Polls `GET /api/state` until `ok` holds (within a generous minute); the state then.
+fn state_until(base: &str, what: &str, ok: &dyn Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let (code, body) = http("GET", &format!("{base}/api/state"), b"");
+        assert_eq!(code, 200);
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        if ok(&v) {
+            return v;
         }
+        assert!(start.elapsed() < Duration::from_secs(60), "never {what}: {v:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The HTTP API drives a running console without a browser: the state and the screen read,
+/// bad names refused with what is known, and a reflash to another board boots that board.
+#[test]
+fn the_console_s_http_api_reads_the_twin_and_reflashes_it() {
+    let (_console, base) = console(&["--duration", "120s"]);
+    let state = |what: &str| -> Value {
+        state_until(&base, what, &|v| {
+            what.is_empty() || v["board"]["name"] == what && v["status"]["state"] == "idle"
+        })
     };
     let first = state("bread-compact-wifi");
     let buttons: Vec<&str> = first["board"]["buttons"]
@@ -469,4 +482,47 @@ fn the_console_s_http_api_reads_the_twin_and_reflashes_it() {
     assert_eq!(code, 202);
     let lines = state("")["lines"].to_string();
     assert!(lines.contains("reflash: "), "{lines}");
+}
+
+/// `--ota`: the console's device activates at a backend's OTA endpoint, goes where its answer
+/// sends it (MQTT + UDP through the backend's gateway), and a typed turn gets the backend's
+/// set_volume call, answered `true`, over that wire.
+#[test]
+fn the_console_behind_an_ota_talks_over_mqtt_and_udp() {
+    let backend = common::listening(&["--mqtt", "127.0.0.1:0", "--ota", "127.0.0.1:0", "--duration", "90s"]);
+    let ota = common::wait_for_line(&backend.stderr, Duration::from_secs(20), |l| {
+        l.contains("OTA on http://")
+    });
+    let ota = ota
+        .split("OTA on ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let mut backend = backend;
+    let (_console, base) = console(&["--duration", "80s", "--ota", &ota]);
+    let until = |what: &str, ok: &dyn Fn(&Value) -> bool| state_until(&base, what, ok);
+    until("idle", &|v| v["status"]["state"] == "idle");
+    assert_eq!(
+        http("POST", &format!("{base}/api/button/boot?action=click"), b"").0,
+        202
+    );
+    until("listening", &|v| v["status"]["state"] == "listening");
+    assert_eq!(
+        http("POST", &format!("{base}/api/type"), "把音量调小一点".as_bytes()).0,
+        202
+    );
+    let done = until("set_volume answered", &|v| {
+        v["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["tool"] == "self.audio_speaker.set_volume" && c["text"] == "true")
+    });
+    let lines = done["lines"].to_string();
+    assert!(lines.contains("MQTT"), "the device went over MQTT: {lines}");
+    let _ = backend.child.kill();
+    let _ = backend.child.wait();
 }

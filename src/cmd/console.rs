@@ -34,8 +34,12 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:8088")]
     pub listen: String,
     /// A real server's WebSocket URL instead of the built-in backend.
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", conflicts_with = "ota")]
     pub url: Option<String>,
+    /// A real server's OTA endpoint instead: the device activates there and goes where the
+    /// answer sends it, a WebSocket or MQTT + UDP (an `mqtt` block wins, as in the firmware).
+    #[arg(long, value_name = "URL", conflicts_with = "script")]
+    pub ota: Option<String>,
     /// Personality of the built-in backend.
     #[arg(long, default_value = "xinnan-py")]
     pub personality: String,
@@ -53,6 +57,13 @@ pub struct Args {
 pub fn run(opts: &Args) -> Result<bool> {
     let board = crate::boards::load_as(&opts.board, opts.firmware.as_deref())?;
     let backend = match &opts.url {
+        None if opts.ota.is_some() => {
+            let ota = opts.ota.clone().unwrap_or_default();
+            if !ota.starts_with("http://") {
+                anyhow::bail!("--ota `{ota}`: expected http://HOST:PORT/PATH");
+            }
+            Backend::Ota(ota)
+        }
         Some(url) => {
             if !url.starts_with("ws://") || xiaozhi_sim::device::url::parse_url(url).is_none() {
                 anyhow::bail!("--url `{url}`: expected ws://HOST:PORT/PATH");

@@ -54,6 +54,15 @@ pub struct Setup {
 pub enum Backend {
     BuiltIn(Box<(BackendSpec, Script)>),
     Url(String),
+    /// An OTA endpoint: its answer sends the device to a WebSocket or to MQTT + UDP (each
+    /// flash activates again, as a freshly flashed board does).
+    Ota(String),
+}
+
+/// Where a freshly flashed device goes: a WebSocket URL, or an OTA endpoint to ask.
+enum Dial {
+    Url(String),
+    Ota(String),
 }
 
 /// The board as the page draws its controls.
@@ -69,24 +78,35 @@ fn board_json(spec: &BoardSpec) -> Value {
     })
 }
 
-/// A freshly flashed `board` that dials `url`, powered on.
-fn flash(board: &std::sync::Arc<BoardSpec>, url: &str, seed: u64) -> Device {
-    let world = WorldSpec::dialling(WsConfig {
-        url: url.to_string(),
-        token: String::new(),
-        version: 1,
-    });
+/// A freshly flashed `board`, powered on, that dials the URL or what the OTA answer gives
+/// (`crate::ota::activate_device`: one HTTP request, the answer's NVS writes kept).
+fn flash(board: &std::sync::Arc<BoardSpec>, dial: &Dial, seed: u64) -> Result<Device> {
+    let (world, nvs) = match dial {
+        Dial::Url(url) => (
+            WorldSpec::dialling(WsConfig {
+                url: url.clone(),
+                token: String::new(),
+                version: 1,
+            }),
+            None,
+        ),
+        Dial::Ota(url) => crate::ota::activate_device(&board.clone().into(), seed, url)?,
+    };
     let mut device = Device::new(board.clone(), world, seed);
+    if let Some(nvs) = nvs {
+        *device.nvs_mut() = nvs;
+    }
     device.set_trace(true);
     device.power_on(SimTime::ZERO);
-    device
+    Ok(device)
 }
 
 /// Runs the console until Ctrl-C or `duration`; a reflash from the page boots another board.
 pub async fn serve(setup: Setup) -> Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let url = match setup.backend {
-        Backend::Url(u) => u,
+    let dial = match setup.backend {
+        Backend::Url(u) => Dial::Url(u),
+        Backend::Ota(u) => Dial::Ota(u),
         Backend::BuiltIn(built_in) => {
             let (spec, script) = *built_in;
             let listener = TcpListener::bind("127.0.0.1:0")
@@ -95,8 +115,12 @@ pub async fn serve(setup: Setup) -> Result<()> {
             let addr = listener.local_addr()?;
             let server = crate::server::Server::new(spec, script, false, false);
             tokio::spawn(crate::server::serve(listener, server, stop_rx.clone()));
-            format!("ws://{addr}/xiaozhi/v1/")
+            Dial::Url(format!("ws://{addr}/xiaozhi/v1/"))
         }
+    };
+    let url = match &dial {
+        Dial::Url(u) => u.clone(),
+        Dial::Ota(u) => format!("what the OTA at {u} answers"),
     };
     let hub = Hub::new(board_json(&setup.board));
     let listener = TcpListener::bind(&setup.listen)
@@ -118,7 +142,7 @@ pub async fn serve(setup: Setup) -> Result<()> {
         let mut left = setup.duration;
         loop {
             let started = std::time::Instant::now();
-            let device = flash(&board, &url, setup.seed);
+            let device = tokio::task::block_in_place(|| flash(&board, &dial, setup.seed))?;
             let (stop_device, stopped) = watch::channel(false);
             hub.reflashed(board_json(&board), stop_device);
             let live = LiveOptions {
