@@ -15,7 +15,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use xiaozhi_sim::audio::ChainFault;
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::Device;
+use xiaozhi_sim::device::{Device, Sent};
 use xiaozhi_sim::hw::screen::ScreenState;
 use xiaozhi_sim::time::SimTime;
 
@@ -242,21 +242,12 @@ impl Console {
             "output_enabled": s.output_enabled,
             "pa_on": s.pa_on,
             "faults": self.faults.iter().collect::<Vec<_>>(),
-            "at_ms": ms(device.now()),
         });
-        let changed = |a: &Value, b: &Value| {
-            let strip = |v: &Value| {
-                let mut v = v.clone();
-                if let Some(o) = v.as_object_mut() {
-                    o.remove("at_ms");
-                }
-                v
-            };
-            strip(a) != strip(b)
-        };
-        if changed(&status, &self.status) {
-            self.hub.send(&json!({"type": "status", "status": status}));
-            self.hub.view().status = status.clone();
+        if status != self.status {
+            let mut shown = status.clone();
+            shown["at_ms"] = json!(ms(device.now()));
+            self.hub.send(&json!({"type": "status", "status": shown}));
+            self.hub.view().status = shown;
             self.status = status;
         }
     }
@@ -347,46 +338,51 @@ impl Console {
         }
     }
 
-    /// An MCP request arrived or a reply left: the calls' timeline.
-    /// The request carries what the device held when it arrived (`before`), the reply what it
-    /// held when the reply left (`after`): the record's readback, and the tools a `tools/list`
-    /// page listed (its discovery).
-    fn mcp(&mut self, at: SimTime, frame: &Frame<'_>, incoming: bool, device: &Device) {
-        let Some(m) = &frame.mcp else { return };
-        let snapshot = device.snapshot();
-        let held = json!({"volume": snapshot.volume, "brightness": snapshot.brightness, "theme": snapshot.theme});
-        let event = if incoming && m.request {
-            json!({"id": m.id, "method": m.method, "tool": m.tool, "arguments": m.arguments, "at_ms": ms(at), "before": held})
-        } else if !incoming && !m.request {
-            let v: Value = serde_json::from_slice(frame.text).unwrap_or(Value::Null);
-            let result = &v["payload"]["result"];
-            let listed: Option<Vec<&str>> = result["tools"]
-                .as_array()
-                .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect());
-            json!({
-                "id": m.id,
-                "reply_ms": ms(at),
-                "text": m.result_text,
-                "is_error": result.get("isError").and_then(Value::as_bool).unwrap_or(false)
-                    || v["payload"].get("error").is_some(),
-                "error": v["payload"]["error"]["message"],
-                "listed": listed,
-                "after": held,
-            })
-        } else {
+    /// What the device holds that a tool may change: a record's readback, taken when a request
+    /// arrives (`before`) and when its reply leaves (`after`).
+    fn held(device: &Device) -> Value {
+        let s = device.snapshot();
+        json!({"volume": s.volume, "brightness": s.brightness, "theme": s.theme})
+    }
+
+    /// An MCP request arrived: a new row of the calls' timeline.
+    fn request(&mut self, at: SimTime, frame: &Frame<'_>, device: &Device) {
+        let Some(m) = frame.mcp.as_ref().filter(|m| m.request) else {
             return;
         };
-        self.hub
-            .send(&json!({"type": if incoming { "call" } else { "reply" }, "call": event}));
+        let event = json!({
+            "id": m.id, "method": m.method, "tool": m.tool, "arguments": m.arguments,
+            "at_ms": ms(at), "before": Self::held(device),
+        });
+        self.hub.send(&json!({"type": "call", "call": event}));
+        keep_last(&mut self.hub.view().calls, event);
+    }
+
+    /// An MCP reply left (`id` and `is_error` as the device says, [`xiaozhi_sim::device::Sent`]):
+    /// its text, and the tools a `tools/list` page listed (the records' discovery).
+    fn reply(&mut self, at: SimTime, id: i32, is_error: bool, text: &[u8], device: &Device) {
+        let v: Value = serde_json::from_slice(text).unwrap_or(Value::Null);
+        let result = &v["payload"]["result"];
+        let listed: Option<Vec<&str>> = result["tools"]
+            .as_array()
+            .map(|tools| tools.iter().filter_map(|t| t["name"].as_str()).collect());
+        let event = json!({
+            "id": id,
+            "reply_ms": ms(at),
+            "text": result["content"][0]["text"],
+            "is_error": is_error || result["isError"].as_bool().unwrap_or(false),
+            "error": v["payload"]["error"]["message"],
+            "listed": listed,
+            "after": Self::held(device),
+        });
+        self.hub.send(&json!({"type": "reply", "call": event}));
         let mut view = self.hub.view();
-        if incoming {
-            keep_last(&mut view.calls, event);
-        } else if let Some(c) = view
+        let call = view
             .calls
             .iter_mut()
             .rev()
-            .find(|c| c["id"] == event["id"] && c.get("reply_ms").is_none())
-        {
+            .find(|c| c["id"] == id && c.get("reply_ms").is_none());
+        if let Some(c) = call {
             for (k, v) in event.as_object().into_iter().flatten() {
                 c[k] = v.clone();
             }
@@ -435,16 +431,17 @@ impl Companion for Console {
 
     fn seen(&mut self, what: &Seen<'_>, device: &Device) {
         match *what {
-            Seen::Sent { at, text, .. } => {
+            Seen::Sent { at, sent, text } => {
                 self.counts(at);
-                let frame = Frame::parse(text);
-                self.mcp(at, &frame, false, device);
+                if let Sent::Reply { id, is_error } = sent {
+                    self.reply(at, id, is_error, text, device);
+                }
                 let text = String::from_utf8_lossy(text);
                 self.hub.line(json!({"kind": "out", "at_ms": ms(at), "text": text}));
             }
             Seen::Received { at, frame } => {
                 self.counts(at);
-                self.mcp(at, frame, true, device);
+                self.request(at, frame, device);
                 let text = String::from_utf8_lossy(frame.text);
                 self.hub.line(json!({"kind": "in", "at_ms": ms(at), "text": text}));
             }

@@ -75,6 +75,7 @@ fn board_json(spec: &BoardSpec) -> Value {
         "height": spec.display.height,
         "buttons": spec.buttons.iter().map(|b| json!({"name": b.name})).collect::<Vec<_>>(),
         "output_rate": spec.audio.output_sample_rate,
+        "faults": web::chain_faults().map(|f| f.name()).collect::<Vec<_>>(),
     })
 }
 

@@ -177,31 +177,23 @@ async fn fault(State(hub): State<Arc<Hub>>, Path(name): Path<String>, Query(q): 
         ),
         None => (
             StatusCode::NOT_FOUND,
-            format!("fault `{name}`: {}\n", FAULTS.join(", ")),
+            format!(
+                "fault `{name}`: {}\n",
+                chain_faults().map(|f| f.name()).collect::<Vec<_>>().join(", ")
+            ),
         )
             .into_response(),
     }
 }
 
-/// The chain faults the page can toggle, by name.
-const FAULTS: [&str; 5] = [
-    "amp_shutdown",
-    "speaker_disconnected",
-    "speaker_gated",
-    "i2s_stopped",
-    "codec_dummy",
-];
+/// The faults of the analog chain, which the page can toggle (`xiaozhi_sim::fault::Fault`'s own
+/// list and names).
+pub(super) fn chain_faults() -> impl Iterator<Item = ChainFault> {
+    xiaozhi_sim::fault::Fault::ALL.into_iter().filter_map(|f| f.chain())
+}
 
 fn fault_named(name: &str) -> Option<ChainFault> {
-    [
-        ChainFault::AmpShutdown,
-        ChainFault::SpeakerDisconnected,
-        ChainFault::SpeakerGated,
-        ChainFault::I2sStopped,
-        ChainFault::DummyCodec,
-    ]
-    .into_iter()
-    .find(|f| f.name() == name)
+    chain_faults().find(|f| f.name() == name)
 }
 
 fn send(hub: &Hub, cmd: Cmd) -> Response {
