@@ -36,7 +36,8 @@
 //! * `connect_report`: the JSON report of `connect --report`.
 //! * `console`: the twin live in a browser: one device in real time and its backend;
 //!   `console::companion`: what the page asks of the device and what it is told;
-//!   `console::web`: the page, its WebSocket and the HTTP API (axum).
+//!   `console::web`: the page, its WebSocket and the HTTP API (axum); `console::backend`: the
+//!   server the device dials (the built-in one over a WebSocket or MQTT + UDP, or a real one).
 //! * `fleet`: many devices against one backend; what both kinds of fleet share (limits, costs,
 //!   the loopback backend, the start of a device):
 //!   * `fleet::capacity`: `--find-capacity`, the knee search under an SLO;

@@ -1,5 +1,5 @@
 //! `xiaozhi-twin console` in a real headless browser: Debian's chromium (installed by
-//! `tests/console/ensure_chromium.sh` when missing), driven over the DevTools protocol, with a
+//! `tests/console/ensure_browser.sh` when missing), driven over the DevTools protocol, with a
 //! WAV of speech as the browser's fake microphone. The page loads the board; a click on BOOT
 //! makes the device send `listen start` to the built-in backend; the microphone's speech reaches
 //! the backend and a turn completes; after the backend's `set_volume 40` (which says `true`) the
@@ -8,69 +8,20 @@
 //! silence. Screenshots of each step are kept in `<target tmp>/console/`.
 
 mod common;
+#[path = "console/shared.rs"]
+mod shared;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-/// A process killed when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The first line of `child`'s stderr that holds `marker`, and what follows it on that line.
-fn stderr_after(child: &mut Child, marker: &str) -> String {
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if let Some((_, rest)) = line.split_once(marker) {
-            std::thread::spawn(move || lines.for_each(drop));
-            return rest.trim().to_string();
-        }
-        seen.push(line);
-    }
-    panic!("no `{marker}` in:\n{}", seen.join("\n"));
-}
-
-fn chromium() -> String {
-    let script = common::root().join("tests/console/ensure_chromium.sh");
-    let out = Command::new("bash").arg(script).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// 2 s of the twin's speech-like voice, then 3 s of silence, at 48 kHz (the browser loops it).
-fn speech_wav(dir: &Path) -> PathBuf {
-    use xiaozhi_sim::time::SimDuration;
-    let voice = xiaozhi_sim::voice::speak::Timbre::default().render(SimDuration::from_secs(2), 48_000);
-    let path = dir.join("speech.wav");
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 48_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::create(&path, spec).unwrap();
-    for s in voice.iter().copied().chain(std::iter::repeat_n(0, 3 * 48_000)) {
-        w.write_sample(s).unwrap();
-    }
-    w.finalize().unwrap();
-    path
-}
+use shared::{Killed, ask, browser, speech_wav, stderr_after};
 
 /// One page of the browser, over the DevTools protocol.
 struct Page {
@@ -189,11 +140,7 @@ impl Page {
 
     async fn screenshot(&mut self, name: &str) {
         let r = self.send("Page.captureScreenshot", json!({"format": "png"})).await;
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(r["data"].as_str().unwrap())
-            .unwrap();
-        assert!(png.starts_with(b"\x89PNG"), "{name}");
-        std::fs::write(self.shots.join(format!("{name}.png")), png).unwrap();
+        shared::save_screenshot(&self.shots, name, &r["data"]);
     }
 
     /// A click on the element `id`: a board button gets its press and release, others a click.
@@ -219,14 +166,11 @@ impl Page {
     }
 }
 
-/// The set_volume calls whose reply came, as the page shows them.
-const SET_VOLUME_REPLIES: &str = "twinConsole.calls.filter(c => c.tool === 'self.audio_speaker.set_volume' && c.reply_ms !== undefined).map(c => c.text + (c.is_error ? ' isError' : ''))";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
     let shots = common::scratch_dir("console");
     let wav = speech_wav(&shots);
-    let browser = chromium();
+    let browser = browser("chromium");
     let mut console = Command::new(common::BIN)
         .args(["console", "--listen", "127.0.0.1:0", "--duration", "300s"])
         .stdout(Stdio::null())
@@ -260,26 +204,16 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
     let mut page = Page::open(&devtools, &url, shots.clone()).await;
 
     // The page loads the board: its screen, its buttons, idle.
-    page.wait_for(
-        "the board idle",
-        "twinConsole.ready && twinConsole.status.state === 'idle'",
-    )
-    .await;
-    page.wait_for("the screen drawn", "document.getElementById('screen').naturalWidth > 0")
-        .await;
+    page.wait_for("the board idle", ask::IDLE).await;
+    page.wait_for("the screen drawn", ask::SCREEN_DRAWN).await;
     let first_screen = page.eval("twinConsole.screenVersion").await.as_u64().unwrap();
     page.eval("twinConsole.soundOn(), true").await;
     page.screenshot("1-loaded").await;
 
     // A click on BOOT: the device sends listen start to the backend and listens.
     page.click("btn-boot").await;
-    page.wait_for(
-        "listen start sent",
-        "twinConsole.lines.some(l => l.kind === 'out' && l.text.includes('\"type\":\"listen\"') && l.text.includes('\"state\":\"start\"'))",
-    )
-    .await;
-    page.wait_for("listening", "twinConsole.status.state === 'listening'")
-        .await;
+    page.wait_for("listen start sent", ask::LISTEN_START_SENT).await;
+    page.wait_for("listening", ask::LISTENING).await;
     page.screenshot("2-listening").await;
 
     // The browser's microphone says the WAV (again and again): the backend answers the first
@@ -287,9 +221,12 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
     // page hears quieter by the twin's own figure.
     page.eval("twinConsole.startMic().then(() => true)").await;
     let before = page.reply(1).await;
-    page.wait_for("set_volume answered", &format!("{SET_VOLUME_REPLIES}.length >= 1"))
-        .await;
-    let replies = page.eval(SET_VOLUME_REPLIES).await;
+    page.wait_for(
+        "set_volume answered",
+        &format!("{}.length >= 1", ask::SET_VOLUME_REPLIES),
+    )
+    .await;
+    let replies = page.eval(ask::SET_VOLUME_REPLIES).await;
     assert_eq!(replies[0], "true", "{replies}");
     let after = page.reply(2).await;
     let level = |v: &Value, k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k}: {v}"));
@@ -330,10 +267,10 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
     .await;
     page.wait_for(
         "the second set_volume answered",
-        &format!("{SET_VOLUME_REPLIES}.length >= 2"),
+        &format!("{}.length >= 2", ask::SET_VOLUME_REPLIES),
     )
     .await;
-    let replies = page.eval(SET_VOLUME_REPLIES).await;
+    let replies = page.eval(ask::SET_VOLUME_REPLIES).await;
     assert_eq!(replies[1], "true", "{replies}");
     let silent = page.reply(4).await;
     assert!(
@@ -365,164 +302,4 @@ async fn the_console_in_a_browser_shows_hears_and_talks_to_the_twin() {
         0,
         "every call answered in its own row"
     );
-}
-
-/// An HTTP answer: status and body.
-fn http(method: &str, url: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    let agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(20)))
-        .http_status_as_error(false)
-        .build()
-        .new_agent();
-    let mut resp = match method {
-        "GET" => agent.get(url).call().unwrap(),
-        _ => agent.post(url).send(body).unwrap(),
-    };
-    let status = resp.status().as_u16();
-    (status, resp.body_mut().read_to_vec().unwrap())
-}
-
-/// `console --listen 127.0.0.1:0 ARGS`: the process (killed when dropped) and its base URL.
-fn console(args: &[&str]) -> (Killed, String) {
-    let mut child = Command::new(common::BIN)
-        .args(["console", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = stderr_after(&mut child, "console: ");
-    let base = url.split_whitespace().next().unwrap().trim_end_matches('/').to_string();
-    (Killed(child), base)
-}
-
-/// Polls `GET /api/state` until `ok` holds (within a generous minute); the state then.
-fn state_until(base: &str, what: &str, ok: &dyn Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let (code, body) = http("GET", &format!("{base}/api/state"), b"");
-        assert_eq!(code, 200);
-        let v: Value = serde_json::from_slice(&body).unwrap();
-        if ok(&v) {
-            return v;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "never {what}: {v:#}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The HTTP API drives a running console without a browser: the state and the screen read,
-/// bad names refused with what is known, and a reflash to another board boots that board.
-#[test]
-fn the_console_s_http_api_reads_the_twin_and_reflashes_it() {
-    let (_console, base) = console(&["--duration", "120s"]);
-    let state = |what: &str| -> Value {
-        state_until(&base, what, &|v| {
-            what.is_empty() || v["board"]["name"] == what && v["status"]["state"] == "idle"
-        })
-    };
-    let first = state("bread-compact-wifi");
-    let buttons: Vec<&str> = first["board"]["buttons"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["name"].as_str().unwrap())
-        .collect();
-    assert!(buttons.contains(&"boot"), "{buttons:?}");
-    let (code, png) = http("GET", &format!("{base}/api/screen.png"), b"");
-    assert_eq!(
-        (code, &png[..4]),
-        (200, &b"\x89PNG"[..]),
-        "{}",
-        String::from_utf8_lossy(&png)
-    );
-
-    let (code, body) = http("POST", &format!("{base}/api/button/nope"), b"");
-    assert_eq!(
-        (code, String::from_utf8_lossy(&body).trim()),
-        (404, "this board has no button `nope`")
-    );
-    let (code, body) = http("POST", &format!("{base}/api/fault/nope?on=true"), b"");
-    assert_eq!(code, 404);
-    assert!(
-        String::from_utf8_lossy(&body).contains("amp_shutdown"),
-        "{}",
-        String::from_utf8_lossy(&body)
-    );
-    let (code, _) = http("POST", &format!("{base}/api/say"), b"not a wav");
-    assert_eq!(code, 400);
-    let (code, body) = http("POST", &format!("{base}/api/type"), "字".repeat(3000).as_bytes());
-    assert_eq!(code, 413, "{}", String::from_utf8_lossy(&body));
-    let (code, body) = http("POST", &format!("{base}/api/board?board=no-such-board"), b"");
-    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
-    let (code, body) = http("GET", &format!("{base}/api/boards"), b"");
-    assert_eq!(code, 200);
-    let boards: Value = serde_json::from_slice(&body).unwrap();
-    assert!(
-        boards["boards"].as_array().unwrap().len() > 170,
-        "every upstream build: {boards}"
-    );
-    assert!(
-        boards["firmware"].as_array().unwrap().contains(&json!("2.2.6")),
-        "{boards}"
-    );
-
-    // Reflash to the ESP32-C3 board on 2.2.6: it boots, with its own buttons, and is idle.
-    let (code, _) = http(
-        "POST",
-        &format!("{base}/api/board?board=lckfb/szpi-esp32c3&firmware=2.2.6"),
-        b"",
-    );
-    assert_eq!(code, 202);
-    let c3 = xiaozhi_twin::boards::load("lckfb/szpi-esp32c3").unwrap().name.clone();
-    let after = state(&c3);
-    assert_eq!(after["board"]["firmware"], "2.2.6", "{after:#}");
-    assert_eq!(after["status"]["boots"], 1, "a fresh board: {after:#}");
-    let (code, _) = http("POST", &format!("{base}/api/button/boot?action=click"), b"");
-    assert_eq!(code, 202);
-    let lines = state("")["lines"].to_string();
-    assert!(lines.contains("reflash: "), "{lines}");
-}
-
-/// `--ota`: the console's device activates at a backend's OTA endpoint, goes where its answer
-/// sends it (MQTT + UDP through the backend's gateway), and a typed turn gets the backend's
-/// set_volume call, answered `true`, over that wire.
-#[test]
-fn the_console_behind_an_ota_talks_over_mqtt_and_udp() {
-    let backend = common::listening(&["--mqtt", "127.0.0.1:0", "--ota", "127.0.0.1:0", "--duration", "90s"]);
-    let ota = common::wait_for_line(&backend.stderr, Duration::from_secs(20), |l| {
-        l.contains("OTA on http://")
-    });
-    let ota = ota
-        .split("OTA on ")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
-    let mut backend = backend;
-    let (_console, base) = console(&["--duration", "80s", "--ota", &ota]);
-    let until = |what: &str, ok: &dyn Fn(&Value) -> bool| state_until(&base, what, ok);
-    until("idle", &|v| v["status"]["state"] == "idle");
-    assert_eq!(
-        http("POST", &format!("{base}/api/button/boot?action=click"), b"").0,
-        202
-    );
-    until("listening", &|v| v["status"]["state"] == "listening");
-    assert_eq!(
-        http("POST", &format!("{base}/api/type"), "把音量调小一点".as_bytes()).0,
-        202
-    );
-    let done = until("set_volume answered", &|v| {
-        v["calls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["tool"] == "self.audio_speaker.set_volume" && c["text"] == "true")
-    });
-    let lines = done["lines"].to_string();
-    assert!(lines.contains("MQTT"), "the device went over MQTT: {lines}");
-    let _ = backend.child.kill();
-    let _ = backend.child.wait();
 }

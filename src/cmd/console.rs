@@ -7,12 +7,17 @@ use anyhow::Result;
 use xiaozhi_sim::backend::script::Script;
 
 use crate::args::parse_std_duration;
-use crate::console::{Backend, CONSOLE_SCRIPT, Setup};
+use xiaozhi_sim::backend::spec::SHIPPED;
+
+use crate::console::{Backend, CONSOLE_SCRIPT, Choices, Setup, Wire};
 
 /// See, press, talk to and hear the twin in a browser.
 ///
 /// Serves one page (embedded in the binary, works offline) on --listen and runs one board in
-/// real time against the built-in backend on a loopback port (or --url). The page shows the
+/// real time against the built-in backend on loopback ports, over a WebSocket or over MQTT + UDP
+/// through its gateway stand-in (--wire), or against a real server (--url, --ota or --mqtt).
+/// The page can reflash to any board and firmware, and switch between the built-in backend's
+/// personalities and wires and the server given here. The page shows the
 /// screen as `render --screen` draws it, the state, volume and brightness, and the board's
 /// buttons (a click presses and lets go; hold for a long press or push-to-talk). Talk with the
 /// browser's microphone (16 kHz into the device's microphone, Opus to the backend as the
@@ -34,17 +39,28 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:8088")]
     pub listen: String,
     /// A real server's WebSocket URL instead of the built-in backend.
-    #[arg(long, value_name = "URL", conflicts_with = "ota")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["ota", "mqtt"])]
     pub url: Option<String>,
     /// A real server's OTA endpoint instead: the device activates there and goes where the
     /// answer sends it, a WebSocket or MQTT + UDP (an `mqtt` block wins, as in the firmware).
-    #[arg(long, value_name = "URL", conflicts_with = "script")]
+    #[arg(long, value_name = "URL", conflicts_with = "mqtt")]
     pub ota: Option<String>,
-    /// Personality of the built-in backend.
+    /// A real MQTT gateway (HOST:PORT) instead: the device is configured as
+    /// xiaozhi-esp32-server's OTA configures it for a gateway there, audio over UDP.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub mqtt: Option<String>,
+    /// With --mqtt: sign the MQTT password as the server does with this key.
+    #[arg(long, value_name = "KEY", requires = "mqtt")]
+    pub mqtt_signature_key: Option<String>,
+    /// Personality of the built-in backend (a shipped one or a YAML file).
     #[arg(long, default_value = "xinnan-py")]
     pub personality: String,
+    /// The wire to the built-in backend: a WebSocket, or MQTT + UDP through its gateway
+    /// stand-in.
+    #[arg(long, value_enum, default_value_t = Wire::Websocket)]
+    pub wire: Wire,
     /// Script of the built-in backend (default: the console's turn, repeated).
-    #[arg(long, value_name = "FILE", conflicts_with = "url")]
+    #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
     /// The device's seed (MAC, UUID).
     #[arg(long, default_value_t = 1)]
@@ -56,34 +72,51 @@ pub struct Args {
 
 pub fn run(opts: &Args) -> Result<bool> {
     let board = crate::boards::load_as(&opts.board, opts.firmware.as_deref())?;
-    let backend = match &opts.url {
-        None if opts.ota.is_some() => {
-            let ota = opts.ota.clone().unwrap_or_default();
-            if !ota.starts_with("http://") {
-                anyhow::bail!("--ota `{ota}`: expected http://HOST:PORT/PATH");
-            }
-            Backend::Ota(ota)
-        }
-        Some(url) => {
+    let server = match (&opts.url, &opts.ota, &opts.mqtt) {
+        (Some(url), _, _) => {
             if !url.starts_with("ws://") || xiaozhi_sim::device::url::parse_url(url).is_none() {
                 anyhow::bail!("--url `{url}`: expected ws://HOST:PORT/PATH");
             }
-            Backend::Url(url.clone())
+            Some(Backend::Url(url.clone()))
         }
-        None => {
-            let spec = crate::server::load_personality(&opts.personality)?;
-            let script = match &opts.script {
-                Some(p) => Script::parse(&p.display().to_string(), &xiaozhi_sim::spec::read_text(p)?)?,
-                None => Script::parse("the console's turn", CONSOLE_SCRIPT)?,
-            };
-            Backend::BuiltIn(Box::new((spec, script)))
+        (_, Some(ota), _) => {
+            if !ota.starts_with("http://") {
+                anyhow::bail!("--ota `{ota}`: expected http://HOST:PORT/PATH");
+            }
+            Some(Backend::Ota(ota.clone()))
         }
+        (_, _, Some(endpoint)) => {
+            if !endpoint.contains(':') {
+                anyhow::bail!("--mqtt `{endpoint}`: expected HOST:PORT");
+            }
+            Some(Backend::Mqtt {
+                endpoint: endpoint.clone(),
+                key: opts.mqtt_signature_key.clone(),
+            })
+        }
+        _ => None,
+    };
+    // The personality is loaded now, so a wrong name or file is said before anything is served.
+    crate::server::load_personality(&opts.personality)?;
+    let script = match &opts.script {
+        Some(p) => Script::parse(&p.display().to_string(), &xiaozhi_sim::spec::read_text(p)?)?,
+        None => Script::parse("the console's turn", CONSOLE_SCRIPT)?,
+    };
+    let mut personalities: Vec<String> = SHIPPED.iter().map(|(n, _)| n.to_string()).collect();
+    if !personalities.contains(&opts.personality) {
+        personalities.insert(0, opts.personality.clone());
+    }
+    let built_in = Backend::BuiltIn {
+        personality: opts.personality.clone(),
+        wire: opts.wire,
     };
     let setup = Setup {
         board,
         seed: opts.seed,
         listen: opts.listen.clone(),
-        backend,
+        backend: server.clone().unwrap_or(built_in),
+        script,
+        choices: Choices { personalities, server },
         duration: opts.duration,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

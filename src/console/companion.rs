@@ -19,6 +19,7 @@ use xiaozhi_sim::device::{Device, Sent};
 use xiaozhi_sim::hw::screen::ScreenState;
 use xiaozhi_sim::time::SimTime;
 
+use super::backend::{Backend, Wire};
 use crate::live::{Companion, Frame, Seen, Turn};
 
 /// How many lines of the wire and the log, calls and levels the console keeps for a page that
@@ -44,8 +45,13 @@ pub enum Cmd {
     Type(String),
     /// A fault of the analog chain set or cleared.
     Fault { fault: ChainFault, on: bool },
-    /// Another board (and firmware): the twin is reflashed and boots again.
-    Switch { board: String, firmware: Option<String> },
+    /// Another board (and firmware), and perhaps another backend: the twin is reflashed and
+    /// boots again.
+    Switch {
+        board: String,
+        firmware: Option<String>,
+        backend: Option<Backend>,
+    },
 }
 
 /// A message to every open page: a JSON event, or a chunk of what the listener hears.
@@ -82,18 +88,40 @@ pub struct Hub {
     received: Mutex<mpsc::UnboundedReceiver<Cmd>>,
     /// The board to reflash to, once asked, and the switch that stops the running device.
     pub(super) reflash: Mutex<Reflash>,
+    /// The backends the page may choose.
+    pub choices: Choices,
 }
 
-/// A reflash asked for: the board to boot next, and what stops the device running now.
+/// A reflash asked for: the board to boot next (and the backend, when it changes), and what
+/// stops the device running now.
 #[derive(Default)]
 pub(super) struct Reflash {
-    pub(super) next: Option<Arc<BoardSpec>>,
+    pub(super) next: Option<(Arc<BoardSpec>, Option<Backend>)>,
     stop: Option<watch::Sender<bool>>,
 }
 
+/// The backends the page may choose: the built-in one's personalities and wires, and the real
+/// server the console was started with, if any.
+#[derive(Clone, Debug, Default)]
+pub struct Choices {
+    pub personalities: Vec<String>,
+    pub server: Option<Backend>,
+}
+
+impl Choices {
+    pub fn json(&self) -> Value {
+        json!({
+            "personalities": self.personalities,
+            "wires": [Wire::Websocket.name(), Wire::Mqtt.name()],
+            "server": self.server.as_ref().map(Backend::json),
+        })
+    }
+}
+
 impl Hub {
-    /// A hub for a console whose first board is `board`.
-    pub fn new(board: Value) -> Arc<Hub> {
+    /// A hub for a console whose first board is `board`, whose page may choose a backend of
+    /// `choices`.
+    pub fn new(board: Value, choices: Choices) -> Arc<Hub> {
         let (events, _) = broadcast::channel(1024);
         let (cmds, rx) = mpsc::unbounded_channel();
         let view = View {
@@ -106,6 +134,7 @@ impl Hub {
             cmds,
             received: Mutex::new(rx),
             reflash: Mutex::new(Reflash::default()),
+            choices,
         })
     }
 
@@ -133,6 +162,11 @@ impl Hub {
 
     fn send(&self, event: &Value) {
         let _ = self.events.send(Msg::Text(event.to_string().into()));
+    }
+
+    /// A line of the console's own (not at any time of the device's).
+    pub(super) fn note(&self, text: &str) {
+        self.line(json!({"kind": "user", "at_ms": null, "text": text}));
     }
 
     /// A wire or log line: kept for pages that open later, and sent.
@@ -214,11 +248,18 @@ impl Console {
                 }
                 format!("fault {} {}", fault.name(), if on { "set" } else { "cleared" })
             }
-            Cmd::Switch { board, firmware } => match crate::boards::load_as(&board, firmware.as_deref()) {
+            Cmd::Switch {
+                board,
+                firmware,
+                backend,
+            } => match crate::boards::load_as(&board, firmware.as_deref()) {
                 Ok(spec) => {
-                    let shown = format!("reflash: {} on firmware {}", spec.name, spec.firmware.version);
+                    let mut shown = format!("reflash: {} on firmware {}", spec.name, spec.firmware.version);
+                    if let Some(b) = &backend {
+                        shown = format!("{shown}, against {}", b.json()["text"].as_str().unwrap_or_default());
+                    }
                     let mut reflash = self.hub.reflash.lock().unwrap_or_else(|e| e.into_inner());
-                    reflash.next = Some(spec);
+                    reflash.next = Some((spec, backend));
                     if let Some(stop) = &reflash.stop {
                         let _ = stop.send(true);
                     }

@@ -4,6 +4,7 @@
 //! device and the device's state, screen, sound and evidence to the page; `web.rs` serves the
 //! page, its WebSocket and the HTTP API with axum.
 
+pub mod backend;
 pub mod companion;
 pub mod web;
 
@@ -13,7 +14,6 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use xiaozhi_sim::backend::BackendSpec;
 use xiaozhi_sim::backend::script::Script;
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
@@ -21,6 +21,9 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
 use crate::live::{LiveOptions, Wake, run_device};
+pub use backend::{Backend, Wire};
+use backend::{Dial, Running};
+pub use companion::Choices;
 use companion::{Console, Hub};
 
 /// The built-in backend's turns in the console: the first utterance is answered at the volume
@@ -44,30 +47,20 @@ pub struct Setup {
     pub seed: u64,
     /// Where the page is served.
     pub listen: String,
-    /// The built-in backend (personality and script), or someone else's server.
+    /// The backend the first board dials.
     pub backend: Backend,
+    /// The built-in backend's script on every connection.
+    pub script: Script,
+    /// The backends the page may switch to.
+    pub choices: Choices,
     /// Stop after this long (None: until Ctrl-C).
     pub duration: Option<Duration>,
 }
 
-/// The server the device dials.
-pub enum Backend {
-    BuiltIn(Box<(BackendSpec, Script)>),
-    Url(String),
-    /// An OTA endpoint: its answer sends the device to a WebSocket or to MQTT + UDP (each
-    /// flash activates again, as a freshly flashed board does).
-    Ota(String),
-}
-
-/// Where a freshly flashed device goes: a WebSocket URL, or an OTA endpoint to ask.
-enum Dial {
-    Url(String),
-    Ota(String),
-}
-
-/// The board as the page draws its controls.
-fn board_json(spec: &BoardSpec) -> Value {
+/// The board as the page draws its controls, and the backend it dials.
+fn board_json(spec: &BoardSpec, backend: &Backend) -> Value {
     json!({
+        "backend": backend.json(),
         "name": spec.name,
         "firmware": spec.firmware.version,
         "display": format!("{:?}", spec.display.kind),
@@ -92,6 +85,10 @@ fn flash(board: &std::sync::Arc<BoardSpec>, dial: &Dial, seed: u64) -> Result<De
             None,
         ),
         Dial::Ota(url) => crate::ota::activate_device(&board.clone().into(), seed, url)?,
+        Dial::Mqtt { endpoint, key } => {
+            let (world, nvs) = crate::ota::gateway_device(&board.clone().into(), seed, endpoint, key.as_deref())?;
+            (world, nvs)
+        }
     };
     let mut device = Device::new(board.clone(), world, seed);
     if let Some(nvs) = nvs {
@@ -102,28 +99,12 @@ fn flash(board: &std::sync::Arc<BoardSpec>, dial: &Dial, seed: u64) -> Result<De
     Ok(device)
 }
 
-/// Runs the console until Ctrl-C or `duration`; a reflash from the page boots another board.
+/// Runs the console until Ctrl-C or `duration`; a reflash from the page boots another board
+/// (and starts another built-in backend when the page chose one).
 pub async fn serve(setup: Setup) -> Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let dial = match setup.backend {
-        Backend::Url(u) => Dial::Url(u),
-        Backend::Ota(u) => Dial::Ota(u),
-        Backend::BuiltIn(built_in) => {
-            let (spec, script) = *built_in;
-            let listener = TcpListener::bind("127.0.0.1:0")
-                .await
-                .context("the built-in backend's port")?;
-            let addr = listener.local_addr()?;
-            let server = crate::server::Server::new(spec, script, false, false);
-            tokio::spawn(crate::server::serve(listener, server, stop_rx.clone()));
-            Dial::Url(format!("ws://{addr}/xiaozhi/v1/"))
-        }
-    };
-    let url = match &dial {
-        Dial::Url(u) => u.clone(),
-        Dial::Ota(u) => format!("what the OTA at {u} answers"),
-    };
-    let hub = Hub::new(board_json(&setup.board));
+    let mut running = Running::start(setup.backend.clone(), &setup.script, &stop_rx).await?;
+    let hub = Hub::new(board_json(&setup.board, &running.backend), setup.choices.clone());
     let listener = TcpListener::bind(&setup.listen)
         .await
         .with_context(|| format!("--listen {}", setup.listen))?;
@@ -137,15 +118,16 @@ pub async fn serve(setup: Setup) -> Result<()> {
             })
             .await;
     });
+    let url = running.dial_text();
     crate::errln!("console: {page} (the device dials {url}; Ctrl-C stops)");
     let devices = async {
         let mut board = setup.board.clone();
         let mut left = setup.duration;
         loop {
             let started = std::time::Instant::now();
-            let device = tokio::task::block_in_place(|| flash(&board, &dial, setup.seed))?;
+            let device = tokio::task::block_in_place(|| flash(&board, &running.dial, setup.seed))?;
             let (stop_device, stopped) = watch::channel(false);
-            hub.reflashed(board_json(&board), stop_device);
+            hub.reflashed(board_json(&board, &running.backend), stop_device);
             let live = LiveOptions {
                 wake: Wake::Manual,
                 duration: left,
@@ -160,9 +142,20 @@ pub async fn serve(setup: Setup) -> Result<()> {
             run_device(device, live).await?;
             // A reflash stopped it: the next board boots; else the run is over.
             let next = hub.reflash.lock().unwrap_or_else(|e| e.into_inner()).next.take();
-            match next {
-                Some(b) => board = b,
-                None => return Ok::<(), anyhow::Error>(()),
+            let Some((next_board, next_backend)) = next else {
+                return Ok::<(), anyhow::Error>(());
+            };
+            board = next_board;
+            if let Some(b) = next_backend.filter(|b| *b != running.backend) {
+                // The old built-in backend stops as the new one starts; one that cannot start
+                // is said on the page, and the board dials the old one again.
+                match Running::start(b, &setup.script, &stop_rx).await {
+                    Ok(r) => {
+                        running = r;
+                        hub.note(&format!("the device dials {}", running.dial_text()));
+                    }
+                    Err(e) => hub.note(&format!("the backend did not start: {e:#}")),
+                }
             }
             left = left.map(|d| d.saturating_sub(started.elapsed()));
         }

@@ -10,8 +10,9 @@
 //! * `GET /api/screen.png`: the screen now (404 on a board without a display).
 //! * `POST /api/button/{name}?action=click|down|up`, `POST /api/say` (a WAV body),
 //!   `POST /api/type` (the text), `POST /api/fault/{name}?on=true|false`.
-//! * `GET /api/boards` (the boards and firmware versions), `POST /api/board?board=ID&firmware=V`
-//!   (reflash: the twin boots the new board).
+//! * `GET /api/boards` (the boards, firmware versions and backends), `POST
+//!   /api/board?board=ID&firmware=V&backend=built-in|server&personality=P&wire=websocket|mqtt`
+//!   (reflash: the twin boots the new board; the backend's fields, each optional, change it).
 
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ use serde_json::{Value, json};
 use xiaozhi_sim::audio::ChainFault;
 use xiaozhi_sim::voice::codec::{MIC_RATE, resample_clip};
 
+use super::backend::{Backend, Wire};
 use super::companion::{Cmd, Hub, Msg};
 
 /// The page: HTML, CSS and JavaScript in one file.
@@ -130,8 +132,8 @@ async fn typed(State(hub): State<Arc<Hub>>, body: String) -> Response {
     send(&hub, Cmd::Type(text.to_string()))
 }
 
-/// The boards and firmware versions the page can reflash to.
-async fn boards() -> impl IntoResponse {
+/// The boards, firmware versions and backends the page can reflash to.
+async fn boards(State(hub): State<Arc<Hub>>) -> impl IntoResponse {
     let mut ids: Vec<String> = crate::boards::shipped_ids().into_iter().map(str::to_string).collect();
     ids.extend(
         crate::boards::UPSTREAM
@@ -139,26 +141,70 @@ async fn boards() -> impl IntoResponse {
             .map(|(id, _, _)| format!("upstream/{id}")),
     );
     let firmware: Vec<&str> = xiaozhi_sim::firmware::tags().collect();
-    axum::Json(json!({"boards": ids, "firmware": firmware}))
+    axum::Json(json!({"boards": ids, "firmware": firmware, "backends": hub.choices.json()}))
 }
 
-#[derive(Deserialize)]
+/// A reflash: the board, and the backend's fields (each optional).
+#[derive(Default, Deserialize)]
 struct BoardQuery {
     board: String,
     firmware: Option<String>,
+    backend: Option<String>,
+    personality: Option<String>,
+    wire: Option<String>,
 }
 
 async fn reflash(State(hub): State<Arc<Hub>>, Query(q): Query<BoardQuery>) -> Response {
     if let Err(e) = crate::boards::load_as(&q.board, q.firmware.as_deref()) {
         return (StatusCode::BAD_REQUEST, format!("{e:#}\n")).into_response();
     }
+    let backend = match backend_asked(&hub, &q) {
+        Ok(b) => b,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
+    };
     send(
         &hub,
         Cmd::Switch {
             board: q.board,
             firmware: q.firmware.filter(|f| !f.is_empty()),
+            backend,
         },
     )
+}
+
+/// The backend a reflash asks for: `None` keeps the one in use. A field left out of a built-in
+/// one is the one in use (or the console's first personality, and a WebSocket).
+fn backend_asked(hub: &Hub, q: &BoardQuery) -> Result<Option<Backend>, String> {
+    let built_in = match q.backend.as_deref().filter(|b| !b.is_empty()) {
+        None if q.personality.is_none() && q.wire.is_none() => return Ok(None),
+        None | Some("built-in") => true,
+        Some("server") => false,
+        Some(other) => return Err(format!("backend `{other}`: built-in or server")),
+    };
+    if !built_in {
+        return hub.choices.server.clone().map(Some).ok_or_else(|| {
+            "backend `server`: the console was started without one (--url, --ota or --mqtt)".to_string()
+        });
+    }
+    let now = hub.view().board["backend"].clone();
+    let field = |asked: &Option<String>, key: &str| {
+        asked
+            .clone()
+            .filter(|s| !s.is_empty())
+            .or_else(|| now[key].as_str().map(str::to_string))
+    };
+    let personality = field(&q.personality, "personality")
+        .or_else(|| hub.choices.personalities.first().cloned())
+        .unwrap_or_default();
+    if !hub.choices.personalities.contains(&personality) {
+        return Err(format!(
+            "personality `{personality}`: {}",
+            hub.choices.personalities.join(", ")
+        ));
+    }
+    let wire = field(&q.wire, "wire").unwrap_or_else(|| Wire::Websocket.name().to_string());
+    let wire = Wire::named(&wire).ok_or_else(|| format!("wire `{wire}`: websocket or mqtt"))?;
+    Ok(Some(Backend::BuiltIn { personality, wire }))
 }
 
 #[derive(Deserialize)]
@@ -248,7 +294,7 @@ async fn page(mut socket: WebSocket, hub: Arc<Hub>) {
                     }
                 }
                 Some(Ok(Message::Text(t))) => {
-                    if let Some(cmd) = command(&t) {
+                    if let Some(cmd) = command(&hub, &t) {
                         let _ = hub.cmds.send(cmd);
                     }
                 }
@@ -260,7 +306,7 @@ async fn page(mut socket: WebSocket, hub: Arc<Hub>) {
 }
 
 /// A command the page sent as JSON; `None` for one it does not know.
-fn command(text: &str) -> Option<Cmd> {
+fn command(hub: &Hub, text: &str) -> Option<Cmd> {
     let v: Value = serde_json::from_str(text).ok()?;
     let s = |k: &str| v[k].as_str().map(str::to_string);
     match v["cmd"].as_str()? {
@@ -274,10 +320,27 @@ fn command(text: &str) -> Option<Cmd> {
             pressed: false,
         }),
         "type" => Some(Cmd::Type(s("text")?.chars().take(MAX_TYPED).collect())),
-        "reflash" => Some(Cmd::Switch {
-            board: s("board")?,
-            firmware: s("firmware").filter(|f| !f.is_empty()),
-        }),
+        "reflash" => {
+            let q = BoardQuery {
+                board: s("board")?,
+                firmware: s("firmware").filter(|f| !f.is_empty()),
+                backend: s("backend"),
+                personality: s("personality"),
+                wire: s("wire"),
+            };
+            // A backend the page cannot have is said on the page, and nothing is reflashed.
+            match backend_asked(hub, &q) {
+                Ok(backend) => Some(Cmd::Switch {
+                    board: q.board,
+                    firmware: q.firmware,
+                    backend,
+                }),
+                Err(e) => {
+                    hub.note(&format!("cannot reflash: {e}"));
+                    None
+                }
+            }
+        }
         "fault" => Some(Cmd::Fault {
             fault: fault_named(&s("fault")?)?,
             on: v["on"].as_bool().unwrap_or(true),
