@@ -470,11 +470,6 @@ const LARGE_FILES: &[(&str, usize, &str)] = &[
         1302,
         "reads an upstream build: sdkconfig, config.h, the board's sources and tools; to split: the tool reader (read_tools, read_tool, read_properties) into its own file",
     ),
-    (
-        "sim/src/bounds/mod.rs",
-        846,
-        "the bound oracle, the checker and the proptest driver; to split: the oracle into its own file",
-    ),
 ];
 
 #[test]

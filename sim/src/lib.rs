@@ -97,7 +97,8 @@
 //!     `audit::trial` (one trial in virtual time), `audit::verdict` (a request's facts and its
 //!     verdict), `audit::score` (the scorecard, Wilson intervals).
 //!   * `bounds`: the bound properties of every integer parameter (cargo feature `bounds`);
-//!     `bounds::generate`: their generators.
+//!     `bounds::oracle`: what the firmware must answer, from the docs; `bounds::generate`: the
+//!     generators; `bounds::checker`: one case on a booted board.
 
 #![warn(missing_docs, unreachable_pub)]
 

@@ -95,7 +95,9 @@ impl Loopback {
         }
     }
 
-    /// What the network does to the datagrams the gateway sends the device (from now on).
+    /// What the network does to the datagrams the gateway sends the device (from now on; for
+    /// the crate's tests).
+    #[cfg(feature = "test-api")]
     pub fn set_downlink_faults(&mut self, faults: UdpFaults) {
         self.downlink = UdpPath::new(faults);
     }
@@ -118,7 +120,9 @@ impl Loopback {
     }
 
     /// A datagram reaches the gateway from address `from` (not the device's: a forged one, with
-    /// the ssrc of the live connection), as the gateway's server routes it.
+    /// the ssrc of the live connection), as the gateway's server routes it (for the crate's
+    /// tests).
+    #[cfg(feature = "test-api")]
     pub fn inject_datagram(&mut self, from: u64, datagram: &[u8]) {
         if let Some(g) = self.gateway.as_mut()
             && route(datagram) == Some(g.connection_id)

@@ -47,7 +47,8 @@ impl Device {
         &self.platform.gestures
     }
 
-    /// Whether the user holds the button named `name` down.
+    /// Whether the user holds the button named `name` down (for the crate's tests).
+    #[cfg(feature = "test-api")]
     pub fn button_held(&self, name: &str) -> bool {
         let spec = &self.platform.spec;
         spec.buttons
