@@ -55,7 +55,6 @@
 //! * `junit`: the JUnit XML of `run --junit`.
 //! * `live`: the real-time driver of one device on real sockets, in short drive functions:
 //!   * `live::companion`: the `Companion` trait, the simulated users and the observers;
-//!   * `live::frame`: a text frame parsed once (`type`, `state`, the MCP payload);
 //!   * `live::lenient`: the device's WebSocket reads text frames as bytes, as the firmware does;
 //!   * `live::mqtt`: the second wire: the MQTT client (rumqttc) and the audio's UDP socket;
 //!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;

@@ -8,15 +8,16 @@ use std::time::Duration;
 use tokio::sync::watch;
 use xiaozhi_sim::backend::Outcome;
 use xiaozhi_sim::backend::script::Script;
-use xiaozhi_sim::device::{Board, Device};
+use xiaozhi_sim::device::{Board, Device, MessageType};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_twin::fleet::mcp::{self, McpRun};
 use xiaozhi_twin::fleet::{Transport, fleet_device, loopback_backend};
 use xiaozhi_twin::live::{Companion, DeviceStats, LiveOptions, Seen, Wake, run_device};
 use xiaozhi_twin::server::{Server, load_personality};
 
-/// Text frames as a test companion saw them arrive: each one's `type` and its bytes.
-type Frames = Vec<(Option<String>, String)>;
+/// Text frames as a test companion saw them arrive: each one's `type` as the device read it,
+/// and its bytes.
+type Frames = Vec<(MessageType, String)>;
 
 /// A companion of the driver that keeps the frames that arrived.
 #[derive(Clone, Default)]
@@ -24,9 +25,9 @@ struct Arrived(Arc<Mutex<Frames>>);
 
 impl Companion for Arrived {
     fn seen(&mut self, what: &Seen<'_>, _: &Device) {
-        if let Seen::Received { frame, .. } = what {
-            let text = String::from_utf8_lossy(frame.text).into_owned();
-            self.0.lock().unwrap().push((frame.kind.clone(), text));
+        if let Seen::Received { text, read, .. } = what {
+            let text = String::from_utf8_lossy(text).into_owned();
+            self.0.lock().unwrap().push((read.message, text));
         }
     }
 }
@@ -155,7 +156,7 @@ fn a_tts_sentence_that_says_hello_is_not_counted_as_a_hello() {
     // The sentence arrived, and its bytes say "hello" as the server's hello does...
     let sentence = frames
         .iter()
-        .find(|(kind, text)| kind.as_deref() == Some("tts") && text.contains("\"hello\""));
+        .find(|(kind, text)| matches!(kind, MessageType::Tts(_)) && text.contains("\"hello\""));
     assert!(sentence.is_some(), "{frames:?}");
     assert!(
         device
@@ -165,10 +166,7 @@ fn a_tts_sentence_that_says_hello_is_not_counted_as_a_hello() {
             .any(|s| s.sentences.iter().any(|x| x.text == "hello"))
     );
     // ...but only the frame whose type is `hello` counts.
-    let hellos = frames
-        .iter()
-        .filter(|(kind, _)| kind.as_deref() == Some("hello"))
-        .count();
+    let hellos = frames.iter().filter(|(kind, _)| *kind == MessageType::Hello).count();
     assert_eq!(hellos, 1, "{frames:?}");
     assert_eq!(stats.hellos, 1, "{stats:?}");
 }

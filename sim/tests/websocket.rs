@@ -205,3 +205,54 @@ fn the_system_reboot_command_skips_the_first_second() {
     d.run_until(t + SimDuration::from_millis(1500));
     assert_eq!(d.boots(), 2, "Reboot() waits 1000 ms, not 2000");
 }
+
+/// What the device says it read is what it acted on, its own parser's view: the first of two
+/// `type` keys (serde_json keeps the last), a key in any case, a request's id as `valueint`
+/// (the id its reply carries), arguments as cJSON prints them, and a text that is not JSON.
+#[test]
+fn the_device_says_what_it_read_as_it_read_it() {
+    use xiaozhi_sim::device::{Incoming, MessageType, Receipt, TtsState};
+    let mut d = device();
+    let t = open(&mut d, SimTime::from_millis(1000));
+    let read = d.handle_ws_text(
+        t,
+        br#"{"type":"tts","type":"hello","state":"sentence_start","text":"hi"}"#,
+    );
+    assert_eq!(read.message, MessageType::Tts(Some(TtsState::SentenceStart)));
+    let read = d.handle_ws_text(t, br#"{"TYPE":"tts","State":"stop"}"#);
+    assert_eq!(read.message, MessageType::Tts(Some(TtsState::Stop)));
+    let call = br#"{"type":"mcp","payload":{"jsonrpc":"2.0","id":7.9,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":2e1}}}}"#;
+    let read = d.handle_ws_text(t, call);
+    assert_eq!(read.message, MessageType::Mcp);
+    let request = read.request.clone().unwrap();
+    assert_eq!(
+        (
+            request.method.as_str(),
+            request.tool.as_deref(),
+            request.arguments.as_deref()
+        ),
+        (
+            "tools/call",
+            Some("self.audio_speaker.set_volume"),
+            Some(r#"{"volume":20}"#)
+        )
+    );
+    assert_eq!(read.reply_id(), Some(7), "valueint of 7.9: {read:?}");
+    assert!(
+        matches!(read.receipt, Some(Receipt::Scheduled { id: 7, .. })),
+        "{read:?}"
+    );
+    let note = d.handle_ws_text(
+        t,
+        br#"{"type":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/initialized"}}"#,
+    );
+    assert_eq!(note.reply_id(), None);
+    assert_eq!(note.request.unwrap().method, "notifications/initialized");
+    assert_eq!(d.handle_ws_text(t, "认证失败".as_bytes()).message, MessageType::Untyped);
+    d.cut_power(t);
+    assert_eq!(
+        d.handle_ws_text(t, call),
+        Incoming::default(),
+        "an unpowered device reads nothing"
+    );
+}

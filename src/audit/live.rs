@@ -18,11 +18,14 @@ use xiaozhi_sim::audit::clips::Clip;
 use xiaozhi_sim::audit::trial::{self, Request, Start, Trial, Turn as Judged, WAKE_WORD};
 use xiaozhi_sim::audit::verdict::{self, Call, Verdict};
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::{Board, Device, DeviceState, Sent};
+use xiaozhi_sim::device::{Board, Device, DeviceState, MessageType, Sent, TtsState};
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
 use crate::live::{Companion, LiveOptions, Seen, Turn, Wake, run_device};
+
+/// The key of a call the device will not answer (no reply can carry it: ids are `i32`).
+const UNANSWERED: i64 = i64::MIN;
 
 /// The board has been quiet this long: discovery and the greeting are over.
 const SETTLED: SimDuration = SimDuration::from_millis(1500);
@@ -393,21 +396,23 @@ impl Companion for Asker {
 
     fn seen(&mut self, what: &Seen<'_>, _device: &Device) {
         match what {
-            Seen::Received { at, frame } => {
+            Seen::Received { at, read, .. } => {
                 self.last_heard = self.last_heard.max(*at);
-                if frame.is_state("tts", "sentence_start") {
+                if read.message == MessageType::Tts(Some(TtsState::SentenceStart)) {
                     self.last_sentence = Some(*at);
                 }
-                let Some(m) = frame.mcp.as_ref().filter(|m| m.request) else {
+                let Some(r) = &read.request else {
                     return;
                 };
-                match m.method.as_deref() {
-                    Some("tools/list") => self.listed = true,
-                    Some("tools/call") => {
-                        if let (Phase::Asking(start), Some(id)) = (&self.phase, m.id) {
+                match r.method.as_str() {
+                    "tools/list" => self.listed = true,
+                    "tools/call" => {
+                        if let Phase::Asking(start) = &self.phase {
+                            // A call the device drops is never answered: kept, unpaired.
+                            let id = read.reply_id().map_or(UNANSWERED, i64::from);
                             let call = Call {
-                                tool: m.tool.clone().unwrap_or_default(),
-                                args: m.arguments.clone().unwrap_or(Value::Null),
+                                tool: r.tool.clone().unwrap_or_default(),
+                                args: crate::live::arguments(r).unwrap_or(Value::Null),
                                 at_ms: ms(at.saturating_since(start.asked)),
                                 reply: None,
                                 failed: true,

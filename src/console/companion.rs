@@ -15,12 +15,12 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use xiaozhi_sim::audio::ChainFault;
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::device::{Device, Sent};
+use xiaozhi_sim::device::{Device, Incoming, Sent};
 use xiaozhi_sim::hw::screen::ScreenState;
 use xiaozhi_sim::time::SimTime;
 
 use super::backend::{Backend, Wire};
-use crate::live::{Companion, Frame, Seen, Turn};
+use crate::live::{Companion, Seen, Turn};
 
 /// How many lines of the wire and the log, calls and levels the console keeps for a page that
 /// opens later.
@@ -387,12 +387,12 @@ impl Console {
     }
 
     /// An MCP request arrived: a new row of the calls' timeline.
-    fn request(&mut self, at: SimTime, frame: &Frame<'_>, device: &Device) {
-        let Some(m) = frame.mcp.as_ref().filter(|m| m.request) else {
+    fn request(&mut self, at: SimTime, read: &Incoming, device: &Device) {
+        let Some(r) = &read.request else {
             return;
         };
         let event = json!({
-            "id": m.id, "method": m.method, "tool": m.tool, "arguments": m.arguments,
+            "id": read.reply_id(), "method": r.method, "tool": r.tool, "arguments": crate::live::arguments(r),
             "at_ms": ms(at), "before": Self::held(device),
         });
         self.hub.send(&json!({"type": "call", "call": event}));
@@ -480,10 +480,10 @@ impl Companion for Console {
                 let text = String::from_utf8_lossy(text);
                 self.hub.line(json!({"kind": "out", "at_ms": ms(at), "text": text}));
             }
-            Seen::Received { at, frame } => {
+            Seen::Received { at, text, read } => {
                 self.counts(at);
-                self.request(at, frame, device);
-                let text = String::from_utf8_lossy(frame.text);
+                self.request(at, read, device);
+                let text = String::from_utf8_lossy(text);
                 self.hub.line(json!({"kind": "in", "at_ms": ms(at), "text": text}));
             }
             Seen::AudioIn => self.audio_in += 1,

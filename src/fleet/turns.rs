@@ -26,13 +26,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use xiaozhi_sim::device::{Device, DeviceState, Sent, Utterance};
+use xiaozhi_sim::device::{Device, DeviceState, MessageType, Sent, TtsState, Utterance};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::voice::codec::MIC_RATE;
 
 use crate::fleet::summary::Hist;
 use crate::fleet::think::Draw;
-use crate::live::{Companion, Frame, Seen, Turn};
+use crate::live::{Companion, Seen, Turn};
 
 /// A gap between TTS frames longer than this is a stutter the user hears (two 60 ms frames).
 pub const STUTTER: Duration = Duration::from_millis(120);
@@ -368,11 +368,11 @@ impl Driver {
     }
 
     /// A text frame that arrived (handled by `device` already).
-    fn text_in(&mut self, frame: &Frame<'_>, device: &Device) {
+    fn text_in(&mut self, message: MessageType, device: &Device) {
         let wall = Instant::now();
-        match frame.kind.as_deref() {
-            Some("hello") => self.hello = true,
-            Some("stt") => {
+        match message {
+            MessageType::Hello => self.hello = true,
+            MessageType::Stt => {
                 if let Phase::Saying { .. } = self.phase {
                     self.metrics.early_stt.fetch_add(1, Ordering::Relaxed);
                 }
@@ -381,8 +381,8 @@ impl Driver {
                     self.phase = Phase::Awaiting { eou, stt: true };
                 }
             }
-            Some("tts") => match frame.state.as_deref() {
-                Some("start") => {
+            MessageType::Tts(Some(state)) => match state {
+                TtsState::Start => {
                     let eou = match self.phase {
                         Phase::Awaiting { eou, .. } => Some(eou),
                         // A reply that starts before the utterance's end: measured from there.
@@ -400,7 +400,7 @@ impl Driver {
                         };
                     }
                 }
-                Some("stop") => {
+                TtsState::Stop => {
                     if let Phase::Speaking {
                         eou,
                         first,
@@ -510,7 +510,7 @@ impl Companion for Driver {
     fn seen(&mut self, what: &Seen<'_>, device: &Device) {
         match *what {
             Seen::Sent { sent, .. } => self.text_sent(sent),
-            Seen::Received { frame, .. } => self.text_in(frame, device),
+            Seen::Received { read, .. } => self.text_in(read.message, device),
             Seen::Replied(d) => self.mcp_reply(d),
             Seen::MicSent => self.mic_frame_sent(device),
             Seen::AudioIn => self.audio_in(),

@@ -1,20 +1,19 @@
 //! What sits beside a live device: the simulated users, who act on it (`--wake`, `connect
 //! --script`, a voice fleet's talking user in `crate::fleet::turns`), and the observers, who only
 //! watch (the record of `connect --report`, a fleet's counters). They are one small trait,
-//! [`Companion`], fed by the driver with what crossed the link — every text frame parsed once
-//! into a [`Frame`] — and with the device's trace events.
+//! [`Companion`], fed by the driver with what crossed the link — every text frame as the device
+//! read it ([`Incoming`]) or says it sent it ([`Sent`]) — and with the device's trace events.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
-use xiaozhi_sim::device::{Device, DeviceState, Sent};
+use xiaozhi_sim::device::{Device, DeviceState, Incoming, MessageType, Sent};
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::trace::{Event, TraceEvent};
 use xiaozhi_sim::voice::codec::MIC_RATE;
 
-use super::frame::Frame;
 use super::net::Clock;
 use super::stats::{DeviceStats, Request};
 use crate::user::{Action, Line};
@@ -56,8 +55,13 @@ pub enum Seen<'a> {
     /// A text frame the device sent (at its virtual time), whether or not a socket was open to
     /// carry it: what it is, as the device says, and its text.
     Sent { at: SimTime, sent: Sent, text: &'a [u8] },
-    /// A text frame arrived (at this virtual time); the device has handled it.
-    Received { at: SimTime, frame: &'a Frame<'a> },
+    /// A text frame arrived (at this virtual time); the device has handled it and says what it
+    /// read.
+    Received {
+        at: SimTime,
+        text: &'a [u8],
+        read: &'a Incoming,
+    },
     /// An MCP reply left on the socket, this long (wall time) after its request arrived.
     Replied(Duration),
     /// A microphone frame left on the socket.
@@ -281,24 +285,18 @@ impl Companion for Recorder {
                         .push((ms(at), String::from_utf8_lossy(text).into_owned()));
                 }
                 Sent::Reply { id, .. } => {
-                    // The report keeps the reply's text: read from the payload, which only the
-                    // report needs.
-                    let frame = Frame::parse(text);
-                    let result = frame.mcp.as_ref().and_then(|m| m.result_text.clone());
-                    self.replies_out.push((ms(at), Some(i64::from(id)), result));
+                    self.replies_out.push((ms(at), Some(i64::from(id)), result_text(text)));
                 }
                 Sent::Hello | Sent::Goodbye => {}
             },
-            Seen::Received { at, frame } => {
-                if let Some(m) = &frame.mcp
-                    && let Some(method) = &m.method
-                {
+            Seen::Received { at, read, .. } => {
+                if let Some(r) = &read.request {
                     self.requests_in.push(Request {
                         at_ms: ms(at),
-                        method: method.clone(),
-                        tool: m.tool.clone(),
-                        arguments: m.arguments.clone(),
-                        id: m.id,
+                        method: r.method.clone(),
+                        tool: r.tool.clone(),
+                        arguments: arguments(r),
+                        id: read.reply_id().map(i64::from),
                     });
                 }
             }
@@ -318,6 +316,20 @@ impl Companion for Recorder {
         stats.requests_in = std::mem::take(&mut self.requests_in);
         stats.replies_out = std::mem::take(&mut self.replies_out);
     }
+}
+
+/// A request's arguments as the device printed them, as JSON (`None` without any).
+pub fn arguments(request: &xiaozhi_sim::device::Request) -> Option<serde_json::Value> {
+    serde_json::from_str(request.arguments.as_deref()?).ok()
+}
+
+/// A reply's `result.content[0].text`: the report keeps it, so only the report reads it from
+/// the payload the device sent (the device says the rest: [`Sent::Reply`]).
+fn result_text(text: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(text).ok()?;
+    v["payload"]["result"]["content"][0]["text"]
+        .as_str()
+        .map(str::to_string)
 }
 
 /// Counters shared by the devices of a fleet (read by the progress bar).
@@ -343,7 +355,7 @@ impl Companion for Arc<Counters> {
             Seen::Dropped => {
                 self.open.fetch_sub(1, Ordering::Relaxed);
             }
-            Seen::Received { frame, .. } if frame.is_hello() => {
+            Seen::Received { read, .. } if read.message == MessageType::Hello => {
                 self.hellos.fetch_add(1, Ordering::Relaxed);
             }
             Seen::Replied(d) => {

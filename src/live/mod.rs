@@ -9,18 +9,18 @@
 //! One turn of the loop, in the manner of quinn's drive functions: the users act
 //! (`drive_users`), what the device emits is carried (`drive_transmit`; a dial it asks for is
 //! `drive_dial`), its trace is read (`drive_events`), and the driver waits for a frame, the
-//! device's next timer or the stop signal (`drive_receive`). Every text frame is parsed once,
-//! into a [`Frame`] that every companion reads; frame types are told by their parsed `type`.
+//! device's next timer or the stop signal (`drive_receive`). Every text frame is parsed once, by
+//! the device: what it read ([`Incoming`]: its type, a request, the MCP server's receipt) is what
+//! the driver and every companion read, and what it sends says what it is ([`Sent`]).
 //!
 //! A device an OTA answer sent to MQTT + UDP has an MQTT client and a UDP socket instead
 //! (`mqtt.rs`): its publishes are the text frames, its datagrams the binary ones, and the same
 //! companions see them.
 //!
-//! Files: `net.rs` the clock and the sockets, `mqtt.rs` the second wire, `frame.rs` the parsed
-//! frame, `companion.rs` the trait, the users and the observers, `stats.rs` what a run leaves.
+//! Files: `net.rs` the clock and the sockets, `mqtt.rs` the second wire, `companion.rs` the
+//! trait, the users and the observers, `stats.rs` what a run leaves.
 
 mod companion;
-mod frame;
 mod lenient;
 mod mqtt;
 mod net;
@@ -37,11 +37,10 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 use tokio_tungstenite::tungstenite::Message;
 use xiaozhi_sim::device::url::Endpoint;
-use xiaozhi_sim::device::{Device, Output, Sent};
+use xiaozhi_sim::device::{Device, Incoming, MessageType, Output, Sent};
 use xiaozhi_sim::time::SimTime;
 
-pub use companion::{Companion, Counters, Forged, Recorder, Scripted, Seen, Turn, Wake, Waker};
-pub use frame::{Frame, Mcp};
+pub use companion::{Companion, Counters, Forged, Recorder, Scripted, Seen, Turn, Wake, Waker, arguments};
 pub use lenient::{Kind, Lenient};
 pub use mqtt::{Arrived, MqttEvent, MqttLink};
 pub use net::{Clock, MAX_DEVICE_FRAME, Ws, dial, raw_text, read_http_head, small_ws_config};
@@ -118,7 +117,7 @@ struct Live {
     stats: DeviceStats,
     /// MCP requests that arrived and are not answered yet: id → when (wall).
     /// Requests in, by id, waiting for their replies (for the reply latency).
-    asked: BTreeMap<i64, Instant>,
+    asked: BTreeMap<i32, Instant>,
     stop_at: Option<Instant>,
     stop: Option<watch::Receiver<bool>>,
     verbose: bool,
@@ -275,7 +274,7 @@ impl Live {
         }
         self.stats.frames_out += 1;
         if let Sent::Reply { id, .. } = sent
-            && let Some(asked) = self.asked.remove(&i64::from(id))
+            && let Some(asked) = self.asked.remove(&id)
         {
             self.tell(Seen::Replied(asked.elapsed()));
         }
@@ -447,9 +446,14 @@ impl Live {
                 crate::out::elide(&String::from_utf8_lossy(text), SHOWN)
             );
         }
-        let frame = Frame::parse(text);
-        self.stats.hellos += u64::from(frame.is_hello());
-        if let Some(id) = frame.request_id() {
+        let arrived = Instant::now();
+        let read: Incoming = if mqtt {
+            self.device.handle_mqtt_message(now, text)
+        } else {
+            self.device.handle_ws_text(now, text)
+        };
+        self.stats.hellos += u64::from(read.message == MessageType::Hello);
+        if let Some(id) = read.reply_id() {
             // Requests the device never answers (a reboot's, a dropped one) are forgotten, oldest
             // first, once more than a few hundred wait: a long `connect` stays small.
             if self.asked.len() >= ASKED_KEPT
@@ -457,14 +461,13 @@ impl Live {
             {
                 self.asked.remove(&oldest);
             }
-            self.asked.insert(id, Instant::now());
+            self.asked.insert(id, arrived);
         }
-        if mqtt {
-            self.device.handle_mqtt_message(now, text);
-        } else {
-            self.device.handle_ws_text(now, text);
-        }
-        self.tell(Seen::Received { at: now, frame: &frame });
+        self.tell(Seen::Received {
+            at: now,
+            text,
+            read: &read,
+        });
     }
 
     /// The socket is gone under the device (the server closed it, or a read or write failed).

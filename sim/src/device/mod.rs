@@ -12,7 +12,7 @@
 //! Inside, files point one way (no file imports one that imports it back):
 //!
 //! * leaves — `platform` (what survives a reboot: identity, NVS, clock, trace, outputs),
-//!   `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`, `button` (the
+//!   `incoming` (what an incoming text was to the device), `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`, `button` (the
 //!   button component's polling);
 //! * subsystems — `protocol/` (the firmware's `Protocol` base in `base.rs`, the WebSocket
 //!   transport in `websocket.rs`, the dispatch per transport in `mod.rs`), `audio` (output power and codec), `playback` (received speech), `mic` (the
@@ -28,6 +28,7 @@ mod builtin;
 mod button;
 mod catalogue;
 mod heard;
+mod incoming;
 mod listening;
 mod main_loop;
 mod mic;
@@ -62,6 +63,7 @@ use task::TaskEnd;
 pub use crate::firmware::state::DeviceState;
 pub use button::NoSuchButton;
 pub use heard::AsPlayed;
+pub use incoming::{Incoming, MessageType, Request, TtsState};
 pub use listening::{AbortReason, ListeningMode};
 pub use mic::Utterance;
 pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, HttpUpload, Output, Receipt, Sent};
@@ -481,28 +483,27 @@ impl Device {
 
     /// A PUBLISH the broker delivered (any topic: the client subscribed to nothing), on the MQTT
     /// task: a server hello, a goodbye, or a message for `OnIncomingJson`.
-    pub fn handle_mqtt_message(&mut self, now: SimTime, payload: &[u8]) -> Option<Receipt> {
+    pub fn handle_mqtt_message(&mut self, now: SimTime, payload: &[u8]) -> Incoming {
         self.run_before(now);
-        let app = self.app.as_deref_mut()?;
+        let Some(app) = self.app.as_deref_mut() else {
+            return Incoming::default();
+        };
         let handled = inbound::mqtt_message(app, &mut self.platform, &mut self.parser, payload);
         self.after_receive(handled)
     }
 
     /// After a receive task handled a message: the work it scheduled, or the firmware's crash
     /// (a panic, and the device boots again).
-    fn after_receive(&mut self, handled: Result<Option<Receipt>, HelloCrash>) -> Option<Receipt> {
+    fn after_receive(&mut self, (read, handled): (Incoming, Result<(), HelloCrash>)) -> Incoming {
         match handled {
-            Ok(receipt) => {
-                self.after_thread();
-                receipt
-            }
+            Ok(()) => self.after_thread(),
             Err(crash) => {
                 let reason = crash.to_string();
                 self.platform.emit(|| Event::Panicked { reason });
                 self.restart(BootReason::Panic);
-                None
             }
         }
+        read
     }
 
     /// A datagram on the audio channel's UDP socket.
@@ -516,9 +517,11 @@ impl Device {
 
     /// A text frame on the WebSocket receive task: envelope parse (length-bounded), then the
     /// server hello, the MCP server or the application dispatcher.
-    pub fn handle_ws_text(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
+    pub fn handle_ws_text(&mut self, now: SimTime, frame: &[u8]) -> Incoming {
         self.run_before(now);
-        let app = self.app.as_deref_mut()?;
+        let Some(app) = self.app.as_deref_mut() else {
+            return Incoming::default();
+        };
         let handled = inbound::ws_text(app, &mut self.platform, &mut self.parser, frame);
         self.after_receive(handled)
     }
@@ -666,12 +669,14 @@ impl Device {
 
     /// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it: `tts`, `stt`,
     /// `llm`, `system`, `mcp`). A reply it causes leaves as [`Output::Mcp`].
-    pub fn handle_json(&mut self, now: SimTime, frame: &[u8]) -> Option<Receipt> {
+    pub fn handle_json(&mut self, now: SimTime, frame: &[u8]) -> Incoming {
         self.run_before(now);
-        let app = self.app.as_deref_mut()?;
-        let receipt = inbound::json(app, &mut self.platform, &mut self.parser, frame);
+        let Some(app) = self.app.as_deref_mut() else {
+            return Incoming::default();
+        };
+        let read = inbound::json(app, &mut self.platform, &mut self.parser, frame);
         self.after_thread();
-        receipt
+        read
     }
 
     /// Runs to `now`, then queues `task` for the main task (nothing when the board is off).

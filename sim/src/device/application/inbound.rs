@@ -7,7 +7,8 @@
 use crate::audio::source::Prompt;
 use crate::cjson::{Item, Limits, Parser, Terminator};
 use crate::device::application::Application;
-use crate::device::platform::{Platform, Receipt};
+use crate::device::incoming::{self, Incoming, MessageType};
+use crate::device::platform::Platform;
 use crate::device::protocol::websocket::HelloCrash;
 use crate::device::task::{RebootStage, Task, VoiceTask};
 use crate::hw::screen::ScreenCall;
@@ -17,13 +18,14 @@ use crate::voice::log::Drop;
 
 /// The WebSocket receive task, one text frame: the envelope parsed (length-bounded from
 /// 2.2.6, as a C string before), then the server hello, the MCP server or the application
-/// dispatcher. `Err` is the panic of a hello without a string `transport`.
+/// dispatcher; what the device read. `Err` is the panic of a hello without a string
+/// `transport`.
 pub(crate) fn ws_text(
     app: &mut Application,
     platform: &mut Platform,
     parser: &mut Parser,
     frame: &[u8],
-) -> Result<Option<Receipt>, HelloCrash> {
+) -> (Incoming, Result<(), HelloCrash>) {
     let limits = Limits {
         heap_bytes: Some(platform.spec.target.free_heap),
     };
@@ -38,6 +40,10 @@ pub(crate) fn ws_text(
             format!("Missing message type, data: {}", String::from_utf8_lossy(frame))
         });
     };
+    let mut read = Incoming {
+        message: MessageType::Untyped,
+        ..Incoming::default()
+    };
     let received = match parser.parse(frame, terminator, limits) {
         Err(_) => {
             missing_type(platform);
@@ -45,15 +51,17 @@ pub(crate) fn ws_text(
         }
         Ok(doc) => {
             let root = doc.root();
-            match root.get(b"type").and_then(|t| t.c_string()) {
+            let kind = root.get(b"type").and_then(|t| t.c_string());
+            (read.message, read.request) = incoming::read(root, kind);
+            match kind {
                 None => {
                     missing_type(platform);
                     None
                 }
-                Some(b"hello") => {
-                    app.server_hello(platform, root)?;
-                    None
-                }
+                Some(b"hello") => match app.server_hello(platform, root) {
+                    Ok(()) => None,
+                    Err(crash) => return (read, Err(crash)),
+                },
                 Some(_) => incoming_json(app, platform, root),
             }
         }
@@ -61,26 +69,32 @@ pub(crate) fn ws_text(
     if let Some(p) = app.protocol.as_mut() {
         p.touch(platform.now);
     }
-    Ok(received.map(|received| app.receive(platform, received)))
+    read.receipt = received.map(|received| app.receive(platform, received));
+    (read, Ok(()))
 }
 
-/// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it).
-pub(crate) fn json(
-    app: &mut Application,
-    platform: &mut Platform,
-    parser: &mut Parser,
-    frame: &[u8],
-) -> Option<Receipt> {
+/// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it); what the device
+/// read.
+pub(crate) fn json(app: &mut Application, platform: &mut Platform, parser: &mut Parser, frame: &[u8]) -> Incoming {
     let limits = Limits {
         heap_bytes: Some(platform.spec.target.free_heap),
     };
-    let doc = parser.parse(frame, Terminator::Length, limits).ok()?;
+    let mut read = Incoming {
+        message: MessageType::Untyped,
+        ..Incoming::default()
+    };
+    let Ok(doc) = parser.parse(frame, Terminator::Length, limits) else {
+        return read;
+    };
     let root = doc.root();
-    if root.get(b"type").and_then(|t| t.c_string()).is_none() {
+    let kind = root.get(b"type").and_then(|t| t.c_string());
+    (read.message, read.request) = incoming::read(root, kind);
+    if kind.is_none() {
         platform.log(LogLevel::Warn, "Application", || "Incoming JSON message has no type");
-        return None;
+        return read;
     }
-    incoming_json(app, platform, root).map(|received| app.receive(platform, received))
+    read.receipt = incoming_json(app, platform, root).map(|received| app.receive(platform, received));
+    read
 }
 
 /// A binary frame on the WebSocket receive task: unpacked as the protocol version says,
@@ -117,36 +131,47 @@ pub(crate) fn ws_binary(app: &mut Application, platform: &mut Platform, frame: &
 /// `hello` goes to `ParseServerHello`, a `goodbye` for this session closes the channel (on the
 /// main task, without a goodbye back), anything else to `OnIncomingJson`. Every message that
 /// parsed with a string `type` counts as inbound traffic for the 120 s channel timeout. `Err`
-/// is where firmware before 2.4.0 (hello) or 2.3.0 (goodbye) crashes.
+/// is where firmware before 2.4.0 (hello) or 2.3.0 (goodbye) crashes. Also what the device read.
 pub(crate) fn mqtt_message(
     app: &mut Application,
     platform: &mut Platform,
     parser: &mut Parser,
     payload: &[u8],
-) -> Result<Option<Receipt>, HelloCrash> {
+) -> (Incoming, Result<(), HelloCrash>) {
     let limits = Limits {
         heap_bytes: Some(platform.spec.target.free_heap),
+    };
+    let mut read = Incoming {
+        message: MessageType::Untyped,
+        ..Incoming::default()
     };
     let Ok(doc) = parser.parse(payload, Terminator::Nul, limits) else {
         let shown = String::from_utf8_lossy(crate::cjson::c_str(payload)).into_owned();
         platform.log(LogLevel::Error, "MQTT", || {
             format!("Failed to parse json message {shown}")
         });
-        return Ok(None);
+        return (read, Ok(()));
     };
     let root = doc.root();
-    let Some(kind) = root.get(b"type").filter(Item::is_string).and_then(|t| t.c_string()) else {
+    let kind = root.get(b"type").filter(Item::is_string).and_then(|t| t.c_string());
+    (read.message, read.request) = incoming::read(root, kind);
+    let Some(kind) = kind else {
         platform.log(LogLevel::Error, "MQTT", || "Message type is invalid");
-        return Ok(None);
+        return (read, Ok(()));
     };
     let received = match kind {
-        b"hello" => {
-            app.server_hello(platform, root)?;
-            None
-        }
+        b"hello" => match app.server_hello(platform, root) {
+            Ok(()) => None,
+            Err(crash) => return (read, Err(crash)),
+        },
         b"goodbye" => {
             let matches = match app.protocol.as_mut().and_then(|p| p.mqtt_mut()) {
-                Some((base, _)) => crate::device::protocol::mqtt::MqttProtocol::goodbye_matches(base, platform, root)?,
+                Some((base, _)) => {
+                    match crate::device::protocol::mqtt::MqttProtocol::goodbye_matches(base, platform, root) {
+                        Ok(m) => m,
+                        Err(crash) => return (read, Err(crash)),
+                    }
+                }
                 None => false,
             };
             if matches {
@@ -159,7 +184,8 @@ pub(crate) fn mqtt_message(
     if let Some(p) = app.protocol.as_mut() {
         p.touch(platform.now);
     }
-    Ok(received.map(|received| app.receive(platform, received)))
+    read.receipt = received.map(|received| app.receive(platform, received));
+    (read, Ok(()))
 }
 
 /// The UDP socket's receive callback (`mqtt_protocol.cc:266-334`): a datagram the channel
