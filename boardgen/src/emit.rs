@@ -4,31 +4,15 @@
 
 use std::fmt::Write as _;
 
+use xiaozhi_sim::audio::codec::{CodecKind, Pa};
+
 use crate::extract::{Facts, ToolFacts};
 
-/// The twin's codec family for an upstream codec class (`sim/src/audio/codec.rs`), or `None`
-/// when the twin has no law for it yet.
-pub fn family(class: &str, base: &str) -> Option<&'static str> {
-    let by_class = match class {
-        "Es8311AudioCodec" => Some("es8311"),
-        "BoxAudioCodec" => Some("box_audio_codec"),
-        "Es8374AudioCodec" => Some("es8374"),
-        "Es8388AudioCodec" => Some("es8388"),
-        "Es8389AudioCodec" => Some("es8389"),
-        "NoAudioCodecSimplex" => Some("no_audio_codec_simplex"),
-        "NoAudioCodecDuplex" => Some("no_audio_codec_duplex"),
-        "NoAudioCodecSimplexPdm" => Some("no_audio_codec_simplex_pdm"),
-        "DummyAudioCodec" => Some("dummy"),
-        // Board classes that are an upstream family with parameters (docs/reference/codecs.md §11).
-        "CustomAudioCodec" | "PyramidAudioCodec" | "SensecapAudioCodec" | "AIVOX3AudioCodec" => Some("box_audio_codec"),
-        "Tab5AudioCodec" => Some("es8388"),
-        "WaveshareAudioCodec" => Some("es8389"),
-        "CoreS3AudioCodec" => Some("aw88298"),
-        "AdcPdmAudioCodec" => Some("adc_pdm"),
-        "BoxAudioCodecLite" => Some("box_audio_codec"),
-        _ => None,
-    };
-    by_class.or_else(|| if base != class { family(base, base) } else { None })
+/// The twin's codec family for an upstream codec class: the family whose class it is, or which
+/// models it (`xiaozhi_sim::audio::codec::FAMILIES`), else its base class's; `None` when the
+/// twin has no law for it yet.
+pub fn family(class: &str, base: &str) -> Option<CodecKind> {
+    CodecKind::for_class(class).or_else(|| if base != class { family(base, base) } else { None })
 }
 
 /// What the family stands-in leaves out for a board's own codec class.
@@ -273,7 +257,7 @@ fn yaml_audio(y: &mut String, f: &Facts, notes: &mut Vec<String>) {
     let _ = writeln!(y, "audio:");
     match (&f.codec, fam) {
         (Some(c), Some(fam)) => {
-            let _ = writeln!(y, "  codec: {fam}                  # {} ({})", c.class, c.at);
+            let _ = writeln!(y, "  codec: {}                  # {} ({})", fam.name(), c.class, c.at);
             if let Some(caveat) = family_caveat(&c.class) {
                 notes.push(caveat.to_string());
             }
@@ -309,19 +293,10 @@ fn yaml_audio(y: &mut String, f: &Facts, notes: &mut Vec<String>) {
             .find(|(n, _)| n == "pa_pin")
             .and_then(|(_, v)| v.parse::<i64>().ok());
         let inverted = c.args.iter().any(|(n, v)| n == "pa_inverted" && v == "true");
-        if fam == Some("aw88298") {
-            let _ = writeln!(
-                y,
-                "  pa_always_on: true            # the AW88298 is the amplifier (no PA pin)"
-            );
+        for line in fam.map_or(&[][..], |f| f.family().board_lines()) {
+            let _ = writeln!(y, "{line}");
         }
-        if fam == Some("adc_pdm") {
-            let _ = writeln!(
-                y,
-                "  default_volume: 100           # AdcPdmAudioCodec's constructor sets output_volume_ = 100"
-            );
-        }
-        let hardware = matches!(fam, Some("es8311" | "es8374" | "es8388" | "es8389" | "box_audio_codec"));
+        let hardware = fam.is_some_and(|f| f.family().pa() == Pa::CodecPin);
         match pa {
             Some(p) if hardware && p >= 0 => {
                 let _ = writeln!(y, "  pa_gpio: {{ gpio: {p}, inverted: {inverted} }}");
@@ -487,16 +462,16 @@ fn font(name: &str) -> Option<(String, u32, u32)> {
     Some((name.to_string(), size, bpp))
 }
 
-fn amplifier_defaults(y: &mut String, fam: Option<&str>) {
-    match fam {
-        Some("no_audio_codec_simplex" | "no_audio_codec_duplex" | "no_audio_codec_simplex_pdm" | "adc_pdm") => {
+fn amplifier_defaults(y: &mut String, fam: Option<CodecKind>) {
+    match fam.map(|f| f.family().pa()) {
+        Some(Pa::I2sAmplifier) => {
             let _ = writeln!(
                 y,
                 "  # amplifier and speaker: the twin's MAX98357A defaults (docs/reference/acoustics.md); not in upstream"
             );
         }
-        Some("dummy") | None => {}
-        Some(_) => {
+        Some(Pa::None) | None => {}
+        Some(Pa::CodecPin | Pa::IsTheAmplifier) => {
             let _ = writeln!(
                 y,
                 "  dac: {{ avdd_v: 3.3, pa_voltage: 5.0, codec_dac_voltage: 3.3 }}   # as the codec class configures esp_codec_dev"

@@ -36,7 +36,10 @@
 //!   * `mcp`: the MCP tool layer: `mcp::server` (`McpServer`, `ParseMessage`'s receive half,
 //!     paging), `mcp::tool` (`McpTool`), `mcp::property` (`Property`, coercion),
 //!     `mcp::strings` (every firmware string that reaches the wire).
-//!   * `audio`: the acoustic chain: `audio::codec` (volume laws), `audio::chain` (DAC,
+//!   * `audio`: the acoustic chain: `audio::codec` (the `Family` trait and its table), one file
+//!     per codec family (`audio::codec::no_audio`, `audio::codec::es8311` with `BoxAudioCodec`,
+//!     `audio::codec::es8374`, `audio::codec::es8388`, `audio::codec::es8389`,
+//!     `audio::codec::aw88298`, `audio::codec::adc_pdm`, `audio::codec::dummy`), `audio::chain` (DAC,
 //!     amplifier, speaker), `audio::source` (what plays), `audio::render` (sample by sample to
 //!     the listener), `audio::measure` (levels and verdicts).
 //!   * `hw`: virtual hardware: `hw::nvs` (flash with the firmware's limits), `hw::backlight`

@@ -7,7 +7,7 @@
 //! starts; the NS4150B follows its PA pin with a 120 ms start-up. Pure function of its inputs.
 
 use crate::audio::chain::{AmpModel, AmplifierSpec, DacSpec, P0_PA, SdMode, SpeakerSpec, max98357_full_scale_peak_v};
-use crate::audio::codec::CodecKind;
+use crate::audio::codec::{CodecKind, SoftwareGain};
 use crate::audio::measure::{Measurement, dbfs_from_mean_square, verdict};
 use crate::audio::{AudioChange, AudioLog, ChainFault};
 use crate::time::{SimDuration, SimTime};
@@ -187,7 +187,7 @@ impl Meter {
             applied: start_t,
             volume_applied: None,
             volume,
-            factor: setup.codec.software_gain(volume),
+            factor: setup.codec.software().unwrap_or(SoftwareGain::Factor).gain(volume),
             factor_volume: volume,
             playing: 0,
             running: 0,
@@ -292,19 +292,21 @@ impl Meter {
     fn step(&mut self, setup: &ChainSetup, c: &Constants, t: SimTime, sample: i16) -> (i32, f64) {
         let state = &self.state;
         // Codec.
-        let clocked = match setup.codec {
-            _ if state.i2s_fault || state.dummy => false,
-            codec if codec.is_software() => state.tx,
-            codec => codec.is_hardware(),
+        let clocked = if state.i2s_fault || state.dummy {
+            false
+        } else if c.software.is_some() {
+            state.tx
+        } else {
+            c.hardware
         };
         let word: i32 = if !clocked {
             0
-        } else if c.software {
+        } else if let Some(gain) = c.software {
             if self.volume != self.factor_volume {
-                self.factor = setup.codec.software_gain(self.volume);
+                self.factor = gain.gain(self.volume);
                 self.factor_volume = self.volume;
             }
-            setup.codec.software_apply(sample, self.factor)
+            gain.apply(sample, self.factor)
         } else {
             i32::from(sample) << 16
         };
@@ -317,7 +319,8 @@ impl Meter {
         // Amplifier.
         let mut volts = 0.0;
         match setup.amp.model {
-            AmpModel::Max98357a if c.software || setup.codec == CodecKind::Dummy => {
+            // The I2S amplifier after a codec-less output (and after a dummy codec).
+            AmpModel::Max98357a if !c.hardware => {
                 let started = state.tx_since.is_some_and(|s| t >= s + c.startup);
                 let active = clocked && !state.amp_shutdown && setup.amp.sd_mode != SdMode::Shutdown && started;
                 if active {
@@ -363,15 +366,13 @@ impl Meter {
 
     /// The window `[from, to)`'s figures from what was rendered (the path's state at the last sample).
     pub fn finish(&self, setup: &ChainSetup, from: SimTime, to: SimTime) -> Measurement {
-        let (software, hardware) = (setup.codec.is_software(), setup.codec.is_hardware());
+        let (software, hardware) = (setup.codec.software(), setup.codec.is_hardware());
         let state = &self.state;
         let n = self.k - self.k0;
         let codec_gain_db = if hardware {
             state.codec_open.then(|| setup.codec.register_db(state.reg32))
-        } else if software {
-            setup.codec.software_gain_db(self.volume)
         } else {
-            None
+            software.and_then(|g| g.db(self.volume))
         };
         let frac = |c: u64| if n == 0 { 0.0 } else { c as f64 / n as f64 };
         let spl_db = (n > 0 && self.p_sq > 0.0).then(|| 10.0 * (self.p_sq / n as f64 / (P0_PA * P0_PA)).log10());
@@ -406,7 +407,7 @@ impl Meter {
 
 /// What a render works out once from the chain.
 struct Constants {
-    software: bool,
+    software: Option<SoftwareGain>,
     hardware: bool,
     fs_peak: f64,
     amp_gain: f64,
@@ -419,7 +420,7 @@ struct Constants {
 impl Constants {
     fn of(setup: &ChainSetup) -> Constants {
         Constants {
-            software: setup.codec.is_software(),
+            software: setup.codec.software(),
             hardware: setup.codec.is_hardware(),
             fs_peak: max98357_full_scale_peak_v(),
             amp_gain: setup.amp.gain(),
@@ -438,7 +439,7 @@ mod tests {
 
     fn bread() -> ChainSetup {
         ChainSetup {
-            codec: CodecKind::NoAudioCodecSimplex,
+            codec: CodecKind::no_audio_codec_simplex(),
             rate: 24_000,
             amp: AmplifierSpec::default(),
             speaker: SpeakerSpec::default(),
@@ -511,7 +512,7 @@ mod tests {
     #[test]
     fn es8311_worked_examples() {
         let setup = ChainSetup {
-            codec: CodecKind::BoxAudioCodec,
+            codec: CodecKind::named("box_audio_codec").unwrap(),
             amp: AmplifierSpec {
                 model: AmpModel::Ns4150b,
                 gain_db: 20.0 * 1.6f64.log10(),

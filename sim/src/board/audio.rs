@@ -53,7 +53,7 @@ pub struct PaPinSpec {
 impl Default for AudioSpec {
     fn default() -> Self {
         AudioSpec {
-            codec: CodecKind::NoAudioCodecSimplex,
+            codec: CodecKind::no_audio_codec_simplex(),
             input_sample_rate: 16_000,
             output_sample_rate: 24_000,
             default_volume: 70,

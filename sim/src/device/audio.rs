@@ -7,7 +7,7 @@
 //! register only while the device is open (ES8311) or always (BoxAudioCodec), and drive the PA
 //! pin from output enable. Every change goes to the device's [`AudioLog`].
 
-use crate::audio::codec::{es8311_register, hw_gain_db};
+use crate::audio::codec::{CodecDevice, hw_gain_db};
 use crate::audio::render::ChainSetup;
 use crate::audio::source::{Prompt, Source};
 use crate::audio::{AudioChange, AudioLog};
@@ -133,15 +133,16 @@ impl AudioService {
     /// `AudioCodec::SetOutputVolume` plus the hardware codecs' register write.
     pub(crate) fn set_volume(&mut self, log: &mut AudioLog, now: SimTime, volume: i32) {
         log.record(now, AudioChange::Volume(volume));
-        match self.codec {
-            CodecKind::Es8311 if self.codec_open => {
-                log.record(now, AudioChange::Register32(es8311_register(volume, self.hw_gain)))
-            }
-            // The other hardware codecs write the register whatever the device's state.
-            c if c.open_follows_output() => {
-                log.record(now, AudioChange::Register32(c.volume_register(volume, self.hw_gain)))
-            }
-            _ => {}
+        if !self.codec.is_hardware() {
+            return;
+        }
+        // `Es8311AudioCodec` writes the register only while its device is open; the other
+        // hardware codecs whatever the device's state.
+        if self.codec.device() != CodecDevice::Es8311Open || self.codec_open {
+            log.record(
+                now,
+                AudioChange::Register32(self.codec.volume_register(volume, self.hw_gain)),
+            )
         }
     }
 
@@ -150,7 +151,7 @@ impl AudioService {
         if !self.is_hardware() {
             return;
         }
-        let want_open = if self.codec.open_follows_output() {
+        let want_open = if self.codec.device().follows_output() {
             self.output_enabled
         } else {
             self.input_enabled || self.output_enabled
@@ -160,7 +161,7 @@ impl AudioService {
             log.record(now, AudioChange::CodecOpen(true));
             // A fresh handle replays volume 0, then the driver writes the real volume. The ES8311
             // classes make a fresh handle at every open; the other chips keep theirs.
-            if self.fresh_handle || matches!(self.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec) {
+            if self.fresh_handle || self.codec.device().fresh_handles() {
                 log.record(
                     now,
                     AudioChange::Register32(self.codec.volume_register(0, self.hw_gain)),
@@ -174,7 +175,7 @@ impl AudioService {
         } else if !want_open && self.codec_open {
             self.codec_open = false;
             // `es8311_stop` zeroes REG 0x32; the other chips keep their register across a close.
-            if matches!(self.codec, CodecKind::Es8311 | CodecKind::BoxAudioCodec) {
+            if self.codec.device().fresh_handles() {
                 log.record(now, AudioChange::Register32(0));
             }
             log.record(now, AudioChange::CodecOpen(false));
@@ -193,7 +194,7 @@ impl AudioService {
         self.output_enabled = on;
         if self.is_hardware() {
             self.update_codec_device(log, now, volume);
-        } else if self.codec != CodecKind::Dummy {
+        } else if self.codec.is_software() {
             log.record(now, AudioChange::TxEnabled(on));
         }
     }
