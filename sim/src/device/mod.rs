@@ -12,7 +12,8 @@
 //! Inside, files point one way (no file imports one that imports it back):
 //!
 //! * leaves — `platform` (what survives a reboot: identity, NVS, clock, trace, outputs),
-//!   `incoming` (what an incoming text was to the device), `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`, `button` (the
+//!   `incoming` (what an incoming text was to the device), `io` (narrow views of the platform
+//!   for the subsystems), `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`, `button` (the
 //!   button component's polling);
 //! * subsystems — `protocol/` (the firmware's `Protocol` base in `base.rs`, the WebSocket
 //!   transport in `websocket.rs`, the dispatch per transport in `mod.rs`), `audio` (output power and codec), `playback` (received speech), `mic` (the
@@ -29,6 +30,7 @@ mod button;
 mod catalogue;
 mod heard;
 mod incoming;
+mod io;
 mod listening;
 mod main_loop;
 mod mic;
@@ -407,7 +409,7 @@ impl Device {
                 p.reset(&mut self.platform, why);
             }
             let now = self.platform.now;
-            app.playback.stop(&mut self.platform);
+            app.playback.stop(&mut self.platform.playback_io());
             app.audio.shut_down(&mut self.platform.audio, now);
             for task in app.main.drain() {
                 task.record_drop(&mut self.platform, why);

@@ -16,6 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::audio::AudioLog;
 use crate::board::BoardSpec;
 use crate::device::catalogue::CatalogueCache;
+use crate::device::io::{PlaybackIo, Trace};
 use crate::device::url::Endpoint;
 use crate::firmware::state::DeviceState;
 use crate::hw::nvs::{EspErr, Nvs};
@@ -439,24 +440,29 @@ impl Platform {
 
     /// Records an event (only when tracing; the closure is not evaluated otherwise).
     pub(crate) fn emit(&mut self, kind: impl FnOnce() -> Event) {
-        if self.trace {
-            let at = self.now;
-            self.events.push(TraceEvent { at, kind: kind() });
-        }
+        self.trace().emit(kind);
     }
 
     /// An `ESP_LOGx` line.
     pub(crate) fn log<T: Into<LogText>>(&mut self, level: LogLevel, tag: &'static str, text: impl FnOnce() -> T) {
-        if self.trace {
-            let at = self.now;
-            self.events.push(TraceEvent {
-                at,
-                kind: Event::Logged {
-                    level,
-                    tag,
-                    text: text().into(),
-                },
-            });
+        self.trace().log(level, tag, text);
+    }
+
+    /// The trace as a subsystem writes to it.
+    pub(crate) fn trace(&mut self) -> Trace<'_> {
+        Trace::new(self.now, self.trace, &mut self.events)
+    }
+
+    /// What the playback of received speech reads and writes of the platform.
+    pub(crate) fn playback_io(&mut self) -> PlaybackIo<'_> {
+        PlaybackIo {
+            now: self.now,
+            audio: &mut self.audio,
+            speech: &mut self.speech,
+            trace: Trace::new(self.now, self.trace, &mut self.events),
+            out_rate: self.spec.audio.output_sample_rate,
+            codecs: self.codecs.as_ref(),
+            durations_only: self.durations_only,
         }
     }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::audio::source::Source;
 use crate::device::audio::{AudioService, dma_latency};
-use crate::device::platform::Platform;
+use crate::device::io::PlaybackIo;
 use crate::firmware::StopTail;
 use crate::time::{SimDuration, SimTime};
 use crate::trace::LogLevel;
@@ -123,18 +123,18 @@ impl Playback {
     /// how long, or `None` when it goes on at once.
     pub(crate) fn stop_wait(
         &mut self,
-        platform: &mut Platform,
+        io: &mut PlaybackIo<'_>,
         audio: &mut AudioService,
         tail: StopTail,
         discarding: &mut bool,
     ) -> Option<SimDuration> {
         let waits = matches!(tail, StopTail::WaitWhileSpeaking | StopTail::DiscardWhileWaiting);
-        if waits && !Self::is_idle(audio, platform.now) {
+        if waits && !Self::is_idle(audio, io.now) {
             if tail == StopTail::DiscardWhileWaiting && !*discarding {
                 *discarding = true;
-                self.keep_two(platform, audio);
+                self.keep_two(io, audio);
             }
-            let wait = Self::until_idle(audio, platform.now);
+            let wait = Self::until_idle(audio, io.now);
             if !wait.is_zero() {
                 return Some(wait);
             }
@@ -145,15 +145,15 @@ impl Playback {
 
     /// 1.7.7's `tts stop` wait: the frame playing and the next are kept, every later one is
     /// discarded (the audio loop takes them and throws them away).
-    fn keep_two(&mut self, platform: &mut Platform, audio: &mut AudioService) {
-        let now = platform.now;
+    fn keep_two(&mut self, io: &mut PlaybackIo<'_>, audio: &mut AudioService) {
+        let now = io.now;
         self.frames.retain(|(_, e)| *e > now);
         let Some(&(_, keep_end)) = self.frames.get(1) else {
             return;
         };
         if self.frames.iter().any(|(_, e)| *e > keep_end) {
-            audio.cut_playback(&mut platform.audio, keep_end);
-            self.discard_from(platform, keep_end);
+            audio.cut_playback(io.audio, keep_end);
+            self.discard_from(io, keep_end);
             self.frames.retain(|(_, e)| *e <= keep_end);
         }
     }
@@ -172,8 +172,8 @@ impl Playback {
     /// cleared (speech and any sound still queued); the frame being written and the DMA ring
     /// still play. True when the application
     /// is to be told the playback drained.
-    pub(crate) fn reset(&mut self, platform: &mut Platform, audio: &mut AudioService) -> bool {
-        let now = platform.now;
+    pub(crate) fn reset(&mut self, io: &mut PlaybackIo<'_>, audio: &mut AudioService) -> bool {
+        let now = io.now;
         if let Some(d) = self.decoder.as_mut() {
             d.reset();
         }
@@ -182,25 +182,25 @@ impl Playback {
         // A sound's packets wait in the same decode queue (`PlaySound`), so a prompt still
         // playing is cut too (the twin cuts it at once, not at its 60 ms packet's end).
         if audio.last_output_end > cut {
-            audio.cut_playback(&mut platform.audio, cut);
-            self.discard_from(platform, cut);
+            audio.cut_playback(io.audio, cut);
+            self.discard_from(io, cut);
         }
         self.frames.clear();
         self.mark_drained()
     }
 
     /// The board stops at `now` (a reboot, a power cut): nothing more plays.
-    pub(crate) fn stop(&mut self, platform: &mut Platform) {
-        let now = platform.now;
-        self.discard_from(platform, now);
+    pub(crate) fn stop(&mut self, io: &mut PlaybackIo<'_>) {
+        let now = io.now;
+        self.discard_from(io, now);
         self.frames.clear();
     }
 
     /// The speech log learns that playback ends at `cut`, and which queued frames never play.
-    fn discard_from(&self, platform: &mut Platform, cut: SimTime) {
+    fn discard_from(&self, io: &mut PlaybackIo<'_>, cut: SimTime) {
         if self.frames.iter().any(|(_, e)| *e > cut) {
             let queued: Vec<SimTime> = self.frames.iter().map(|f| f.0).filter(|s| *s >= cut).collect();
-            platform.speech.cut(cut, &queued);
+            io.speech.cut(cut, &queued);
         }
     }
 
@@ -231,17 +231,17 @@ impl Playback {
     /// `server` is the server's `(sample rate, frame duration)` from its hello.
     pub(crate) fn push(
         &mut self,
-        platform: &mut Platform,
+        io: &mut PlaybackIo<'_>,
         audio: &mut AudioService,
         volume: i32,
         server: (i32, i32),
         packet: &[u8],
     ) {
-        let now = platform.now;
+        let now = io.now;
         self.frames.retain(|(_, e)| *e > now);
         let waiting = self.frames.iter().filter(|(s, _)| *s > now).count();
         if waiting >= DECODE_QUEUE + PLAYBACK_QUEUE {
-            platform.speech.dropped(Drop::QueueFull);
+            io.speech.dropped(Drop::QueueFull);
             return;
         }
         // The PCM buffer holds one announced frame (`decoder_frame_size_`, audio_service.cc:391,
@@ -249,26 +249,26 @@ impl Playback {
         // not fit, and the packet is dropped with this log line (docs/reference/voice.md §3).
         let fits = |n48: u32| i64::from(n48) <= 48 * i64::from(server.1.max(0));
         if toc_duration_48k(packet).is_some_and(|n| !fits(n)) {
-            platform.log(
+            io.trace.log(
                 LogLevel::Error,
                 "AudioService",
                 || "Failed to decode audio after resize, error code: -8",
             );
-            platform.speech.dropped(Drop::Undecodable);
+            io.speech.dropped(Drop::Undecodable);
             return;
         }
-        let decoded = if platform.durations_only {
-            self.silence_for(platform, server.0, packet)
+        let decoded = if io.durations_only {
+            self.silence_for(io, server.0, packet)
         } else {
-            self.decode(platform, server, packet)
+            self.decode(io, server, packet)
         };
         let Some((rates, samples)) = decoded else { return };
         let out = rates.1;
         let duration = SimDuration::from_micros(samples.len() as u64 * 1_000_000 / u64::from(out.max(1)));
         let source = Source::Pcm { rate: out, samples };
-        let (start, end) = audio.play(&mut platform.audio, now, source, duration, volume);
-        platform.audio.mark_last_speech();
-        platform.speech.decoded(start, end, rates);
+        let (start, end) = audio.play(io.audio, now, source, duration, volume);
+        io.audio.mark_last_speech();
+        io.speech.decoded(start, end, rates);
         self.frames.push_back((start, end));
         self.drained_notified = false;
         self.arm_drain_check(audio, now);
@@ -276,19 +276,20 @@ impl Playback {
 
     /// `--decode none`: the packet's length from its TOC byte, played as silence of that length
     /// (the queues, timing and power-down are the same; levels are not measured).
-    fn silence_for(&mut self, platform: &mut Platform, rate: i32, packet: &[u8]) -> Option<Decoded> {
+    fn silence_for(&mut self, io: &mut PlaybackIo<'_>, rate: i32, packet: &[u8]) -> Option<Decoded> {
         let Some(n48) = toc_duration_48k(packet) else {
-            platform.speech.dropped(Drop::Undecodable);
+            io.speech.dropped(Drop::Undecodable);
             return None;
         };
         // The rates a decoder would run at; a rate no decoder runs at drops the packet as the
         // full path does.
         let Some(dec) = u32::try_from(rate).ok().filter(|r| OPUS_RATES.contains(r)) else {
-            platform.log(LogLevel::Error, "AudioService", || "Audio decoder is not configured");
-            platform.speech.dropped(Drop::Undecodable);
+            io.trace
+                .log(LogLevel::Error, "AudioService", || "Audio decoder is not configured");
+            io.speech.dropped(Drop::Undecodable);
             return None;
         };
-        let out_rate = platform.spec.audio.output_sample_rate;
+        let out_rate = io.out_rate;
         let out = if out_rate > 0 { out_rate } else { dec };
         let n = (u64::from(n48) * u64::from(out) / 48_000) as usize;
         let samples = match &self.silence {
@@ -304,15 +305,15 @@ impl Playback {
 
     /// Decodes one packet with the decoder made for the server's parameters (`SetDecodeSampleRate`:
     /// a changed rate closes the decoder and opens a new one).
-    fn decode(&mut self, platform: &mut Platform, server: (i32, i32), packet: &[u8]) -> Option<Decoded> {
+    fn decode(&mut self, io: &mut PlaybackIo<'_>, server: (i32, i32), packet: &[u8]) -> Option<Decoded> {
         let (rate, frame_ms) = server;
-        let out_rate = platform.spec.audio.output_sample_rate;
+        let out_rate = io.out_rate;
         if self.decoder.is_none() || self.decoder_for != server {
             self.decoder_for = server;
-            match DecodeStream::open(platform.codecs.as_ref(), rate, frame_ms, out_rate) {
+            match DecodeStream::open(io.codecs, rate, frame_ms, out_rate) {
                 Ok(d) => {
                     if rate as u32 != out_rate {
-                        platform.log(LogLevel::Info, "AudioService", || {
+                        io.trace.log(LogLevel::Info, "AudioService", || {
                             format!("Resampling audio from {rate} to {out_rate}")
                         });
                     }
@@ -323,7 +324,7 @@ impl Playback {
                     self.decoder = None;
                     if !self.decoder_failed {
                         self.decoder_failed = true;
-                        platform.log(
+                        io.trace.log(
                             LogLevel::Error,
                             "AudioService",
                             || "Failed to create audio decoder, error code: -1",
@@ -333,18 +334,19 @@ impl Playback {
             }
         }
         let Some(decoder) = self.decoder.as_mut() else {
-            platform.log(LogLevel::Error, "AudioService", || "Audio decoder is not configured");
-            platform.speech.dropped(Drop::Undecodable);
+            io.trace
+                .log(LogLevel::Error, "AudioService", || "Audio decoder is not configured");
+            io.speech.dropped(Drop::Undecodable);
             return None;
         };
         let rates = decoder.rates();
         let Ok(samples) = decoder.decode(packet) else {
-            platform.log(
+            io.trace.log(
                 LogLevel::Error,
                 "AudioService",
                 || "Failed to decode audio after resize, error code: -1",
             );
-            platform.speech.dropped(Drop::Undecodable);
+            io.speech.dropped(Drop::Undecodable);
             return None;
         };
         Some((rates, samples))

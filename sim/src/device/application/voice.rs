@@ -589,10 +589,12 @@ impl Application {
             return TaskEnd::Done;
         }
         let tail = platform.firmware.stop_tail;
-        if let Some(wait) = self
-            .playback
-            .stop_wait(platform, &mut self.audio, tail, &mut self.listening.discarding)
-        {
+        if let Some(wait) = self.playback.stop_wait(
+            &mut platform.playback_io(),
+            &mut self.audio,
+            tail,
+            &mut self.listening.discarding,
+        ) {
             return TaskEnd::Block(wait, Task::Voice(VoiceTask::TtsStop));
         }
         let to = if self.listening.mode == ListeningMode::Manual {
@@ -606,7 +608,7 @@ impl Application {
 
     /// `ResetDecoder`, and the drained event it may owe.
     fn reset_decoder(&mut self, platform: &mut Platform) {
-        if self.playback.reset(platform, &mut self.audio) {
+        if self.playback.reset(&mut platform.playback_io(), &mut self.audio) {
             self.main.signal(EventBit::PlaybackDrained);
         }
     }
@@ -637,8 +639,13 @@ impl Application {
             (DEFAULT_SERVER_SAMPLE_RATE, DEFAULT_SERVER_FRAME_DURATION),
             Protocol::server_audio,
         );
-        self.playback
-            .push(platform, &mut self.audio, self.volume, server, packet);
+        self.playback.push(
+            &mut platform.playback_io(),
+            &mut self.audio,
+            self.volume,
+            server,
+            packet,
+        );
     }
 
     /// `MAIN_EVENT_SEND_AUDIO`: every queued microphone packet goes out (`SendAudio`); when
