@@ -6,7 +6,7 @@
 //! might read it otherwise.
 
 use crate::cjson::Item;
-use crate::device::platform::Receipt;
+use crate::device::output::Receipt;
 
 /// An incoming text, as the device read it.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,12 +1,17 @@
 //! Narrow views of the platform (`device::platform`) for subsystems that need a few of its parts (quinn's
 //! `Streams { state, conn_state }`): a subsystem that takes a view can touch only what it names,
 //! and the compiler sees the borrows apart. The platform makes them (`Platform::trace`,
-//! `Platform::playback_io`). [`Trace`] is the trace as a subsystem writes to it;
-//! [`PlaybackIo`] is what the playback of received speech reads and writes.
+//! `Platform::playback_io`, `Platform::wire_io`). [`Trace`] is the trace as a subsystem writes to it;
+//! [`PlaybackIo`] is what the playback of received speech reads and writes; [`WireIo`] what the
+//! MQTT transport does.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::audio::AudioLog;
+use crate::device::output::Output;
+use crate::firmware::Firmware;
+use crate::hw::nvs::Nvs;
 use crate::time::SimTime;
 use crate::trace::{Event, LogLevel, LogText, TraceEvent};
 use crate::voice::log::SpeechLog;
@@ -60,4 +65,18 @@ pub(crate) struct PlaybackIo<'a> {
     pub(crate) codecs: Option<&'a Arc<dyn CodecPool>>,
     /// Received speech is not decoded (`Device::set_durations_only`).
     pub(crate) durations_only: bool,
+}
+
+/// What the MQTT transport (`device::protocol::mqtt`) reads and writes of the platform: the
+/// clock, the trace, the outputs, the firmware's switches and the NVS (its `mqtt` settings).
+pub(crate) struct WireIo<'a> {
+    /// The device's clock.
+    pub(crate) now: SimTime,
+    pub(crate) trace: Trace<'a>,
+    /// What leaves the device.
+    pub(crate) outputs: &'a mut VecDeque<Output>,
+    /// The firmware the board runs.
+    pub(crate) firmware: &'a Firmware,
+    /// The NVS partition.
+    pub(crate) nvs: &'a Nvs,
 }

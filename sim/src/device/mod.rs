@@ -12,8 +12,9 @@
 //! Inside, files point one way (no file imports one that imports it back):
 //!
 //! * leaves — `platform` (what survives a reboot: identity, NVS, clock, trace, outputs),
-//!   `incoming` (what an incoming text was to the device), `io` (narrow views of the platform
-//!   for the subsystems), `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`, `button` (the
+//!   `output` (what leaves the device, and the receipt of a payload), `incoming` (what an
+//!   incoming text was to the device), `io` (narrow views of the platform for the subsystems),
+//!   `url`, `state`, `listening`, `main_loop`, `status`, `catalogue`, `otto`, `button` (the
 //!   button component's polling);
 //! * subsystems — `protocol/` (the firmware's `Protocol` base in `base.rs`, the WebSocket
 //!   transport in `websocket.rs`, the dispatch per transport in `mod.rs`), `audio` (output power and codec), `playback` (received speech), `mic` (the
@@ -35,6 +36,7 @@ mod listening;
 mod main_loop;
 mod mic;
 mod otto;
+mod output;
 mod peripherals;
 mod platform;
 mod playback;

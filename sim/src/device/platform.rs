@@ -16,11 +16,10 @@ use rand_chacha::ChaCha8Rng;
 use crate::audio::AudioLog;
 use crate::board::BoardSpec;
 use crate::device::catalogue::CatalogueCache;
-use crate::device::io::{PlaybackIo, Trace};
-use crate::device::url::Endpoint;
+use crate::device::io::{PlaybackIo, Trace, WireIo};
+pub use crate::device::output::{Output, Receipt, Sent};
 use crate::firmware::state::DeviceState;
 use crate::hw::nvs::{EspErr, Nvs};
-use crate::mcp::{Arguments, DropReason};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{BootReason, Event, LogLevel, LogRecord, LogText, NvsValue, TraceEvent};
 use crate::voice::log::SpeechLog;
@@ -35,196 +34,6 @@ pub struct Faults {
     pub camera_init_fails: bool,
     /// The board's codec is replaced by `DummyAudioCodec` (everything succeeds, nothing plays).
     pub codec_dummy: bool,
-}
-
-/// What a text the device sends is. The device built it, so it says so: drivers, the harness
-/// and reports read this instead of parsing the text back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sent {
-    /// The client hello.
-    Hello,
-    /// `listen` `start` (with its mode).
-    ListenStart,
-    /// `listen` `stop`.
-    ListenStop,
-    /// `listen` `detect` (the wake word, or typed text).
-    ListenDetect,
-    /// `abort`.
-    Abort,
-    /// `goodbye` (MQTT + UDP).
-    Goodbye,
-    /// An MCP reply: its id as the device wrote it, and whether it is an `error` reply.
-    Reply {
-        /// The reply's `id`.
-        id: i32,
-        /// An `error` reply (else a `result`).
-        is_error: bool,
-    },
-}
-
-/// What leaves the device.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// An MCP payload the direct link transmitted (the inner JSON-RPC payload, raw bytes).
-    Mcp {
-        /// The JSON-RPC payload bytes.
-        payload: Vec<u8>,
-        /// When the device transmitted it.
-        at: SimTime,
-    },
-    /// Dial `endpoint` and write `request` (the exact handshake bytes); report with
-    /// [`Device::handle_ws_open_result`](crate::device::Device::handle_ws_open_result).
-    WsOpen {
-        /// Where to dial (split from `websocket/url`).
-        endpoint: Endpoint,
-        /// The handshake request to write once the TCP connection is up.
-        request: Vec<u8>,
-        /// When the device started the connect.
-        at: SimTime,
-    },
-    /// Send one text frame (masked, as a client does).
-    WsText {
-        /// The frame's payload (device hello, `listen`, or an MCP envelope), unmasked.
-        text: Vec<u8>,
-        /// What it is (drivers read this, not the text).
-        sent: Sent,
-        /// When the device sent it.
-        at: SimTime,
-    },
-    /// A control message (`listen`, `abort`) on the direct link, as MQTT publishes it.
-    Control {
-        /// The JSON text, as the firmware builds it.
-        text: Vec<u8>,
-        /// What it is.
-        sent: Sent,
-        /// When the device sent it.
-        at: SimTime,
-    },
-    /// One binary frame of microphone audio (the frame as the protocol version packs it).
-    WsBinary {
-        /// The frame's bytes.
-        frame: Vec<u8>,
-        /// When the device sent it.
-        at: SimTime,
-    },
-    /// Drop the TCP connection without a WebSocket close frame.
-    WsClose {
-        /// When the socket object was destroyed.
-        at: SimTime,
-    },
-    /// Connect an MQTT 3.1.1 client (clean session, this keepalive) and report the CONNACK with
-    /// [`Device::handle_mqtt_connack`](crate::device::Device::handle_mqtt_connack); a connection
-    /// that breaks later, with
-    /// [`Device::handle_mqtt_closed`](crate::device::Device::handle_mqtt_closed). The client
-    /// subscribes to nothing (the broker delivers to the device's own topic, or nothing comes).
-    MqttConnect {
-        /// Where and as whom.
-        dial: crate::mqtt::MqttDial,
-        /// When the client started connecting.
-        at: SimTime,
-    },
-    /// Publish `payload` at QoS 0, not retained.
-    MqttPublish {
-        /// `publish_topic` from NVS.
-        topic: String,
-        /// The JSON text, as the firmware builds it.
-        payload: Vec<u8>,
-        /// What it is.
-        sent: Sent,
-        /// When the device published it.
-        at: SimTime,
-    },
-    /// The MQTT client is gone: DISCONNECT first when `disconnect` (the client was destroyed
-    /// while connected), then the TCP connection closes (a reset sends nothing first).
-    MqttClose {
-        /// Send DISCONNECT before closing.
-        disconnect: bool,
-        /// When the client was destroyed.
-        at: SimTime,
-    },
-    /// Make the audio channel's UDP socket, connected to `host:port` (the server hello's `udp`).
-    UdpOpen {
-        /// `udp.server`.
-        host: String,
-        /// `udp.port`.
-        port: u16,
-        /// When the socket was made.
-        at: SimTime,
-    },
-    /// One datagram on the UDP socket (header + encrypted Opus).
-    UdpSend {
-        /// The datagram's bytes.
-        datagram: Vec<u8>,
-        /// When the device sent it.
-        at: SimTime,
-    },
-    /// The UDP socket was closed.
-    UdpClose {
-        /// When the socket was closed.
-        at: SimTime,
-    },
-}
-
-impl Output {
-    /// The inner MCP payload of a direct-link reply.
-    pub fn mcp(&self) -> Option<(&[u8], SimTime)> {
-        match self {
-            Output::Mcp { payload, at } => Some((payload, *at)),
-            _ => None,
-        }
-    }
-}
-
-/// What the receive task did with one inbound payload (the "parameters" evidence).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Receipt {
-    /// The device was off or still booting: nobody received it.
-    NotRunning,
-    /// Dropped without any reply, ever.
-    Dropped {
-        /// Why `McpServer::ParseMessage` dropped it.
-        reason: DropReason,
-    },
-    /// Parsing needed more heap than the device has: dropped (a device event, not a twin crash).
-    OutOfMemory,
-    /// A reply was built on the receive task and queued (1 hop).
-    Answered {
-        /// The request's JSON-RPC `id`.
-        id: i32,
-        /// The reply is a JSON-RPC `error`, not a `result`.
-        is_error: bool,
-    },
-    /// Nothing caught what the receive path threw: the device aborts and reboots, no reply
-    /// (the L1–L2 range error, [`crate::firmware::Firmware::range_error_aborts`]).
-    Aborted {
-        /// What was thrown.
-        reason: String,
-    },
-    /// A valid `tools/call` was queued for the main task (2 hops), with the coerced arguments.
-    Scheduled {
-        /// The request's JSON-RPC `id`.
-        id: i32,
-        /// The tool's name.
-        tool: std::sync::Arc<str>,
-        /// One value per property of the tool, in property order.
-        args: Arguments,
-    },
-}
-
-impl std::fmt::Display for Receipt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Receipt::NotRunning => f.write_str("not received (the device was not running)"),
-            Receipt::Dropped { reason } => write!(f, "dropped without a reply ({})", reason.as_str()),
-            Receipt::OutOfMemory => f.write_str("dropped (parsing needed more heap than the device has)"),
-            Receipt::Answered { id, is_error: false } => write!(f, "answered on the receive task (id {id})"),
-            Receipt::Answered { id, is_error: true } => {
-                write!(f, "answered with an error on the receive task (id {id})")
-            }
-            Receipt::Aborted { reason } => write!(f, "the device aborted ({reason}): no reply, reboot"),
-            Receipt::Scheduled { id, tool, .. } => write!(f, "{tool} queued for the main task (id {id})"),
-        }
-    }
 }
 
 /// What [`Device::snapshot`](crate::device::Device::snapshot) reads: the software state, as a readback sees it.
@@ -451,6 +260,17 @@ impl Platform {
     /// The trace as a subsystem writes to it.
     pub(crate) fn trace(&mut self) -> Trace<'_> {
         Trace::new(self.now, self.trace, &mut self.events)
+    }
+
+    /// What the MQTT transport reads and writes of the platform.
+    pub(crate) fn wire_io(&mut self) -> WireIo<'_> {
+        WireIo {
+            now: self.now,
+            trace: Trace::new(self.now, self.trace, &mut self.events),
+            outputs: &mut self.outputs,
+            firmware: &self.firmware,
+            nvs: &self.nvs,
+        }
     }
 
     /// What the playback of received speech reads and writes of the platform.

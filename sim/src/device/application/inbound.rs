@@ -167,7 +167,11 @@ pub(crate) fn mqtt_message(
         b"goodbye" => {
             let matches = match app.protocol.as_mut().and_then(|p| p.mqtt_mut()) {
                 Some((base, _)) => {
-                    match crate::device::protocol::mqtt::MqttProtocol::goodbye_matches(base, platform, root) {
+                    match crate::device::protocol::mqtt::MqttProtocol::goodbye_matches(
+                        base,
+                        &mut platform.wire_io(),
+                        root,
+                    ) {
                         Ok(m) => m,
                         Err(crash) => return (read, Err(crash)),
                     }
@@ -196,7 +200,7 @@ pub(crate) fn udp_datagram(app: &mut Application, platform: &mut Platform, datag
         platform.speech.no_channel();
         return;
     };
-    match m.open_datagram(platform, datagram) {
+    match m.open_datagram(&mut platform.wire_io(), datagram) {
         Ok((payload, gap)) => {
             base.last_incoming = platform.now;
             if gap {

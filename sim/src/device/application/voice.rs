@@ -236,8 +236,8 @@ impl Application {
             return;
         };
         let waiter = match connack {
-            Some(accepted) => m.connack(platform, accepted),
-            None => m.closed(platform),
+            Some(accepted) => m.connack(&mut platform.wire_io(), accepted),
+            None => m.closed(&mut platform.wire_io()),
         };
         match waiter {
             Waiter::MainTask => self.main.wake(platform.now),
@@ -275,7 +275,7 @@ impl Application {
     /// `on_audio_channel_closed` schedules idle.
     pub(super) fn server_goodbye(&mut self, platform: &mut Platform) {
         if let Some((base, m)) = self.protocol.as_mut().and_then(Protocol::mqtt_mut) {
-            m.close_channel(base, platform, false);
+            m.close_channel(base, &mut platform.wire_io(), false);
             self.main.schedule(Task::SetState(DeviceState::Idle));
         }
     }

@@ -133,7 +133,7 @@ impl Protocol {
         let Transport::Mqtt(m) = &mut self.transport else {
             return Ok(false);
         };
-        match m.start_client(&mut self.base, platform, false) {
+        match m.start_client(&mut self.base, &mut platform.wire_io(), false) {
             Start::Waiting => {
                 m.waiter = Waiter::Activation(platform.now + mqtt::CONNECT_TIMEOUT);
                 Ok(true)
@@ -148,7 +148,7 @@ impl Protocol {
         if let Transport::Mqtt(m) = &mut self.transport
             && matches!(m.waiter, Waiter::Activation(_))
         {
-            m.finish_connect(&mut self.base, platform);
+            m.finish_connect(&mut self.base, &mut platform.wire_io());
         }
     }
 
@@ -158,7 +158,7 @@ impl Protocol {
         let Transport::Mqtt(m) = &mut self.transport else {
             return Ok(false);
         };
-        match m.start_client(&mut self.base, platform, false) {
+        match m.start_client(&mut self.base, &mut platform.wire_io(), false) {
             Start::Waiting => {
                 m.waiter = Waiter::MainTask;
                 Ok(true)
@@ -171,7 +171,7 @@ impl Protocol {
     /// The restarted client's `Connect()` returns.
     pub(crate) fn finish_restart(&mut self, platform: &mut Platform) {
         if let Transport::Mqtt(m) = &mut self.transport {
-            m.finish_connect(&mut self.base, platform);
+            m.finish_connect(&mut self.base, &mut platform.wire_io());
         }
     }
 
@@ -222,7 +222,7 @@ impl Protocol {
     ) -> Result<bool, HelloCrash> {
         match &mut self.transport {
             Transport::WebSocket(ws) => ws.parse_server_hello(&mut self.base, platform, root),
-            Transport::Mqtt(m) => m.parse_server_hello(&mut self.base, platform, root),
+            Transport::Mqtt(m) => m.parse_server_hello(&mut self.base, &mut platform.wire_io(), root),
             Transport::Direct => Ok(false),
         }
     }
@@ -277,7 +277,7 @@ impl Protocol {
     /// Fires the protocol's timers due now (`idle`: the device is idle).
     pub(crate) fn fire_timers(&mut self, platform: &mut Platform, idle: bool) -> mqtt::Fired {
         match &mut self.transport {
-            Transport::Mqtt(m) => m.fire(platform, idle),
+            Transport::Mqtt(m) => m.fire(&mut platform.wire_io(), idle),
             _ => mqtt::Fired::default(),
         }
     }
@@ -306,7 +306,7 @@ impl Protocol {
             }),
             Transport::Mqtt(m) => {
                 let text = self.base.mcp_envelope(&payload);
-                if m.send_text(&mut self.base, platform, sent, text) {
+                if m.send_text(&mut self.base, &mut platform.wire_io(), sent, text) {
                     platform.emit(|| Event::ReplySent { payload });
                 } else {
                     platform.emit(|| Event::ReplyDropped {
@@ -327,7 +327,7 @@ impl Protocol {
             Transport::Direct => platform.push_output(Output::Control { text, sent, at }),
             Transport::WebSocket(_) => {}
             Transport::Mqtt(m) => {
-                m.send_text(&mut self.base, platform, sent, text);
+                m.send_text(&mut self.base, &mut platform.wire_io(), sent, text);
             }
         }
     }
@@ -340,7 +340,7 @@ impl Protocol {
             Transport::WebSocket(ws) if ws.is_connected() => ws.version,
             Transport::WebSocket(_) => return false,
             Transport::Direct => 1,
-            Transport::Mqtt(m) => return m.send_audio(platform, payload, 0),
+            Transport::Mqtt(m) => return m.send_audio(&mut platform.wire_io(), payload, 0),
         };
         let frame = crate::voice::frame::pack(version, payload, 0);
         let at = platform.now;
@@ -361,7 +361,7 @@ impl Protocol {
     pub(crate) fn close_audio_channel(&mut self, platform: &mut Platform, why: &'static str) {
         match &mut self.transport {
             Transport::WebSocket(ws) => ws.drop_socket(platform, why),
-            Transport::Mqtt(m) => m.close_channel(&mut self.base, platform, true),
+            Transport::Mqtt(m) => m.close_channel(&mut self.base, &mut platform.wire_io(), true),
             Transport::Direct => {}
         }
     }
@@ -371,7 +371,7 @@ impl Protocol {
     pub(crate) fn destroy(&mut self, platform: &mut Platform, why: &'static str) {
         match &mut self.transport {
             Transport::WebSocket(ws) => ws.drop_socket(platform, why),
-            Transport::Mqtt(m) => m.destroy(platform),
+            Transport::Mqtt(m) => m.destroy(&mut platform.wire_io()),
             Transport::Direct => {}
         }
     }
@@ -380,7 +380,7 @@ impl Protocol {
     pub(crate) fn reset(&mut self, platform: &mut Platform, why: &'static str) {
         match &mut self.transport {
             Transport::WebSocket(ws) => ws.drop_socket(platform, why),
-            Transport::Mqtt(m) => m.reset(platform),
+            Transport::Mqtt(m) => m.reset(&mut platform.wire_io()),
             Transport::Direct => {}
         }
     }
@@ -393,7 +393,7 @@ fn open_mqtt(m: &mut MqttProtocol, base: &mut ProtocolBase, stage: OpenStage, pl
     let hello = |m: &mut MqttProtocol, base: &mut ProtocolBase, platform: &mut Platform| {
         let font = platform.spec.text_font();
         let glyph_push = platform.firmware.glyph_push;
-        if m.send_hello(base, platform, font.as_ref(), glyph_push) {
+        if m.send_hello(base, &mut platform.wire_io(), font.as_ref(), glyph_push) {
             OpenNext::Wait(OpenStage::AwaitHello)
         } else {
             OpenNext::Failed
@@ -407,7 +407,7 @@ fn open_mqtt(m: &mut MqttProtocol, base: &mut ProtocolBase, stage: OpenStage, pl
                 "MQTT",
                 || "MQTT is not connected, try to connect now",
             );
-            match m.start_client(base, platform, true) {
+            match m.start_client(base, &mut platform.wire_io(), true) {
                 Start::Waiting => {
                     m.waiter = Waiter::MainTask;
                     OpenNext::Wait(OpenStage::AwaitConnect)
@@ -417,14 +417,14 @@ fn open_mqtt(m: &mut MqttProtocol, base: &mut ProtocolBase, stage: OpenStage, pl
             }
         }
         OpenStage::AwaitConnect => {
-            if m.finish_connect(base, platform) {
+            if m.finish_connect(base, &mut platform.wire_io()) {
                 hello(m, base, platform)
             } else {
                 OpenNext::Failed
             }
         }
         OpenStage::AwaitHello => {
-            if m.hello_arrived(base, platform) {
+            if m.hello_arrived(base, &mut platform.wire_io()) {
                 OpenNext::Opened
             } else {
                 OpenNext::Failed

@@ -12,7 +12,8 @@
 
 use crate::board::TextFontSpec;
 use crate::cjson::{self, Item};
-use crate::device::platform::{Output, Platform, Sent};
+use crate::device::io::WireIo;
+use crate::device::platform::{Output, Sent};
 use crate::device::protocol::base::{
     ProtocolBase, SERVER_ERROR, SERVER_NOT_CONNECTED, SERVER_NOT_FOUND, SERVER_TIMEOUT,
 };
@@ -124,54 +125,50 @@ impl MqttProtocol {
     }
 
     /// Destroys the client (`mqtt_.reset()`: esp-mqtt sends DISCONNECT if connected).
-    pub(crate) fn destroy_client(&mut self, platform: &mut Platform) {
+    pub(crate) fn destroy_client(&mut self, io: &mut WireIo<'_>) {
         if self.client != Client::None {
             let disconnect = self.is_connected();
             self.client = Client::None;
-            let at = platform.now;
-            platform.push_output(Output::MqttClose { disconnect, at });
+            let at = io.now;
+            io.outputs.push_back(Output::MqttClose { disconnect, at });
         }
     }
 
     /// `~MqttProtocol` (`Reboot()` destroys the protocol): the socket goes, then the client
     /// (DISCONNECT if connected); no goodbye.
-    pub(crate) fn destroy(&mut self, platform: &mut Platform) {
+    pub(crate) fn destroy(&mut self, io: &mut WireIo<'_>) {
         if std::mem::take(&mut self.udp_open) {
-            let at = platform.now;
-            platform.push_output(Output::UdpClose { at });
+            let at = io.now;
+            io.outputs.push_back(Output::UdpClose { at });
         }
-        self.destroy_client(platform);
+        self.destroy_client(io);
         self.reconnect_at = None;
     }
 
     /// The device resets: the socket and the client go without a goodbye or a DISCONNECT.
-    pub(crate) fn reset(&mut self, platform: &mut Platform) {
-        let at = platform.now;
+    pub(crate) fn reset(&mut self, io: &mut WireIo<'_>) {
+        let at = io.now;
         if std::mem::take(&mut self.udp_open) {
-            platform.push_output(Output::UdpClose { at });
+            io.outputs.push_back(Output::UdpClose { at });
         }
         if self.client != Client::None {
             self.client = Client::None;
-            platform.push_output(Output::MqttClose { disconnect: false, at });
+            io.outputs.push_back(Output::MqttClose { disconnect: false, at });
         }
     }
 
     /// `StartMqttClient(report_error)` up to the blocking `Connect()` (`mqtt_protocol.cc:71-157`).
-    pub(crate) fn start_client(
-        &mut self,
-        base: &mut ProtocolBase,
-        platform: &mut Platform,
-        report_error: bool,
-    ) -> Start {
+    pub(crate) fn start_client(&mut self, base: &mut ProtocolBase, io: &mut WireIo<'_>, report_error: bool) -> Start {
         if self.client != Client::None {
-            platform.log(LogLevel::Warn, "MQTT", || "Mqtt client already started");
-            self.destroy_client(platform);
+            io.trace.log(LogLevel::Warn, "MQTT", || "Mqtt client already started");
+            self.destroy_client(io);
         }
-        let settings = MqttSettings::from_nvs(&platform.nvs, platform.firmware.mqtt.keepalive_default);
+        let settings = MqttSettings::from_nvs(io.nvs, io.firmware.mqtt.keepalive_default);
         self.publish_topic = settings.publish_topic.clone();
         let (host, port) = match settings.broker() {
             Broker::NotSpecified => {
-                platform.log(LogLevel::Warn, "MQTT", || "MQTT endpoint is not specified");
+                io.trace
+                    .log(LogLevel::Warn, "MQTT", || "MQTT endpoint is not specified");
                 if report_error {
                     base.set_error(SERVER_NOT_FOUND);
                 }
@@ -179,16 +176,18 @@ impl MqttProtocol {
             }
             Broker::Throws(what) => {
                 let endpoint = settings.endpoint.clone();
-                platform.log(LogLevel::Info, "MQTT", || format!("Connecting to endpoint {endpoint}"));
+                io.trace
+                    .log(LogLevel::Info, "MQTT", || format!("Connecting to endpoint {endpoint}"));
                 return Start::Abort(what);
             }
             Broker::At { host, port } => (host, port),
         };
         let endpoint = settings.endpoint.clone();
-        platform.log(LogLevel::Info, "MQTT", || format!("Connecting to endpoint {endpoint}"));
+        io.trace
+            .log(LogLevel::Info, "MQTT", || format!("Connecting to endpoint {endpoint}"));
         if port == 8883 {
             // esp-ml307 turns on TLS for 8883 (`esp_mqtt.cc:27-32`); the twin dials plain TCP.
-            platform.log(
+            io.trace.log(
                 LogLevel::Error,
                 "MQTT",
                 || "Failed to connect to endpoint, code=0 (port 8883 is MQTT over TLS; the twin dials plain TCP only)",
@@ -206,30 +205,32 @@ impl MqttProtocol {
         };
         self.dial = Some(dial.clone());
         self.client = Client::Connecting;
-        let at = platform.now;
-        platform.push_output(Output::MqttConnect { dial, at });
+        let at = io.now;
+        io.outputs.push_back(Output::MqttConnect { dial, at });
         Start::Waiting
     }
 
     /// The end of the blocking `Connect()`: connected, or `Failed to connect to endpoint` and
     /// `SetError(SERVER_NOT_CONNECTED)` (esp-mqtt goes on retrying all the same).
-    pub(crate) fn finish_connect(&mut self, base: &mut ProtocolBase, platform: &mut Platform) -> bool {
+    pub(crate) fn finish_connect(&mut self, base: &mut ProtocolBase, io: &mut WireIo<'_>) -> bool {
         self.waiter = Waiter::None;
         if self.is_connected() {
-            platform.log(LogLevel::Info, "MQTT", || "Connected to endpoint");
+            io.trace.log(LogLevel::Info, "MQTT", || "Connected to endpoint");
             return true;
         }
-        if platform.firmware.mqtt.connect_error_code {
-            platform.log(LogLevel::Error, "MQTT", || "Failed to connect to endpoint, code=0");
+        if io.firmware.mqtt.connect_error_code {
+            io.trace
+                .log(LogLevel::Error, "MQTT", || "Failed to connect to endpoint, code=0");
         } else {
-            platform.log(LogLevel::Error, "MQTT", || "Failed to connect to endpoint");
+            io.trace
+                .log(LogLevel::Error, "MQTT", || "Failed to connect to endpoint");
         }
         base.set_error(SERVER_NOT_CONNECTED);
         false
     }
 
     /// The driver's CONNACK (`accepted`) or connect failure; who was waiting for it.
-    pub(crate) fn connack(&mut self, platform: &mut Platform, accepted: bool) -> Waiter {
+    pub(crate) fn connack(&mut self, io: &mut WireIo<'_>, accepted: bool) -> Waiter {
         if self.client != Client::Connecting {
             return Waiter::None;
         }
@@ -237,36 +238,36 @@ impl MqttProtocol {
             // OnConnected: the application dismisses its alert; the reconnect timer stops.
             self.client = Client::Connected;
             self.reconnect_at = None;
-            platform.emit(|| Event::MqttConnected);
+            io.trace.emit(|| Event::MqttConnected);
         } else {
-            self.client = Client::Retrying(platform.now + AUTO_RECONNECT);
-            platform.log(LogLevel::Error, "mqtt_client", || "MQTT connect failed");
+            self.client = Client::Retrying(io.now + AUTO_RECONNECT);
+            io.trace.log(LogLevel::Error, "mqtt_client", || "MQTT connect failed");
         }
         self.waiter
     }
 
     /// The connection broke (or a connect failed before its CONNACK); who was waiting.
     /// A broken connection arms the 60 s reconnect timer; the UDP channel stays as it is.
-    pub(crate) fn closed(&mut self, platform: &mut Platform) -> Waiter {
+    pub(crate) fn closed(&mut self, io: &mut WireIo<'_>) -> Waiter {
         match self.client {
             Client::Connected => {
-                self.client = Client::Retrying(platform.now + AUTO_RECONNECT);
-                if platform.firmware.mqtt.reconnect_timer {
-                    platform.log(LogLevel::Info, "MQTT", || {
+                self.client = Client::Retrying(io.now + AUTO_RECONNECT);
+                if io.firmware.mqtt.reconnect_timer {
+                    io.trace.log(LogLevel::Info, "MQTT", || {
                         format!(
                             "MQTT disconnected, schedule reconnect in {} seconds",
                             RECONNECT_INTERVAL.as_micros() / 1_000_000
                         )
                     });
-                    self.reconnect_at = Some(platform.now + RECONNECT_INTERVAL);
+                    self.reconnect_at = Some(io.now + RECONNECT_INTERVAL);
                 } else {
                     // Before 1.9.0 nothing but esp-mqtt's own retry and the next open reconnect.
-                    platform.log(LogLevel::Info, "MQTT", || "Disconnected from endpoint");
+                    io.trace.log(LogLevel::Info, "MQTT", || "Disconnected from endpoint");
                 }
                 Waiter::None
             }
             Client::Connecting => {
-                self.client = Client::Retrying(platform.now + AUTO_RECONNECT);
+                self.client = Client::Retrying(io.now + AUTO_RECONNECT);
                 self.waiter
             }
             Client::None | Client::Retrying(_) => Waiter::None,
@@ -286,21 +287,21 @@ impl MqttProtocol {
         [retry, self.reconnect_at, activation].into_iter().flatten().min()
     }
 
-    /// Fires what is due at `platform.now` (`idle`: the device state when the timer fires).
-    pub(crate) fn fire(&mut self, platform: &mut Platform, idle: bool) -> Fired {
-        let now = platform.now;
+    /// Fires what is due at `io.now` (`idle`: the device state when the timer fires).
+    pub(crate) fn fire(&mut self, io: &mut WireIo<'_>, idle: bool) -> Fired {
+        let now = io.now;
         let mut fired = Fired::default();
         if let Client::Retrying(at) = self.client
             && at <= now
             && let Some(dial) = self.dial.clone()
         {
             self.client = Client::Connecting;
-            platform.push_output(Output::MqttConnect { dial, at: now });
+            io.outputs.push_back(Output::MqttConnect { dial, at: now });
         }
         if self.reconnect_at.is_some_and(|at| at <= now) {
             self.reconnect_at = None;
             if idle {
-                platform.log(LogLevel::Info, "MQTT", || "Reconnecting to MQTT server");
+                io.trace.log(LogLevel::Info, "MQTT", || "Reconnecting to MQTT server");
                 fired.restart = true;
             }
         }
@@ -317,7 +318,7 @@ impl MqttProtocol {
     pub(crate) fn send_text(
         &mut self,
         base: &mut ProtocolBase,
-        platform: &mut Platform,
+        io: &mut WireIo<'_>,
         sent: Sent,
         text: Vec<u8>,
     ) -> bool {
@@ -326,15 +327,15 @@ impl MqttProtocol {
         }
         if !self.is_connected() {
             let shown = String::from_utf8_lossy(&text).into_owned();
-            platform.log(LogLevel::Error, "MQTT", || {
+            io.trace.log(LogLevel::Error, "MQTT", || {
                 format!("Failed to publish message: {shown}")
             });
             base.set_error(SERVER_ERROR);
             return false;
         }
-        let at = platform.now;
+        let at = io.now;
         let topic = self.publish_topic.clone();
-        platform.push_output(Output::MqttPublish {
+        io.outputs.push_back(Output::MqttPublish {
             topic,
             payload: text,
             sent,
@@ -347,7 +348,7 @@ impl MqttProtocol {
     pub(crate) fn send_hello(
         &mut self,
         base: &mut ProtocolBase,
-        platform: &mut Platform,
+        io: &mut WireIo<'_>,
         font: Option<&TextFontSpec>,
         glyph_push: bool,
     ) -> bool {
@@ -355,26 +356,27 @@ impl MqttProtocol {
         base.session_id.clear();
         self.hello_received = false;
         let hello = device_hello(font, glyph_push);
-        self.send_text(base, platform, Sent::Hello, hello)
+        self.send_text(base, io, Sent::Hello, hello)
     }
 
     /// After the wait for the server hello: the UDP socket to the hello's server, or (no hello)
     /// `Failed to receive server hello` and `SetError(SERVER_TIMEOUT)`.
-    pub(crate) fn hello_arrived(&mut self, base: &mut ProtocolBase, platform: &mut Platform) -> bool {
+    pub(crate) fn hello_arrived(&mut self, base: &mut ProtocolBase, io: &mut WireIo<'_>) -> bool {
         let Some((_, host, port)) = self.crypto.as_ref().filter(|_| self.hello_received) else {
-            platform.log(LogLevel::Error, "MQTT", || "Failed to receive server hello");
+            io.trace
+                .log(LogLevel::Error, "MQTT", || "Failed to receive server hello");
             base.set_error(SERVER_TIMEOUT);
-            platform.emit(|| Event::AudioChannelFailed {
+            io.trace.emit(|| Event::AudioChannelFailed {
                 why: ChannelFailure::NoServerHello,
             });
             return false;
         };
         // `udp->Connect(udp_server_, udp_port_)`: a new socket replaces any open one.
         let (host, port) = (host.clone(), *port);
-        let at = platform.now;
-        platform.push_output(Output::UdpOpen { host, port, at });
+        let at = io.now;
+        io.outputs.push_back(Output::UdpOpen { host, port, at });
         self.udp_open = true;
-        platform.emit(|| Event::AudioChannelOpened { udp: true });
+        io.trace.emit(|| Event::AudioChannelOpened { udp: true });
         true
     }
 
@@ -384,15 +386,16 @@ impl MqttProtocol {
     pub(crate) fn parse_server_hello(
         &mut self,
         base: &mut ProtocolBase,
-        platform: &mut Platform,
+        io: &mut WireIo<'_>,
         root: Item<'_>,
     ) -> Result<bool, HelloCrash> {
-        let strict = platform.firmware.mqtt.strict;
+        let strict = io.firmware.mqtt.strict;
         let transport = root.get(b"transport");
         let text = transport.filter(|t| t.is_string()).and_then(|t| t.c_string());
         if text != Some(b"udp".as_slice()) {
             if strict {
-                platform.log(LogLevel::Error, "MQTT", || "Unsupported or missing transport");
+                io.trace
+                    .log(LogLevel::Error, "MQTT", || "Unsupported or missing transport");
                 return Ok(false);
             }
             // `strcmp(transport->valuestring, "udp")`, then the log prints it.
@@ -400,7 +403,8 @@ impl MqttProtocol {
                 return Err(HelloCrash::TransportNotAString);
             };
             let shown = String::from_utf8_lossy(text).into_owned();
-            platform.log(LogLevel::Error, "MQTT", || format!("Unsupported transport: {shown}"));
+            io.trace
+                .log(LogLevel::Error, "MQTT", || format!("Unsupported transport: {shown}"));
             return Ok(false);
         }
         if let Some(sid) = root
@@ -410,7 +414,7 @@ impl MqttProtocol {
         {
             base.session_id = sid.to_vec();
             let shown = String::from_utf8_lossy(sid).into_owned();
-            platform.log(LogLevel::Info, "MQTT", || format!("Session ID: {shown}"));
+            io.trace.log(LogLevel::Info, "MQTT", || format!("Session ID: {shown}"));
         }
         if let Some(ap) = root.get(b"audio_params").filter(cjson::Item::is_object) {
             if let Some(r) = ap.get(b"sample_rate").filter(cjson::Item::is_number) {
@@ -424,7 +428,7 @@ impl MqttProtocol {
             match parse_udp(root) {
                 Ok(p) => p,
                 Err(refused) => {
-                    platform.log(LogLevel::Error, "MQTT", || refused.to_string());
+                    io.trace.log(LogLevel::Error, "MQTT", || refused.to_string());
                     return Ok(false);
                 }
             }
@@ -432,7 +436,7 @@ impl MqttProtocol {
             match parse_udp_old(root) {
                 Ok(p) => p,
                 Err(OldUdp::NoUdp) => {
-                    platform.log(LogLevel::Error, "MQTT", || OldUdp::NoUdp.to_string());
+                    io.trace.log(LogLevel::Error, "MQTT", || OldUdp::NoUdp.to_string());
                     return Ok(false);
                 }
                 Err(crash) => return Err(HelloCrash::OldUdp(crash)),
@@ -440,7 +444,7 @@ impl MqttProtocol {
         };
         let sid = String::from_utf8_lossy(&base.session_id).into_owned();
         let udp = format!("{}:{}", params.server, params.port);
-        platform.emit(|| Event::ServerHello {
+        io.trace.emit(|| Event::ServerHello {
             session: sid,
             udp: Some(udp),
         });
@@ -454,7 +458,7 @@ impl MqttProtocol {
     /// and one that is not a string is compared as a NULL C string (`Err`: a crash).
     pub(crate) fn goodbye_matches(
         base: &ProtocolBase,
-        platform: &mut Platform,
+        io: &mut WireIo<'_>,
         root: Item<'_>,
     ) -> Result<bool, HelloCrash> {
         let item = root.get(b"session_id");
@@ -462,13 +466,13 @@ impl MqttProtocol {
         let shown = match (item, sid) {
             (_, Some(s)) => String::from_utf8_lossy(s).into_owned(),
             // Before 2.3.0 the log prints `valuestring` of any item: NULL, as newlib prints it.
-            (Some(_), None) if platform.firmware.mqtt.goodbye != ServerGoodbye::StringEqual => "(null)".into(),
+            (Some(_), None) if io.firmware.mqtt.goodbye != ServerGoodbye::StringEqual => "(null)".into(),
             _ => "null".into(),
         };
-        platform.log(LogLevel::Info, "MQTT", || {
+        io.trace.log(LogLevel::Info, "MQTT", || {
             format!("Received goodbye message, session_id: {shown}")
         });
-        match platform.firmware.mqtt.goodbye {
+        match io.firmware.mqtt.goodbye {
             ServerGoodbye::StringEqual => Ok(sid == Some(base.session_id.as_slice())),
             _ => match (item, sid) {
                 (None, _) => Ok(true),
@@ -480,17 +484,17 @@ impl MqttProtocol {
 
     /// `CloseAudioChannel(send_goodbye)`: the socket goes, the goodbye is published when the
     /// device closes (not when the server did).
-    pub(crate) fn close_channel(&mut self, base: &mut ProtocolBase, platform: &mut Platform, send_goodbye: bool) {
+    pub(crate) fn close_channel(&mut self, base: &mut ProtocolBase, io: &mut WireIo<'_>, send_goodbye: bool) {
         if std::mem::take(&mut self.udp_open) {
-            let at = platform.now;
-            platform.push_output(Output::UdpClose { at });
+            let at = io.now;
+            io.outputs.push_back(Output::UdpClose { at });
         }
         // Up to 2.1.0 `CloseAudioChannel()` has no parameter and no log, and always publishes
         // the goodbye, after a server goodbye too (v1.7.5 `:151-164`).
-        let send_goodbye = if platform.firmware.mqtt.goodbye == ServerGoodbye::EchoedMissingOrEqual {
+        let send_goodbye = if io.firmware.mqtt.goodbye == ServerGoodbye::EchoedMissingOrEqual {
             true
         } else {
-            platform.log(LogLevel::Info, "MQTT", || {
+            io.trace.log(LogLevel::Info, "MQTT", || {
                 format!("Closing audio channel, send_goodbye: {}", u8::from(send_goodbye))
             });
             send_goodbye
@@ -499,7 +503,7 @@ impl MqttProtocol {
             let mut text = b"{\"session_id\":\"".to_vec();
             text.extend_from_slice(&base.session_id);
             text.extend_from_slice(b"\",\"type\":\"goodbye\"}");
-            self.send_text(base, platform, Sent::Goodbye, text);
+            self.send_text(base, io, Sent::Goodbye, text);
         }
     }
 
@@ -512,19 +516,19 @@ impl MqttProtocol {
 
     /// `SendAudio`: one Opus packet as a datagram; false (the rest of the queue is dropped)
     /// without a socket or for a payload over 65535 bytes.
-    pub(crate) fn send_audio(&mut self, platform: &mut Platform, payload: &[u8], timestamp: u32) -> bool {
+    pub(crate) fn send_audio(&mut self, io: &mut WireIo<'_>, payload: &[u8], timestamp: u32) -> bool {
         if !self.udp_open {
             return false;
         }
         let Some(datagram) = self.crypto.as_mut().and_then(|(c, _, _)| c.seal(payload, timestamp)) else {
             let n = payload.len();
-            platform.log(LogLevel::Error, "MQTT", || {
+            io.trace.log(LogLevel::Error, "MQTT", || {
                 format!("Invalid AES nonce or audio payload length: {n}")
             });
             return false;
         };
-        let at = platform.now;
-        platform.push_output(Output::UdpSend { datagram, at });
+        let at = io.now;
+        io.outputs.push_back(Output::UdpSend { datagram, at });
         true
     }
 
@@ -533,7 +537,7 @@ impl MqttProtocol {
     /// firmware's log line).
     pub(crate) fn open_datagram(
         &mut self,
-        platform: &mut Platform,
+        io: &mut WireIo<'_>,
         datagram: &[u8],
     ) -> Result<(Vec<u8>, bool), Option<Refused>> {
         if !self.udp_open {
@@ -542,7 +546,7 @@ impl MqttProtocol {
         let Some((channel, _, _)) = self.crypto.as_mut() else {
             return Err(None);
         };
-        let opened = if platform.firmware.mqtt.strict {
+        let opened = if io.firmware.mqtt.strict {
             channel.open(datagram)
         } else {
             channel.open_before_2_4(datagram)
@@ -551,7 +555,7 @@ impl MqttProtocol {
             Ok(opened) => {
                 let gap = opened.gap.is_some();
                 if let Some(line) = opened.gap {
-                    platform.log(LogLevel::Warn, "MQTT", || line);
+                    io.trace.log(LogLevel::Warn, "MQTT", || line);
                 }
                 Ok((opened.payload, gap))
             }
@@ -562,7 +566,7 @@ impl MqttProtocol {
                     LogLevel::Error
                 };
                 let line = refused.to_string();
-                platform.log(level, "MQTT", || line);
+                io.trace.log(level, "MQTT", || line);
                 Err(Some(refused))
             }
         }
