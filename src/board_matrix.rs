@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use serde::Serialize;
 use xiaozhi_sim::board::BoardSpec;
-use xiaozhi_sim::scenario::record::ScenarioReport;
+use xiaozhi_sim::scenario::record::{Expectation, ScenarioReport};
 
 use crate::boards;
 use crate::version_matrix::Cell;
@@ -83,9 +83,8 @@ pub fn reason(report: &ScenarioReport, board: &Arc<BoardSpec>) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     let observed: String = observed.chars().take(160).collect();
-    let acoustic = ["change", "audible", "dB", "level", "heard", "silent"]
-        .iter()
-        .any(|w| check.what.contains(w) || check.detail.contains(w));
+    // What the listener hears (levels, verdicts, a claim heard or not) is the codec law's.
+    let acoustic = matches!(check.kind, Expectation::Sound | Expectation::Heard | Expectation::Claim);
     if acoustic {
         return format!("{observed} — codec {}: {}", codec_words(board), board.audio.codec.law());
     }

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use xiaozhi_sim::backend::BackendSpec;
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::scenario::over_wire::{WireConnection, WirePlan, WireRun, judge};
-use xiaozhi_sim::scenario::record::{Check, ScenarioReport};
+use xiaozhi_sim::scenario::record::{Check, Expectation, ScenarioReport};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WsConfig;
 
@@ -286,6 +286,7 @@ pub fn require_completion(result: &mut WireResult, limit: Duration) {
         step: 0,
         line: 0,
         what: "every step ran over the wire".into(),
+        kind: Expectation::StepRan,
         passed: false,
         detail: format!(
             "time limit {limit:?} reached; the backend saw {}",

@@ -5,8 +5,8 @@
 use serde::Serialize;
 use xiaozhi_sim::firmware::{AssetsTool, CallPath, Firmware, StopTail, ThemeTool};
 use xiaozhi_sim::mcp::strings;
-use xiaozhi_sim::scenario::record::Check;
-use xiaozhi_sim::scenario::record::ScenarioReport;
+use xiaozhi_sim::scenario::record::{Check, Expectation, FrameCount, ScenarioReport};
+use xiaozhi_sim::scenario::reply::{reply_error, reply_text};
 
 /// One cell: a scenario on a version.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -135,29 +135,27 @@ impl Matrix {
 }
 
 /// The reason a report failed on `firmware`: the first failed expectation, what the device
-/// answered, and the firmware switch behind it when one explains it.
+/// answered, and the firmware switch behind it when one explains it. Read from the check's
+/// [`Expectation`] and the device's answers (an error reply's message, a result's JSON), never
+/// from the words of the check.
 pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
     let Some(check) = report.failed_checks().next() else {
         return "passed".into();
     };
-    if let Some(tool) = check.what.strip_prefix("list contains ") {
-        return format!("`{tool}` is not listed — {}", why_absent(tool.trim(), firmware));
+    if let Expectation::Listed(tool) = &check.kind {
+        return format!("`{tool}` is not listed — {}", why_absent(tool, firmware));
     }
-    let replies = report
-        .steps
+    let step = report.steps.iter().find(|s| s.n == check.step);
+    let replies: Vec<&[u8]> = step.map_or(Vec::new(), |s| s.replies.iter().map(|r| r.as_bytes()).collect());
+    let errors: Vec<String> = replies
         .iter()
-        .find(|s| s.n == check.step)
-        .map(|s| s.replies.join(" "))
-        .unwrap_or_default();
-    let seen = format!("{} {} {replies}", check.what, check.detail);
-    if let Some(name) = quoted_after(&seen, strings::ERR_UNKNOWN_TOOL) {
-        return format!(
-            "`{}{name}` — {}",
-            strings::ERR_UNKNOWN_TOOL,
-            why_absent(&name, firmware)
-        );
+        .filter_map(|r| reply_error(r))
+        .map(|m| String::from_utf8_lossy(&m).into_owned())
+        .collect();
+    if let Some(name) = errors.iter().find_map(|m| m.strip_prefix(strings::ERR_UNKNOWN_TOOL)) {
+        return format!("`{}{name}` — {}", strings::ERR_UNKNOWN_TOOL, why_absent(name, firmware));
     }
-    if seen.contains(strings::ERR_INVALID_STACK_SIZE) {
+    if errors.iter().any(|m| m == strings::ERR_INVALID_STACK_SIZE) {
         return format!(
             "`{}` — {} checks `params.stackSize` before the tool lookup",
             strings::ERR_INVALID_STACK_SIZE,
@@ -168,20 +166,28 @@ pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
         let observed = one_line(&format!("step {}: {} — {}", check.step, check.what, check.detail), 160);
         return format!("{observed} — {why}");
     }
+    // A result whose JSON says `"success": false` (a camera tool's failure as text).
+    let failed_result = replies
+        .iter()
+        .filter_map(|r| reply_text(r))
+        .any(|t| serde_json::from_str::<serde_json::Value>(&t).is_ok_and(|v| v["success"] == serde_json::json!(false)));
+    let called_set_theme = step.is_some_and(|s| {
+        s.sent.iter().any(|r| {
+            serde_json::from_str::<serde_json::Value>(r).is_ok_and(|v| v["params"]["name"] == strings::TOOL_SET_THEME)
+        })
+    });
     let why = match firmware.call_path {
-        CallPath::MainTaskSends if check.what.starts_with("no reply") => {
+        CallPath::MainTaskSends if check.kind == Expectation::NoReplyWithin => {
             Some("the reply is sent from the main task at once, before the reboot or upgrade it queued runs")
         }
-        CallPath::MainTaskSends if mentions_order(&seen) => {
+        CallPath::MainTaskSends if check.kind == Expectation::Order => {
             Some("the tool's reply is sent from inside its main-task task, so replies leave in arrival order")
         }
-        CallPath::Thread if mentions_order(&seen) => {
+        CallPath::Thread if check.kind == Expectation::Order => {
             Some("the tool runs in its own thread at once and its reply leaves in batch 1 (arrival order)")
         }
-        _ if seen.contains("\\\"success\\\": false") || seen.contains("\"success\": false") => {
-            Some("1.x returns camera failures as text results, not errors")
-        }
-        _ if firmware.theme_tool == ThemeTool::Named && seen.contains("set_theme") => {
+        _ if failed_result => Some("1.x returns camera failures as text results, not errors"),
+        _ if firmware.theme_tool == ThemeTool::Named && called_set_theme => {
             Some("1.x set_theme answers true whatever the name")
         }
         _ => None,
@@ -197,7 +203,8 @@ pub fn reason(report: &ScenarioReport, firmware: &Firmware) -> String {
 /// `tts stop` (or at an abort), docs/reference/voice.md §7.
 fn why_voice(check: &Check, firmware: &Firmware) -> Option<String> {
     let tail = firmware.stop_tail;
-    let early_listen = check.what.starts_with("the device sent") && check.detail.contains("start auto");
+    // The device sent `listen start` (auto) where the scenario expected it later.
+    let early_listen = matches!(&check.kind, Expectation::ListenSent(sent) if sent.iter().any(|c| c == "start auto"));
     if early_listen && firmware.abort_silences {
         return Some(
             "1.7.x silences the speech at the abort (aborted_), so the server's tts stop finds the playback idle and listen start goes out at once"
@@ -211,10 +218,10 @@ fn why_voice(check: &Check, firmware: &Firmware) -> Option<String> {
         );
     }
     let cuts = matches!(tail, StopTail::Discard | StopTail::DiscardWhileWaiting);
-    if check.what.contains("frames played") || early_listen {
+    if check.kind == Expectation::Frames(FrameCount::Played) || early_listen {
         return Some(tail.describe().into());
     }
-    if cuts && check.what.starts_with("heard") {
+    if cuts && check.kind == Expectation::Heard {
         return Some(format!(
             "the speech before was cut at its tts stop, which moves its measured level: {}",
             tail.describe()
@@ -246,22 +253,6 @@ fn why_absent(tool: &str, firmware: &Firmware) -> String {
         "the board's tools on {} do not include it (its board file differs by version)",
         firmware.label()
     )
-}
-
-fn mentions_order(text: &str) -> bool {
-    ["order", "before", "overtak", "first", "batch"]
-        .iter()
-        .any(|w| text.contains(w))
-}
-
-/// The tool name after `Unknown tool: ` in an observed text (up to a quote or backslash).
-fn quoted_after(text: &str, prefix: &str) -> Option<String> {
-    let at = text.find(prefix)? + prefix.len();
-    let name: String = text[at..]
-        .chars()
-        .take_while(|c| !matches!(c, '"' | '\\' | '\'' | ' ' | ',' | ')' | '`'))
-        .collect();
-    (!name.is_empty()).then_some(name)
 }
 
 fn one_line(text: &str, max: usize) -> String {
@@ -313,9 +304,5 @@ mod tests {
             "this version has no user-only tools"
         );
         assert!(why_absent(strings::TOOL_SET_THEME, &fw).contains("theme name"));
-        assert_eq!(
-            quoted_after(r#"error "Unknown tool: self.reboot" was"#, strings::ERR_UNKNOWN_TOOL).as_deref(),
-            Some("self.reboot")
-        );
     }
 }

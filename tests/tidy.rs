@@ -1011,7 +1011,9 @@ fn no_patch_leftovers_are_committed() {
 }
 
 /// The lines of `code` (up to its first `#[cfg(test)]`) that name a trace event and match text
-/// on the same line, or name the free-text `Note` event.
+/// on the same line, name the free-text `Note` event, or read a scenario check's words
+/// (`check.what`, `check.detail`) with a text match: a check says what it judges as an
+/// `Expectation`.
 fn event_text_matches(code: &str) -> Vec<usize> {
     let code = code.split("#[cfg(test)]").next().unwrap_or_default();
     code.lines()
@@ -1020,7 +1022,12 @@ fn event_text_matches(code: &str) -> Vec<usize> {
             let text_match = [".starts_with(\"", ".contains(\"", ".ends_with(\""]
                 .iter()
                 .any(|p| l.contains(p));
-            (l.contains("Event::") && text_match) || l.contains("Event::Note")
+            let check_words = [".what.", ".detail."].iter().any(|f| {
+                ["starts_with(", "contains(", "ends_with(", "strip_prefix("]
+                    .iter()
+                    .any(|m| l.contains(&format!("{f}{m}")))
+            });
+            (l.contains("Event::") && text_match) || l.contains("Event::Note") || check_words
         })
         .map(|(n, _)| n + 1)
         .collect()
@@ -1028,12 +1035,15 @@ fn event_text_matches(code: &str) -> Vec<usize> {
 
 /// Consumers read what the device emits as typed facts (issue 39): outside tests, no line of
 /// `src/` or `sim/src/` names a trace event and matches text on it (`starts_with("…")`,
-/// `contains("…")`, `ends_with("…")`), and the free-text `Note` event is gone. A line-based
+/// `contains("…")`, `ends_with("…")`), the free-text `Note` event is gone, and no line reads a
+/// scenario check by its words (`check.what.starts_with(…)`; `Check::kind` says it). A line-based
 /// rule: a guard split over lines escapes it, so keep guards on one line.
 #[test]
 fn no_consumer_matches_an_event_by_its_text() {
     let planted = "match e {\n    Event::Logged { text, .. } if text.contains(\"x\") => {}\n}\n";
     assert_eq!(event_text_matches(planted), vec![2], "the rule sees a planted match");
+    let planted = "let a = 1;\nif check.what.starts_with(\"no reply\") {}\nlet b = c.detail.contains(x);\n";
+    assert_eq!(event_text_matches(planted), vec![2, 3], "and a check read by its words");
     let mut bad = Vec::new();
     for dir in ["src", "sim/src"] {
         for f in files(&root().join(dir)).into_iter().filter(|p| is_rust(p)) {

@@ -84,7 +84,8 @@
 //!     and `scenario::steps` (running them in virtual time; `scenario::press`: the button
 //!     steps), `scenario::voice` (the runner's voice bookkeeping), `scenario::expect`
 //!     (the `expect:` data), `scenario::limits` (what a step may ask of the sound: length, tone),
-//!     `scenario::check` (the one expectation checker),
+//!     `scenario::check` (the one expectation checker; its sound, voice and frames in
+//!     `scenario::sound_checks`),
 //!     `scenario::acceptance` (the one record builder), `scenario::record` (records, reports,
 //!     traces), `scenario::reply` (reading replies), `scenario::discovery` (every
 //!     `tools/list` page), `scenario::over_wire` (plans and judgements over real sockets).

@@ -15,10 +15,10 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::audio::measure::{Measurement, perceived_change};
+use crate::audio::measure::Measurement;
 use crate::device::Receipt;
-use crate::scenario::expect::{Approx, ClaimExpect, EventName, Expect};
-use crate::scenario::record::{Check, Claim, Record};
+use crate::scenario::expect::{EventName, Expect};
+use crate::scenario::record::{Check, Claim, Expectation, Record};
 use crate::scenario::reply::{is_valid_json, lossy, reply_error, reply_id, reply_text};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::TraceEvent;
@@ -212,13 +212,14 @@ pub(crate) fn check(n: usize, line: u64, e: &Expect, seen: &Observed<'_>) -> Ver
 }
 
 impl Verdicts {
-    fn check(&mut self, what: String, passed: bool, detail: String) {
+    pub(super) fn check(&mut self, kind: Expectation, what: String, passed: bool, detail: String) {
         self.checks.push(Check {
             step: self.n,
             line: self.line,
             what,
             passed,
             detail,
+            kind,
         });
     }
 
@@ -236,7 +237,12 @@ impl Verdicts {
             }
         });
         let got = record.map(Record::is_complete);
-        self.check(format!("record complete: {want}"), got == Some(want), detail);
+        self.check(
+            Expectation::RecordComplete,
+            format!("record complete: {want}"),
+            got == Some(want),
+            detail,
+        );
     }
 
     /// The reply's fields, its timing and the readback value.
@@ -259,12 +265,13 @@ impl Verdicts {
                 }
                 _ => (false, shown(a.reply)),
             };
-            self.check(format!("reply is {want}"), passed, detail);
+            self.check(Expectation::Reply, format!("reply is {want}"), passed, detail);
         }
         self.text(e, a.reply);
         if let Some(want) = &e.error {
             let got = a.reply.and_then(reply_error).map(|m| lossy(&m));
             self.check(
+                Expectation::Reply,
                 format!("error is {}", quoted_or(Some(want), "")),
                 got.as_deref() == Some(want.as_str()),
                 format!("got {}", shown(a.reply)),
@@ -272,6 +279,7 @@ impl Verdicts {
         }
         if let Some(want) = e.valid_json {
             self.check(
+                Expectation::Reply,
                 format!("reply is {}valid JSON", if want { "" } else { "not " }),
                 a.reply.map(is_valid_json) == Some(want),
                 shown(a.reply),
@@ -284,7 +292,12 @@ impl Verdicts {
                 (None, Some(_)) => "got a reply without an integer id".into(),
                 (None, None) => "got no reply".into(),
             };
-            self.check(format!("reply id is {want}"), got == Some(want), detail);
+            self.check(
+                Expectation::Reply,
+                format!("reply id is {want}"),
+                got == Some(want),
+                detail,
+            );
         }
         let after = || {
             a.after
@@ -302,6 +315,7 @@ impl Verdicts {
                 ),
             };
             self.check(
+                Expectation::NoReplyWithin,
                 format!("no reply within {}", d.0),
                 within.is_none() && conclusive,
                 detail,
@@ -309,14 +323,24 @@ impl Verdicts {
         }
         if let Some(d) = e.reply_within {
             let passed = a.after.is_some_and(|l| l.within(d.0));
-            self.check(format!("reply within {}", d.0), passed, after());
+            self.check(
+                Expectation::ReplyWithin,
+                format!("reply within {}", d.0),
+                passed,
+                after(),
+            );
         }
         if let Some(inside) = inside {
             self.receipts(e, inside);
         }
         if let Some(want) = &e.value {
             let got = a.readback.cloned().unwrap_or(Value::Null);
-            self.check(format!("readback is {want}"), &got == want, format!("got {got}"));
+            self.check(
+                Expectation::Readback,
+                format!("readback is {want}"),
+                &got == want,
+                format!("got {got}"),
+            );
         }
     }
 
@@ -329,6 +353,7 @@ impl Verdicts {
         let shown = || format!("got {}", quoted_or(got.as_deref(), no_text(reply.is_some())));
         if let Some(want) = &e.text {
             self.check(
+                Expectation::Text,
                 format!("text is {}", quoted_or(Some(want), "")),
                 got.as_deref() == Some(want.as_str()),
                 shown(),
@@ -336,6 +361,7 @@ impl Verdicts {
         }
         if let Some(want) = &e.text_contains {
             self.check(
+                Expectation::Text,
                 format!("text contains {}", quoted_or(Some(want), "")),
                 got.as_deref().unwrap_or_default().contains(want.as_str()),
                 shown(),
@@ -348,6 +374,7 @@ impl Verdicts {
         if let Some(want) = e.dropped {
             let got = i.receipts.iter().any(|r| matches!(r, Receipt::Dropped { .. }));
             self.check(
+                Expectation::Dropped,
                 format!("dropped on receipt: {want}"),
                 got == want,
                 describe_receipts(i.receipts),
@@ -356,6 +383,7 @@ impl Verdicts {
         if let Some(order) = &e.reply_order {
             let got: Vec<i64> = i.replies.iter().filter_map(|(p, _)| reply_id(p)).collect();
             self.check(
+                Expectation::Order,
                 format!("replies leave in the order {}", ids(order)),
                 &got == order,
                 format!("got {}", if got.is_empty() { "no reply".into() } else { ids(&got) }),
@@ -370,72 +398,29 @@ impl Verdicts {
                 .clone()
                 .unwrap_or_else(|| format!("{} tools listed", l.names.len()))
         };
-        let mut judge = |what: String, passed: bool, detail: String| match &l.unlike {
+        let mut judge = |kind: Expectation, what: String, passed: bool, detail: String| match &l.unlike {
             Some(why) => self.skip(&what, why),
-            None => self.check(what, passed, detail),
+            None => self.check(kind, what, passed, detail),
         };
         for t in &e.contains {
-            judge(format!("list contains {t}"), l.names.contains(&t.as_str()), counted());
+            judge(
+                Expectation::Listed(t.clone()),
+                format!("list contains {t}"),
+                l.names.contains(&t.as_str()),
+                counted(),
+            );
         }
         for t in &e.absent {
-            judge(format!("list lacks {t}"), !l.names.contains(&t.as_str()), counted());
+            judge(
+                Expectation::Listing,
+                format!("list lacks {t}"),
+                !l.names.contains(&t.as_str()),
+                counted(),
+            );
         }
         if let Some(p) = e.pages {
             let got = l.how.clone().unwrap_or_else(|| format!("got {}", l.pages));
-            judge(format!("{p} page(s)"), l.pages == p, got);
-        }
-    }
-
-    /// The acoustic verdicts of the step's measurement.
-    fn sound(&mut self, e: &Expect, i: &Inside<'_>) {
-        let m = i.measurement;
-        if let Some(want) = e.audible {
-            let got = m.map(|m| m.verdict.is_audible());
-            self.check(format!("audible: {want}"), got == Some(want), describe_measurement(m));
-        }
-        if let Some(want) = &e.verdict {
-            let got = m.map(|m| m.verdict.name());
-            self.check(
-                format!("verdict {want}"),
-                got == Some(want.as_str()),
-                describe_measurement(m),
-            );
-        }
-        if let Some(a) = e.spl_db {
-            self.check(
-                format!("level {} ± {} dB SPL", a.value, a.tolerance),
-                approx(m.and_then(|m| m.spl_db), a),
-                describe_measurement(m),
-            );
-        }
-        if let Some(a) = e.i2s_dbfs {
-            self.check(
-                format!("I2S {} ± {} dBFS", a.value, a.tolerance),
-                approx(m.and_then(|m| m.i2s_dbfs), a),
-                describe_measurement(m),
-            );
-        }
-        if let Some(a) = e.change_db {
-            let change = match (i.previous.and_then(|p| p.spl_db), m.and_then(|m| m.spl_db)) {
-                (Some(x), Some(y)) => Some(y - x),
-                _ => None,
-            };
-            self.check(
-                format!("level change {:+} ± {} dB", a.value, a.tolerance),
-                approx(change, a),
-                change.map_or("no level to compare".into(), |c| format!("changed {c:+.2} dB")),
-            );
-        }
-        if let Some(want) = e.perceived_change {
-            let got = match (i.previous, m) {
-                (Some(a), Some(b)) => Some(perceived_change(a, b)),
-                _ => None,
-            };
-            self.check(
-                format!("perceived change: {want}"),
-                got == Some(want),
-                got.map_or("no measurement to compare".into(), |g| format!("got {g}")),
-            );
+            judge(Expectation::Listing, format!("{p} page(s)"), l.pages == p, got);
         }
     }
 
@@ -443,100 +428,20 @@ impl Verdicts {
     fn events(&mut self, e: &Expect, i: &Inside<'_>) {
         let counted = || format!("{} events in the step", i.events.len());
         for name in &e.events {
-            self.check(format!("event {name}"), name.in_trace(i.events), counted());
+            self.check(
+                Expectation::Event,
+                format!("event {name}"),
+                name.in_trace(i.events),
+                counted(),
+            );
         }
         for name in &e.no_events {
-            self.check(format!("no event {name}"), !name.in_trace(i.events), counted());
-        }
-    }
-
-    /// The voice expectations: state, control messages, what was heard, frames, the claim.
-    fn voice(&mut self, e: &Expect, i: &Inside<'_>) {
-        if let Some(want) = &e.state {
             self.check(
-                format!("state is {want}"),
-                i.state == want,
-                format!("state {}", i.state),
+                Expectation::Event,
+                format!("no event {name}"),
+                !name.in_trace(i.events),
+                counted(),
             );
-        }
-        if let Some(want) = &e.listen_sent {
-            self.check(
-                format!("the device sent {want:?}"),
-                i.controls == want.as_slice(),
-                format!("sent {:?}", i.controls),
-            );
-        }
-        if let Some(h) = &e.heard {
-            let m = i.speech.and_then(|x| x.measurement.as_ref());
-            let shown = m.map_or("nothing was played".to_string(), level);
-            if let Some(want) = h.audible {
-                let got = m.is_some_and(|m| m.audible);
-                self.check(format!("heard audible is {want}"), got == want, shown.clone());
-            }
-            if let Some(a) = h.spl_db {
-                let got = m.and_then(|m| m.spl_db);
-                self.check(
-                    format!("heard at {} ± {} dB SPL", a.value, a.tolerance),
-                    approx(got, a),
-                    shown.clone(),
-                );
-            }
-            if let Some(a) = h.change_db {
-                let got = i.speech.and_then(|x| x.change_db);
-                self.check(
-                    format!("heard {:+} ± {} dB against the previous speech", a.value, a.tolerance),
-                    approx(got, a),
-                    got.map_or("no earlier speech to compare".into(), |c| format!("{c:+.2} dB")),
-                );
-            }
-        }
-        self.frames(e, i.speech.map(|x| &x.counts));
-        if let Some(want) = e.claim {
-            let got = i.claim.map(|c| match want {
-                ClaimExpect::Unverified => c.judgements.iter().any(|j| j.starts_with("unverified")),
-                ClaimExpect::Heard => c.heard,
-                ClaimExpect::NotHeard => !c.heard,
-            });
-            let label = match want {
-                ClaimExpect::Unverified => "unverified",
-                ClaimExpect::Heard => "heard",
-                ClaimExpect::NotHeard => "not heard",
-            };
-            self.check(
-                format!("the claim is {label}"),
-                got == Some(true),
-                i.claim.map_or("no claim (no speech after a call)".into(), Claim::row),
-            );
-        }
-    }
-
-    /// `frames` of the step's TTS session.
-    fn frames(&mut self, e: &Expect, counts: Option<&Counts>) {
-        let Some(f) = &e.frames else { return };
-        let c = counts.cloned().unwrap_or_default();
-        let shown = format!(
-            "{} received, {} decoded, {} played, {} discarded, {} dropped (wrong state {}, queue full {}, undecodable {}, no channel {}, silenced {})",
-            c.received,
-            c.decoded,
-            c.played(),
-            c.discarded,
-            c.dropped(),
-            c.dropped_wrong_state,
-            c.dropped_queue_full,
-            c.dropped_undecodable,
-            c.dropped_no_channel,
-            c.dropped_silenced
-        );
-        for (name, want, got) in [
-            ("received", f.received, c.received),
-            ("decoded", f.decoded, c.decoded),
-            ("dropped", f.dropped, c.dropped()),
-            ("played", f.played, c.played()),
-            ("discarded", f.discarded, c.discarded),
-        ] {
-            if let Some(w) = want {
-                self.check(format!("{w} frames {name}"), w == got, shown.clone());
-            }
         }
     }
 
@@ -545,6 +450,7 @@ impl Verdicts {
         let this = c.number;
         if e.events.contains(&EventName::DeviceRebooted) {
             self.check(
+                Expectation::Event,
                 "event device_rebooted".into(),
                 c.next.is_some(),
                 c.next
@@ -559,6 +465,7 @@ impl Verdicts {
         }
         if e.no_events.contains(&EventName::DeviceRebooted) {
             self.check(
+                Expectation::Event,
                 "no event device_rebooted".into(),
                 c.ending == Some("shutdown"),
                 c.ending.map_or("no connection".into(), |ending| {
@@ -647,30 +554,11 @@ fn describe_receipts(receipts: &[Receipt]) -> String {
     shown.join("; ")
 }
 
-fn approx(v: Option<f64>, a: Approx) -> bool {
-    v.is_some_and(|x| (x - a.value).abs() <= a.tolerance)
-}
-
 /// A level at the listener: `62.3 dB SPL`, or `silence`.
 pub(crate) fn level(m: &Measurement) -> String {
     match m.spl_db {
         Some(l) => format!("{l:.1} dB SPL"),
         None => "silence".to_string(),
-    }
-}
-
-fn describe_measurement(m: Option<&Measurement>) -> String {
-    match m {
-        None => "nothing measured".to_string(),
-        Some(m) => format!(
-            "{} ({}; I2S {}; playing {:.2}, i2s_running {:.2}, amp_enabled {:.2})",
-            m.verdict.name(),
-            level(m),
-            m.i2s_dbfs.map_or("null".into(), |x| format!("{x:.2} dBFS")),
-            m.playing,
-            m.i2s_running,
-            m.amp_enabled
-        ),
     }
 }
 

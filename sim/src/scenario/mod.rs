@@ -31,6 +31,7 @@ mod press;
 pub mod record;
 pub mod reply;
 pub mod runner;
+mod sound_checks;
 mod step_kind;
 mod steps;
 pub mod voice;

@@ -117,6 +117,70 @@ pub struct Check {
     pub passed: bool,
     /// What was observed instead (or as well).
     pub detail: String,
+    /// Which expectation it judges, as data (not in the report: `what` says it in words).
+    #[serde(skip)]
+    pub kind: Expectation,
+}
+
+/// Which expectation a check judges: the scenario file's key, with what a reader of the
+/// verdict needs beside it (the version matrix explains a changed cell from this, never from
+/// the words of `what`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Expectation {
+    /// Not an expectation of the file: a step that could not run (a WAV that does not read, a
+    /// run over the wire that ran out of time).
+    #[default]
+    StepRan,
+    /// `record_complete`.
+    RecordComplete,
+    /// `reply`, `error`, `valid_json`, `reply_id`.
+    Reply,
+    /// `no_reply_within`.
+    NoReplyWithin,
+    /// `reply_within`.
+    ReplyWithin,
+    /// `value`: the readback.
+    Readback,
+    /// `text`, `text_contains`.
+    Text,
+    /// `dropped`.
+    Dropped,
+    /// `order`: replies leave in an order.
+    Order,
+    /// `contains`: this tool is listed.
+    Listed(String),
+    /// `absent`, `pages`.
+    Listing,
+    /// `audible`, `verdict`, `level`, `i2s`, `level_change`, `perceived`: the step's sound.
+    Sound,
+    /// `events`, `no_events`.
+    Event,
+    /// `state`.
+    State,
+    /// `listen_sent`: what the device sent, as the runner describes each control
+    /// (`start auto`, `stop`, `detect …`, `abort …`).
+    ListenSent(Vec<String>),
+    /// `heard`: the level of the speech, or its change against the speech before.
+    Heard,
+    /// `claim`.
+    Claim,
+    /// `frames`: one of the TTS session's counts.
+    Frames(FrameCount),
+}
+
+/// Which count of a TTS session's frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameCount {
+    /// Received on the socket.
+    Received,
+    /// Decoded.
+    Decoded,
+    /// Dropped by the device's rules.
+    Dropped,
+    /// Played through the codec.
+    Played,
+    /// Queued but cut (a reset, an abort).
+    Discarded,
 }
 
 /// What one step did.

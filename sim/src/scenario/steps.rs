@@ -15,7 +15,7 @@ use crate::scenario::acceptance::{self, CallSeen, DeviceCall, ScreenSeen, SeenFr
 use crate::scenario::check::{ReplyLatency, Speech, level};
 use crate::scenario::expect::Expect;
 use crate::scenario::press;
-use crate::scenario::record::{Check, StepReport};
+use crate::scenario::record::{Check, Expectation, StepReport};
 use crate::scenario::reply::{call_request, lossy, reply_id, reply_text};
 use crate::scenario::runner::{Runner, StepOutcome};
 use crate::scenario::voice::{FIRST_AUDIO_AFTER, TTS_RATE};
@@ -326,6 +326,7 @@ impl Runner<'_> {
                         what: "play wav".into(),
                         passed: false,
                         detail: e,
+                        kind: Expectation::StepRan,
                     });
                     (None, SimDuration::ZERO)
                 }
@@ -456,6 +457,7 @@ impl Runner<'_> {
                     what: "wav".into(),
                     passed: false,
                     detail: e,
+                    kind: Expectation::StepRan,
                 }),
             }
         }
