@@ -62,7 +62,7 @@
 //! * `lines`: lines from a stream, each at most a stated size (stdin of `stdio` and `backend`).
 //! * `version_matrix`: the firmware-version matrix of `run --firmware A,B,…`.
 //! * `nvs_file`: `--state DIR`, the twin's NVS between runs.
-//! * `ota`: the firmware's OTA/activation request and the protocol its answer leads to
+//! * `activation`: the firmware's OTA/activation request and the protocol its answer leads to
 //!   (`connect --ota`).
 //! * `out`: standard output and error without a panic (`outln!`, `errln!`): a closed standard
 //!   output ends the process quietly.
@@ -74,6 +74,7 @@
 //! * `user`: the simulated user's script of `connect --script`.
 //! * `wav`: WAV evidence and optional playback.
 
+pub mod activation;
 pub mod args;
 pub mod audit;
 pub mod board_matrix;
@@ -87,7 +88,6 @@ pub mod junit;
 pub mod lines;
 pub mod live;
 pub mod nvs_file;
-pub mod ota;
 pub mod out;
 pub mod over_wire;
 pub mod scenarios;

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use xiaozhi_sim::hw::render::{Frame, render_png};
+use xiaozhi_sim::hw::picture::{Frame, render_png};
 use xiaozhi_sim::hw::screen::{self, NetworkIcon, ScreenCall, ScreenLog, StatusIcons};
 use xiaozhi_sim::lvgl::font;
 use xiaozhi_sim::time::{SimDuration, SimTime};
@@ -227,7 +227,7 @@ fn a_round_panel_shows_only_its_circle() {
     let spec = load("movecall-moji-esp32s3").expect("board");
     assert!(spec.display.round, "a 240x240 GC9A01 is round glass");
     let state = story("light", 2).at(t(100));
-    let p = render::panel(&Frame {
+    let p = picture::panel(&Frame {
         spec: &spec,
         state: &state,
         at: t(100),
@@ -243,7 +243,7 @@ fn a_round_panel_shows_only_its_circle() {
         "the middle above the emoji is lit"
     );
     // The snapshot is LVGL's square: its corners are the theme's background.
-    let fb = render::framebuffer(&spec, &state, t(100)).unwrap();
+    let fb = picture::framebuffer(&spec, &state, t(100)).unwrap();
     assert_eq!(fb.pixel(0, 0), Some([255, 255, 255]));
 }
 
@@ -289,7 +289,7 @@ fn tiny_skia_decode(png: &[u8]) -> Vec<u8> {
 
 use xiaozhi_sim::device::Device;
 use xiaozhi_sim::harness::Harness;
-use xiaozhi_sim::hw::render;
+use xiaozhi_sim::hw::picture;
 use xiaozhi_sim::world::WorldSpec;
 
 /// A booted device in a world where `http://upload.example/` answers 200 `stored` and
@@ -447,7 +447,7 @@ fn a_previewed_png_shows_for_five_seconds_and_a_jpeg_is_refused() {
     let picture = |h: &Harness| {
         let at = h.now();
         let state = h.device.screen_log().at(at);
-        render::panel(&Frame {
+        picture::panel(&Frame {
             spec: &spec,
             state: &state,
             at,
@@ -528,7 +528,7 @@ fn every_board_draws_at_its_own_font_sizes() {
             }
         }
         let state = story("light", 0).at(t(100));
-        let fb = render::framebuffer(&spec, &state, t(100)).expect("a picture");
+        let fb = picture::framebuffer(&spec, &state, t(100)).expect("a picture");
         let rows: Vec<i32> = (0..(8 + f.line_height) as u32)
             .filter(|&y| {
                 (fb.width() / 8..fb.width() * 7 / 8).any(|x| fb.pixel(x, y).is_some_and(|p| p != [255, 255, 255]))
@@ -564,17 +564,17 @@ fn without_the_default_assets_the_missing_letters_are_named() {
     assert_eq!(xiaozhi_sim::hw::layout::missing_letters(&with, sentence), "");
     assert_eq!(xiaozhi_sim::hw::layout::missing_letters(&bare, sentence), "经帮调小");
     let state = story("light", 2).at(t(100));
-    let a = render::framebuffer(&with, &state, t(100)).expect("drawn");
-    let b = render::framebuffer(&bare, &state, t(100)).expect("drawn");
+    let a = picture::framebuffer(&with, &state, t(100)).expect("drawn");
+    let b = picture::framebuffer(&bare, &state, t(100)).expect("drawn");
     // The chat line is narrower without its four letters, and the emotion is no longer in colour.
-    let ink = |p: &render::Picture| {
+    let ink = |p: &picture::Picture| {
         let y0 = p.height() - 39;
         (0..p.width())
             .filter(|&x| (y0..p.height()).any(|y| p.pixel(x, y) != Some([255, 255, 255])))
             .count()
     };
     assert!(ink(&b) < ink(&a) * 3 / 4, "{} against {}", ink(&b), ink(&a));
-    let coloured = |p: &render::Picture| {
+    let coloured = |p: &picture::Picture| {
         (0..p.height()).any(|y| (0..p.width()).any(|x| p.pixel(x, y).is_some_and(|[r, _, b]| r.abs_diff(b) > 60)))
     };
     assert!(coloured(&a) && !coloured(&b));

@@ -45,7 +45,7 @@
 //!   * `hw`: virtual hardware: `hw::nvs` (flash with the firmware's limits), `hw::backlight`
 //!     (PWM fade), `hw::display` (classes and themes), `hw::screen` (what the display is told,
 //!     in virtual time), `hw::layout` (the display classes' `SetupUI` layouts drawn with the
-//!     board's fonts), `hw::render` (the screen drawn: the panel a person sees, the snapshot
+//!     board's fonts), `hw::picture` (the screen drawn: the panel a person sees, the snapshot
 //!     tool's JPEG), `hw::camera`.
 //!   * `lvgl`: what the screen draws with, as LVGL 9.5 draws it: `lvgl::font` (the firmware's
 //!     fonts, 78/xiaozhi-fonts 2.0.0, read as LVGL reads them), `lvgl::emoji` (the colour emoji

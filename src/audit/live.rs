@@ -98,10 +98,10 @@ async fn attempt(remote: &Remote, job: &Job, interrupt: &'static AtomicBool) -> 
         ),
         Remote::Ota(url) => {
             let (url, b) = (url.clone(), Board::new(board.clone()));
-            tokio::task::spawn_blocking(move || crate::ota::activate_device(&b, seed, &url)).await??
+            tokio::task::spawn_blocking(move || crate::activation::activate_device(&b, seed, &url)).await??
         }
         Remote::Mqtt(endpoint, key) => {
-            crate::ota::gateway_device(&Board::new(board.clone()), seed, endpoint, key.as_deref())?
+            crate::activation::gateway_device(&Board::new(board.clone()), seed, endpoint, key.as_deref())?
         }
     };
     let wire = trial::wire_of(&world);

@@ -131,25 +131,27 @@ fn world(opts: &Args) -> Result<(WorldSpec, Option<Nvs>)> {
     let at = SimTime::from_millis(100);
     probe.run_until(at);
     let body = match (ota_url, endpoint) {
-        (Some(url), _) => crate::ota::activate(url, &probe)?,
-        (None, Some(endpoint)) => crate::ota::gateway_answer(endpoint, opts.mqtt_signature_key.as_deref(), &probe)?,
+        (Some(url), _) => crate::activation::activate(url, &probe)?,
+        (None, Some(endpoint)) => {
+            crate::activation::gateway_answer(endpoint, opts.mqtt_signature_key.as_deref(), &probe)?
+        }
         (None, None) => unreachable!("checked above"),
     };
-    let (activation, wire) = crate::ota::apply(&mut probe, at, &body)?;
+    let (activation, wire) = crate::activation::apply(&mut probe, at, &body)?;
     if let Some(code) = &activation.activation_code {
         crate::errln!("ota: the server asks for activation code {code}");
     }
     let mut nvs = match wire {
-        crate::ota::Wire::WebSocket(ws) => {
+        crate::activation::Wire::WebSocket(ws) => {
             return Ok((WorldSpec::dialling(websocket_config(opts, Some(ws))?), None));
         }
-        crate::ota::Wire::Mqtt(_, nvs) => *nvs,
+        crate::activation::Wire::Mqtt(_, nvs) => *nvs,
     };
     for (key, value) in mqtt_overrides(opts) {
         nvs.set(names::MQTT, key, NvsValue::Str(value.into_bytes()))
             .map_err(|e| anyhow::anyhow!("--mqtt-{}: NVS refuses it ({e:?})", key.replace('_', "-")))?;
     }
-    let block = crate::ota::block_of(&nvs);
+    let block = crate::activation::block_of(&nvs);
     match activation.choice.warning() {
         Some(w) => crate::errln!("ota: {w} (docs/reference/mqtt.md §1)"),
         None if activation.websocket.is_some() => crate::errln!(
@@ -184,7 +186,7 @@ fn mqtt_overrides(opts: &Args) -> Vec<(&'static str, String)> {
 }
 
 /// The WebSocket configuration: from --url/--token, or from the OTA answer's `websocket` block.
-fn websocket_config(opts: &Args, answer: Option<crate::ota::WsAnswer>) -> Result<WsConfig> {
+fn websocket_config(opts: &Args, answer: Option<crate::activation::WsAnswer>) -> Result<WsConfig> {
     let mut config = WsConfig {
         url: opts.url.clone().unwrap_or_default(),
         token: opts.token.clone(),
@@ -253,13 +255,13 @@ pub fn write_screen_frames(
 ) -> Result<usize> {
     let mut n = 0;
     for (t, state) in log.changes().iter().take(MAX_FRAMES) {
-        let frame = xiaozhi_sim::hw::render::Frame {
+        let frame = xiaozhi_sim::hw::picture::Frame {
             spec,
             state,
             at: *t,
             brightness: 100,
         };
-        let Some(png) = xiaozhi_sim::hw::render::render_png(&frame) else {
+        let Some(png) = xiaozhi_sim::hw::picture::render_png(&frame) else {
             break;
         };
         let path = dir.join(format!("screen-{n:03}-{}ms.png", t.as_millis()));

@@ -344,13 +344,13 @@ fn print_table(
 fn write_screen(h: &Harness, spec: &Arc<BoardSpec>, path: &std::path::Path, files: &mut Vec<String>) -> Result<()> {
     let now = h.now();
     let state = h.device.screen_log().at(now);
-    let frame = xiaozhi_sim::hw::render::Frame {
+    let frame = xiaozhi_sim::hw::picture::Frame {
         spec,
         state: &state,
         at: now,
         brightness: h.device.snapshot().brightness.unwrap_or(100),
     };
-    match xiaozhi_sim::hw::render::render_png(&frame) {
+    match xiaozhi_sim::hw::picture::render_png(&frame) {
         Some(png) => {
             std::fs::write(path, png)
                 .map_err(|e| anyhow::anyhow!("{}: cannot write the screen: {e}", path.display()))?;

@@ -301,13 +301,13 @@ impl Console {
             return;
         }
         let brightness = device.snapshot().brightness.unwrap_or(100);
-        let frame = xiaozhi_sim::hw::render::Frame {
+        let frame = xiaozhi_sim::hw::picture::Frame {
             spec: device.spec(),
             state: &state,
             at: now,
             brightness,
         };
-        let png: Option<Arc<[u8]>> = xiaozhi_sim::hw::render::render_png(&frame).map(Into::into);
+        let png: Option<Arc<[u8]>> = xiaozhi_sim::hw::picture::render_png(&frame).map(Into::into);
         self.screen = Some(state);
         let version = {
             let mut view = self.hub.view();

@@ -73,7 +73,7 @@ fn board_json(spec: &BoardSpec, backend: &Backend) -> Value {
 }
 
 /// A freshly flashed `board`, powered on, that dials the URL or what the OTA answer gives
-/// (`crate::ota::activate_device`: one HTTP request, the answer's NVS writes kept).
+/// (`crate::activation::activate_device`: one HTTP request, the answer's NVS writes kept).
 fn flash(board: &std::sync::Arc<BoardSpec>, dial: &Dial, seed: u64) -> Result<Device> {
     let (world, nvs) = match dial {
         Dial::Url(url) => (
@@ -84,9 +84,10 @@ fn flash(board: &std::sync::Arc<BoardSpec>, dial: &Dial, seed: u64) -> Result<De
             }),
             None,
         ),
-        Dial::Ota(url) => crate::ota::activate_device(&board.clone().into(), seed, url)?,
+        Dial::Ota(url) => crate::activation::activate_device(&board.clone().into(), seed, url)?,
         Dial::Mqtt { endpoint, key } => {
-            let (world, nvs) = crate::ota::gateway_device(&board.clone().into(), seed, endpoint, key.as_deref())?;
+            let (world, nvs) =
+                crate::activation::gateway_device(&board.clone().into(), seed, endpoint, key.as_deref())?;
             (world, nvs)
         }
     };

@@ -305,7 +305,7 @@ pub fn start(devices: &mut Devices, mut device: Device, member: Member, talk: Op
         let mut ota_failed = false;
         if let Some(a) = activate {
             let answer =
-                tokio::task::spawn_blocking(move || crate::ota::activate_device(&a.board, a.seed, &a.url)).await;
+                tokio::task::spawn_blocking(move || crate::activation::activate_device(&a.board, a.seed, &a.url)).await;
             match answer {
                 Ok(Ok((world, nvs))) => {
                     *device.world_mut() = world;

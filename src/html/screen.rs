@@ -1,6 +1,6 @@
 //! The screen in the HTML report (issue 27): each acceptance record's screen as a person saw
 //! it, and a filmstrip of the screen at each change, as inline PNGs drawn by
-//! `xiaozhi_sim::hw::render` (docs/screen.md).
+//! `xiaozhi_sim::hw::picture` (docs/screen.md).
 
 use std::fmt::Write as _;
 
@@ -45,13 +45,13 @@ fn scale(width: u32) -> u32 {
 pub(super) fn screen_img(r: &ScenarioReport, shown: &ScreenShown, alt: &str) -> Option<String> {
     use base64::Engine as _;
     let screen = r.timeline.screen.as_ref()?;
-    let frame = xiaozhi_sim::hw::render::Frame {
+    let frame = xiaozhi_sim::hw::picture::Frame {
         spec: &screen.spec,
         state: &shown.state,
         at: shown.at,
         brightness: shown.brightness,
     };
-    let png = xiaozhi_sim::hw::render::render_png(&frame)?;
+    let png = xiaozhi_sim::hw::picture::render_png(&frame)?;
     let d = &screen.spec.display;
     let scale = scale(d.width);
     Some(format!(

@@ -387,7 +387,7 @@ fn perceive(
             let mut was = state.clone();
             was.theme = start.screen_before.theme.clone();
             let draw = |st| {
-                crate::hw::render::panel(&crate::hw::render::Frame {
+                crate::hw::picture::panel(&crate::hw::picture::Frame {
                     spec: board,
                     state: st,
                     at: now,

@@ -277,7 +277,7 @@ impl Peripherals {
             let state = platform.screen.at(platform.now);
             // lv_snapshot_take allocates the whole screen in RGB565.
             let fits = |w: u32, h: u32| (w as usize) * (h as usize) * 2 <= platform.spec.target.free_heap;
-            match crate::hw::render::framebuffer(&platform.spec, &state, platform.now) {
+            match crate::hw::picture::framebuffer(&platform.spec, &state, platform.now) {
                 Some(fb) if fits(fb.width(), fb.height()) => fb.jpeg(quality),
                 _ => {
                     platform.log(
@@ -335,7 +335,7 @@ impl Peripherals {
                     return Callback::Blocked(latency, Err(strings::ERR_IMAGE_INFO.into()));
                 }
                 if self.display.kind() == DisplayKind::Lcd {
-                    let image = crate::hw::render::preview_image(&body);
+                    let image = crate::hw::picture::preview_image(&body);
                     let call = ScreenCall::ShowPreview {
                         image: std::sync::Arc::new(image),
                         duration_ms: crate::hw::screen::PREVIEW_MS,

@@ -6,5 +6,5 @@ pub mod camera;
 pub mod display;
 pub mod layout;
 pub mod nvs;
-pub mod render;
+pub mod picture;
 pub mod screen;

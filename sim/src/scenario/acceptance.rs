@@ -177,7 +177,7 @@ fn screen_row(s: &ScreenSeen<'_>, light_before: Option<u8>, light_after: Option<
         return format!("{shown}; nothing on it had changed when the call returned");
     }
     let draw = |st: &ScreenState, t: SimTime, b: Option<u8>| {
-        crate::hw::render::panel(&crate::hw::render::Frame {
+        crate::hw::picture::panel(&crate::hw::picture::Frame {
             spec: s.spec,
             state: st,
             at: t,
