@@ -42,7 +42,9 @@ impl Harness {
     fn pump(&mut self) {
         while let Some(o) = self.device.poll_output() {
             if let Output::Control {
-                sent: Sent::Abort, at, ..
+                sent: Sent::Abort(_),
+                at,
+                ..
             } = &o
                 && (!self.agenda.is_empty() || self.agenda.in_turn())
             {

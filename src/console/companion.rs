@@ -474,7 +474,7 @@ impl Companion for Console {
         match *what {
             Seen::Sent { at, sent, text } => {
                 self.counts(at);
-                if let Sent::Reply { id, is_error } = sent {
+                if let Sent::Reply { id, is_error } = *sent {
                     self.reply(at, id, is_error, text, device);
                 }
                 let text = String::from_utf8_lossy(text);

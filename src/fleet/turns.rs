@@ -361,8 +361,8 @@ impl Driver {
     }
 
     /// A text frame the device sent.
-    fn text_sent(&mut self, sent: Sent) {
-        if sent == Sent::ListenStart {
+    fn text_sent(&mut self, sent: &Sent) {
+        if matches!(sent, Sent::ListenStart(_)) {
             self.listen_started = true;
         }
     }

@@ -54,7 +54,11 @@ pub struct Turn<'a> {
 pub enum Seen<'a> {
     /// A text frame the device sent (at its virtual time), whether or not a socket was open to
     /// carry it: what it is, as the device says, and its text.
-    Sent { at: SimTime, sent: Sent, text: &'a [u8] },
+    Sent {
+        at: SimTime,
+        sent: &'a Sent,
+        text: &'a [u8],
+    },
     /// A text frame arrived (at this virtual time); the device has handled it and says what it
     /// read.
     Received {
@@ -280,12 +284,12 @@ impl Companion for Recorder {
     fn seen(&mut self, what: &Seen<'_>, _: &Device) {
         match *what {
             Seen::Sent { at, sent, text } => match sent {
-                Sent::ListenStart | Sent::ListenStop | Sent::ListenDetect | Sent::Abort => {
+                Sent::ListenStart(_) | Sent::ListenStop | Sent::ListenDetect(_) | Sent::Abort(_) => {
                     self.control_out
                         .push((ms(at), String::from_utf8_lossy(text).into_owned()));
                 }
                 Sent::Reply { id, .. } => {
-                    self.replies_out.push((ms(at), Some(i64::from(id)), result_text(text)));
+                    self.replies_out.push((ms(at), Some(i64::from(*id)), result_text(text)));
                 }
                 Sent::Hello | Sent::Goodbye => {}
             },

@@ -268,7 +268,7 @@ impl Live {
     /// Tells the companions of a text the device sends (what it is, as the device says: the
     /// text is not parsed); whether a link is there to carry it.
     fn sending(&mut self, at: SimTime, sent: Sent, text: &[u8], linked: bool) -> bool {
-        self.tell(Seen::Sent { at, sent, text });
+        self.tell(Seen::Sent { at, sent: &sent, text });
         if !linked {
             return false;
         }

@@ -1,24 +1,27 @@
 //! What crosses the device's edge, as the device says it: what leaves it ([`Output`], each text
 //! saying what it is: [`Sent`]) and what the receive task made of an MCP payload ([`Receipt`]).
 
+use std::sync::Arc;
+
+use crate::device::listening::{AbortReason, ListeningMode};
 use crate::device::url::Endpoint;
 use crate::mcp::{Arguments, DropReason};
 use crate::time::SimTime;
 
 /// What a text the device sends is. The device built it, so it says so: drivers, the harness
 /// and reports read this instead of parsing the text back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sent {
     /// The client hello.
     Hello,
-    /// `listen` `start` (with its mode).
-    ListenStart,
+    /// `listen` `start`, with its mode.
+    ListenStart(ListeningMode),
     /// `listen` `stop`.
     ListenStop,
-    /// `listen` `detect` (the wake word, or typed text).
-    ListenDetect,
-    /// `abort`.
-    Abort,
+    /// `listen` `detect` with its text (the wake word, or typed text).
+    ListenDetect(Arc<str>),
+    /// `abort`, with its reason (`None`: no `reason` key).
+    Abort(AbortReason),
     /// `goodbye` (MQTT + UDP).
     Goodbye,
     /// An MCP reply: its id as the device wrote it, and whether it is an `error` reply.
@@ -28,6 +31,23 @@ pub enum Sent {
         /// An `error` reply (else a `result`).
         is_error: bool,
     },
+}
+
+impl Sent {
+    /// The message in a few words, as scenarios name what the device sent (`listen_sent`):
+    /// `start auto`, `stop`, `detect 你好小智`, `abort`, `abort wake_word_detected`.
+    pub fn describe(&self) -> String {
+        match self {
+            Sent::Hello => "hello".into(),
+            Sent::ListenStart(mode) => format!("start {}", mode.as_str()),
+            Sent::ListenStop => "stop".into(),
+            Sent::ListenDetect(text) => format!("detect {text}"),
+            Sent::Abort(AbortReason::None) => "abort".into(),
+            Sent::Abort(AbortReason::WakeWordDetected) => "abort wake_word_detected".into(),
+            Sent::Goodbye => "goodbye".into(),
+            Sent::Reply { .. } => "mcp".into(),
+        }
+    }
 }
 
 /// What leaves the device.

@@ -20,7 +20,7 @@ use crate::scenario::discovery::Discovery;
 use crate::scenario::expect::Expect;
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Timeline, Trace};
 use crate::scenario::reply::{coerced, reply_id};
-use crate::scenario::voice::{RunnerVoice, describe_control};
+use crate::scenario::voice::RunnerVoice;
 use crate::time::{SimDuration, SimTime};
 use crate::trace::TraceEvent;
 
@@ -254,9 +254,7 @@ impl Runner<'_> {
         for o in self.h.take_outputs() {
             match o {
                 Output::Mcp { payload, at } => replies.push((payload, at)),
-                Output::Control { text, .. } => {
-                    self.voice.controls.push(describe_control(&text));
-                }
+                Output::Control { sent, .. } => self.voice.controls.push(sent.describe()),
                 _ => {}
             }
         }

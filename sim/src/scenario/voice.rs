@@ -64,20 +64,3 @@ impl RunnerVoice {
         })
     }
 }
-
-/// A control message as a check line shows it (`start auto`, `detect 你好小智`, `abort`).
-pub(crate) fn describe_control(text: &[u8]) -> String {
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(text) else {
-        return String::from_utf8_lossy(text).into_owned();
-    };
-    let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
-    match s("type").as_str() {
-        "listen" => match s("state").as_str() {
-            "start" => format!("start {}", s("mode")),
-            "detect" => format!("detect {}", s("text")),
-            other => other.to_string(),
-        },
-        "abort" if v.get("reason").is_some() => format!("abort {}", s("reason")),
-        other => other.to_string(),
-    }
-}

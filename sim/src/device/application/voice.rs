@@ -344,7 +344,7 @@ impl Application {
             return;
         }
         let mode = self.listening.mode;
-        self.send_message(platform, Sent::ListenStart, |b| b.start_listening(mode));
+        self.send_message(platform, Sent::ListenStart(mode), |b| b.start_listening(mode));
         let now = platform.now;
         self.mic.set_processing(true, now);
         self.audio.read_input(&mut platform.audio, now, self.volume);
@@ -431,7 +431,7 @@ impl Application {
     fn abort_speaking(&mut self, platform: &mut Platform, reason: AbortReason) {
         platform.log(LogLevel::Info, "Application", || "Abort speaking");
         self.listening.aborted = true;
-        self.send_message(platform, Sent::Abort, |b| b.abort_speaking(reason));
+        self.send_message(platform, Sent::Abort(reason), |b| b.abort_speaking(reason));
         if platform.firmware.abort_silences {
             // 1.7.x: every decode from now returns without output (v1.7.5 application.cc:832-834).
             self.reset_decoder(platform);
@@ -527,7 +527,7 @@ impl Application {
                 self.mic.clear_send_queue();
                 if state == DeviceState::Listening {
                     let mode = ListeningMode::for_board(&platform.spec.audio);
-                    self.send_message(platform, Sent::ListenStart, |b| b.start_listening(mode));
+                    self.send_message(platform, Sent::ListenStart(mode), |b| b.start_listening(mode));
                     self.reset_decoder(platform);
                     self.play_prompt(platform, Prompt::Popup);
                     // Stopped by the detection itself: on again (`application.cc:833`).
@@ -557,7 +557,9 @@ impl Application {
                 protocol.send_audio(platform, &p);
             }
         }
-        self.send_message(platform, Sent::ListenDetect, |b| b.wake_word_detected(word));
+        self.send_message(platform, Sent::ListenDetect(word.into()), |b| {
+            b.wake_word_detected(word)
+        });
         self.set_listening_mode(platform, ListeningMode::for_board(&platform.spec.audio));
     }
 
@@ -570,7 +572,7 @@ impl Application {
             self.main.schedule(Task::Voice(VoiceTask::WakeWord(text.to_string())));
             return;
         }
-        self.send_message(platform, Sent::ListenDetect, |b| b.typed_text(text));
+        self.send_message(platform, Sent::ListenDetect(text.into()), |b| b.typed_text(text));
     }
 
     /// The scheduled lambda of `tts start`.
