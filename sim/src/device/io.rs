@@ -2,11 +2,13 @@
 //! `Streams { state, conn_state }`): a subsystem that takes a view can touch only what it names,
 //! and the compiler sees the borrows apart. The platform makes them (`Platform::trace`,
 //! `Platform::playback_io`, `Platform::wire_io`). [`Trace`] is the trace as a subsystem writes to it;
-//! [`PlaybackIo`] is what the playback of received speech reads and writes; [`WireIo`] what the
-//! MQTT transport does.
+//! [`PlaybackIo`] is what the playback of received speech reads and writes; [`WireIo`] what a
+//! transport does.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+use rand_chacha::ChaCha8Rng;
 
 use crate::audio::AudioLog;
 use crate::device::output::Output;
@@ -67,8 +69,9 @@ pub(crate) struct PlaybackIo<'a> {
     pub(crate) durations_only: bool,
 }
 
-/// What the MQTT transport (`device::protocol::mqtt`) reads and writes of the platform: the
-/// clock, the trace, the outputs, the firmware's switches and the NVS (its `mqtt` settings).
+/// What a transport (`device::protocol::websocket`, `device::protocol::mqtt`) reads and writes
+/// of the platform: the clock, the trace, the outputs, the firmware's switches, the NVS (the
+/// `mqtt` settings), the MAC and the seeded generator (a WebSocket key).
 pub(crate) struct WireIo<'a> {
     /// The device's clock.
     pub(crate) now: SimTime,
@@ -79,4 +82,8 @@ pub(crate) struct WireIo<'a> {
     pub(crate) firmware: &'a Firmware,
     /// The NVS partition.
     pub(crate) nvs: &'a Nvs,
+    /// The Wi-Fi MAC (`Device-Id`).
+    pub(crate) mac: &'a str,
+    /// The seeded generator (`Sec-WebSocket-Key`).
+    pub(crate) rng: &'a mut ChaCha8Rng,
 }

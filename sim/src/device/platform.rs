@@ -262,7 +262,7 @@ impl Platform {
         Trace::new(self.now, self.trace, &mut self.events)
     }
 
-    /// What the MQTT transport reads and writes of the platform.
+    /// What a transport reads and writes of the platform.
     pub(crate) fn wire_io(&mut self) -> WireIo<'_> {
         WireIo {
             now: self.now,
@@ -270,6 +270,8 @@ impl Platform {
             outputs: &mut self.outputs,
             firmware: &self.firmware,
             nvs: &self.nvs,
+            mac: &self.mac,
+            rng: &mut self.rng,
         }
     }
 

@@ -184,13 +184,13 @@ impl Protocol {
             return OpenNext::Nothing;
         };
         let ok = match stage {
-            OpenStage::Begin => ws.begin_open(base, platform, uuid),
+            OpenStage::Begin => ws.begin_open(base, &mut platform.wire_io(), uuid),
             OpenStage::AwaitConnect => {
                 let font = platform.spec.text_font();
                 let glyph_push = platform.firmware.glyph_push;
-                ws.send_hello(base, platform, font.as_ref(), glyph_push)
+                ws.send_hello(base, &mut platform.wire_io(), font.as_ref(), glyph_push)
             }
-            OpenStage::AwaitHello => ws.hello_arrived(base, platform),
+            OpenStage::AwaitHello => ws.hello_arrived(base, &mut platform.wire_io()),
         };
         match (ok, stage) {
             (false, _) => OpenNext::Failed,
@@ -209,7 +209,8 @@ impl Protocol {
     /// The peer closed or the connection broke. `None` when nothing was open; otherwise whether
     /// a connect was in progress (its wait ends early).
     pub(crate) fn peer_closed(&mut self, platform: &mut Platform) -> Option<bool> {
-        self.websocket_mut().and_then(|(_, ws)| ws.closed(platform))
+        self.websocket_mut()
+            .and_then(|(_, ws)| ws.closed(&mut platform.wire_io()))
     }
 
     /// The server hello (`ParseServerHello` of the transport). `Ok(true)` when it was taken (a
@@ -221,7 +222,7 @@ impl Protocol {
         root: crate::cjson::Item<'_>,
     ) -> Result<bool, HelloCrash> {
         match &mut self.transport {
-            Transport::WebSocket(ws) => ws.parse_server_hello(&mut self.base, platform, root),
+            Transport::WebSocket(ws) => ws.parse_server_hello(&mut self.base, &mut platform.wire_io(), root),
             Transport::Mqtt(m) => m.parse_server_hello(&mut self.base, &mut platform.wire_io(), root),
             Transport::Direct => Ok(false),
         }
@@ -360,7 +361,7 @@ impl Protocol {
     /// close, no close frame); over MQTT the UDP socket goes and a goodbye is published.
     pub(crate) fn close_audio_channel(&mut self, platform: &mut Platform, why: &'static str) {
         match &mut self.transport {
-            Transport::WebSocket(ws) => ws.drop_socket(platform, why),
+            Transport::WebSocket(ws) => ws.drop_socket(&mut platform.wire_io(), why),
             Transport::Mqtt(m) => m.close_channel(&mut self.base, &mut platform.wire_io(), true),
             Transport::Direct => {}
         }
@@ -370,7 +371,7 @@ impl Protocol {
     /// frame; over MQTT the socket goes and the client sends DISCONNECT.
     pub(crate) fn destroy(&mut self, platform: &mut Platform, why: &'static str) {
         match &mut self.transport {
-            Transport::WebSocket(ws) => ws.drop_socket(platform, why),
+            Transport::WebSocket(ws) => ws.drop_socket(&mut platform.wire_io(), why),
             Transport::Mqtt(m) => m.destroy(&mut platform.wire_io()),
             Transport::Direct => {}
         }
@@ -379,7 +380,7 @@ impl Protocol {
     /// The device resets: every connection goes at once, nothing is sent first.
     pub(crate) fn reset(&mut self, platform: &mut Platform, why: &'static str) {
         match &mut self.transport {
-            Transport::WebSocket(ws) => ws.drop_socket(platform, why),
+            Transport::WebSocket(ws) => ws.drop_socket(&mut platform.wire_io(), why),
             Transport::Mqtt(m) => m.reset(&mut platform.wire_io()),
             Transport::Direct => {}
         }

@@ -12,7 +12,8 @@
 
 use crate::board::TextFontSpec;
 use crate::cjson;
-use crate::device::platform::{Output, Platform, Sent};
+use crate::device::io::WireIo;
+use crate::device::platform::{Output, Sent};
 use crate::device::protocol::base::{ProtocolBase, SERVER_NOT_CONNECTED, SERVER_TIMEOUT};
 use crate::device::url::{Endpoint, parse_url};
 use crate::trace::{ChannelFailure, Event, LogLevel};
@@ -90,25 +91,25 @@ impl WebsocketProtocol {
     }
 
     /// Destroys the socket object if there is one (the peer sees TCP close, no close frame).
-    pub(crate) fn drop_socket(&mut self, platform: &mut Platform, why: &'static str) {
+    pub(crate) fn drop_socket(&mut self, io: &mut WireIo<'_>, why: &'static str) {
         if self.socket != Socket::None {
             self.socket = Socket::None;
-            platform.emit(|| Event::WebSocketDestroyed { why });
-            let at = platform.now;
-            platform.push_output(Output::WsClose { at });
+            io.trace.emit(|| Event::WebSocketDestroyed { why });
+            let at = io.now;
+            io.outputs.push_back(Output::WsClose { at });
         }
     }
 
     /// `OpenAudioChannel` up to the connect: a new socket object replaces the old one (which
     /// closes its TCP connection), the handshake request goes to the driver. False when the URL
     /// cannot be dialled (the error is logged and `error_occurred_` set).
-    pub(crate) fn begin_open(&mut self, base: &mut ProtocolBase, platform: &mut Platform, uuid: &str) -> bool {
-        self.drop_socket(platform, "replaced by a new connection");
+    pub(crate) fn begin_open(&mut self, base: &mut ProtocolBase, io: &mut WireIo<'_>, uuid: &str) -> bool {
+        self.drop_socket(io, "replaced by a new connection");
         base.error_occurred = false;
         self.hello_received = false;
         let Some(endpoint) = parse_url(&self.url).filter(|e| !e.tls) else {
             let url = self.url.clone();
-            platform.log(LogLevel::Error, "WS", || {
+            io.trace.log(LogLevel::Error, "WS", || {
                 format!("Failed to connect to websocket server: {url} (the twin dials ws:// only)")
             });
             base.set_error(SERVER_NOT_CONNECTED);
@@ -119,23 +120,23 @@ impl WebsocketProtocol {
             headers.push(("Authorization".to_string(), a));
         }
         headers.push(("Protocol-Version".to_string(), self.version.to_string()));
-        headers.push(("Device-Id".to_string(), platform.mac.clone()));
+        headers.push(("Device-Id".to_string(), io.mac.to_string()));
         headers.push(("Client-Id".to_string(), uuid.to_string()));
         let key = {
             use rand_core::RngCore;
             let mut k = [0u8; 16];
-            platform.rng.fill_bytes(&mut k);
+            io.rng.fill_bytes(&mut k);
             base64_key(&k)
         };
         let request = handshake_request(&endpoint, &headers, &key);
         self.socket = Socket::Connecting;
         let url = self.url.clone();
         let version = self.version;
-        platform.log(LogLevel::Info, "WS", || {
+        io.trace.log(LogLevel::Info, "WS", || {
             format!("Connecting to websocket server: {url} with version: {version}")
         });
-        let at = platform.now;
-        platform.push_output(Output::WsOpen { endpoint, request, at });
+        let at = io.now;
+        io.outputs.push_back(Output::WsOpen { endpoint, request, at });
         true
     }
 
@@ -143,21 +144,22 @@ impl WebsocketProtocol {
     pub(crate) fn send_hello(
         &mut self,
         base: &mut ProtocolBase,
-        platform: &mut Platform,
+        io: &mut WireIo<'_>,
         font: Option<&TextFontSpec>,
         glyph_push: bool,
     ) -> bool {
         if self.socket != Socket::Connected {
             base.set_error(SERVER_NOT_CONNECTED);
-            platform.log(LogLevel::Error, "WS", || "Failed to connect to websocket server");
-            platform.emit(|| Event::AudioChannelFailed {
+            io.trace
+                .log(LogLevel::Error, "WS", || "Failed to connect to websocket server");
+            io.trace.emit(|| Event::AudioChannelFailed {
                 why: ChannelFailure::ServerNotConnected,
             });
             return false;
         }
         let text = device_hello(self.version, font, glyph_push);
-        let at = platform.now;
-        platform.push_output(Output::WsText {
+        let at = io.now;
+        io.outputs.push_back(Output::WsText {
             text,
             sent: Sent::Hello,
             at,
@@ -166,17 +168,17 @@ impl WebsocketProtocol {
     }
 
     /// After the wait for the server hello: the channel is open, or (no hello) the open fails.
-    pub(crate) fn hello_arrived(&mut self, base: &mut ProtocolBase, platform: &mut Platform) -> bool {
+    pub(crate) fn hello_arrived(&mut self, base: &mut ProtocolBase, io: &mut WireIo<'_>) -> bool {
         if !self.hello_received {
             base.set_error(SERVER_TIMEOUT);
-            platform.log(LogLevel::Error, "WS", || "Failed to receive server hello");
-            platform.emit(|| Event::AudioChannelFailed {
+            io.trace.log(LogLevel::Error, "WS", || "Failed to receive server hello");
+            io.trace.emit(|| Event::AudioChannelFailed {
                 why: ChannelFailure::NoServerHello,
             });
             return false;
         }
-        base.last_incoming = platform.now;
-        platform.emit(|| Event::AudioChannelOpened { udp: false });
+        base.last_incoming = io.now;
+        io.trace.emit(|| Event::AudioChannelOpened { udp: false });
         true
     }
 
@@ -192,13 +194,13 @@ impl WebsocketProtocol {
 
     /// The peer closed or the TCP connection broke. `None` when there was no live socket;
     /// otherwise whether a connect was in progress (esp-ml307's `Connect()` then fails early).
-    pub(crate) fn closed(&mut self, platform: &mut Platform) -> Option<bool> {
+    pub(crate) fn closed(&mut self, io: &mut WireIo<'_>) -> Option<bool> {
         if !matches!(self.socket, Socket::Connected | Socket::Connecting) {
             return None;
         }
         let was_connecting = self.socket == Socket::Connecting;
         self.socket = Socket::Disconnected;
-        platform.log(LogLevel::Info, "WS", || "Websocket disconnected");
+        io.trace.log(LogLevel::Info, "WS", || "Websocket disconnected");
         Some(was_connecting)
     }
 
@@ -208,7 +210,7 @@ impl WebsocketProtocol {
     pub(crate) fn parse_server_hello(
         &mut self,
         base: &mut ProtocolBase,
-        platform: &mut Platform,
+        io: &mut WireIo<'_>,
         root: cjson::Item<'_>,
     ) -> Result<bool, HelloCrash> {
         let Some(t) = root.get(b"transport").and_then(|t| t.c_string()) else {
@@ -216,7 +218,8 @@ impl WebsocketProtocol {
         };
         if t != b"websocket" {
             let shown = String::from_utf8_lossy(t).into_owned();
-            platform.log(LogLevel::Error, "WS", || format!("Unsupported transport: {shown}"));
+            io.trace
+                .log(LogLevel::Error, "WS", || format!("Unsupported transport: {shown}"));
             return Ok(false);
         }
         if let Some(sid) = root.get(b"session_id").and_then(|s| s.c_string()) {
@@ -232,7 +235,7 @@ impl WebsocketProtocol {
         }
         self.hello_received = true;
         let sid = String::from_utf8_lossy(&base.session_id).into_owned();
-        platform.emit(|| Event::ServerHello {
+        io.trace.emit(|| Event::ServerHello {
             session: sid,
             udp: None,
         });
