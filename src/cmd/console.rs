@@ -9,7 +9,7 @@ use xiaozhi_sim::backend::script::Script;
 use crate::args::parse_std_duration;
 use xiaozhi_sim::backend::spec::SHIPPED;
 
-use crate::console::{Backend, CONSOLE_SCRIPT, Choices, Setup, Wire};
+use crate::console::{Backend, CONSOLE_SCRIPT, Choices, Server, Setup, Wire};
 
 /// See, press, talk to and hear the twin in a browser.
 ///
@@ -77,22 +77,22 @@ pub fn run(opts: &Args) -> Result<bool> {
             if !url.starts_with("ws://") || xiaozhi_sim::device::url::parse_url(url).is_none() {
                 anyhow::bail!("--url `{url}`: expected ws://HOST:PORT/PATH");
             }
-            Some(Backend::Url(url.clone()))
+            Some(Backend::Server(Server::Url(url.clone())))
         }
         (_, Some(ota), _) => {
             if !ota.starts_with("http://") {
                 anyhow::bail!("--ota `{ota}`: expected http://HOST:PORT/PATH");
             }
-            Some(Backend::Ota(ota.clone()))
+            Some(Backend::Server(Server::Ota(ota.clone())))
         }
         (_, _, Some(endpoint)) => {
             if !endpoint.contains(':') {
                 anyhow::bail!("--mqtt `{endpoint}`: expected HOST:PORT");
             }
-            Some(Backend::Mqtt {
+            Some(Backend::Server(Server::Mqtt {
                 endpoint: endpoint.clone(),
                 key: opts.mqtt_signature_key.clone(),
-            })
+            }))
         }
         _ => None,
     };

@@ -40,29 +40,44 @@ impl Wire {
 pub enum Backend {
     /// The built-in backend: a shipped personality's name or a personality file, over `wire`.
     BuiltIn { personality: String, wire: Wire },
-    /// A real server's WebSocket URL.
+    /// A server at an address: a real one, given on the command line.
+    Server(Server),
+}
+
+/// Where a freshly flashed device goes: a server's address, in one of the three ways a board
+/// can be pointed at one (the built-in backend, once started, is one too).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// A WebSocket URL.
     Url(String),
-    /// A real server's OTA endpoint: its answer sends the device to a WebSocket or to MQTT + UDP
-    /// (each flash activates again, as a freshly flashed board does).
+    /// An OTA endpoint: its answer sends the device to a WebSocket or to MQTT + UDP (each flash
+    /// activates again, as a freshly flashed board does).
     Ota(String),
-    /// A real MQTT gateway, configured as xiaozhi-esp32-server's OTA would hand it out, its
-    /// password signed with the key if one is given.
+    /// An MQTT gateway, configured as xiaozhi-esp32-server's OTA would hand it out, its password
+    /// signed with the key if one is given.
     Mqtt { endpoint: String, key: Option<String> },
 }
 
 impl Backend {
+    /// The backend in words.
+    pub fn text(&self) -> String {
+        match self {
+            Backend::BuiltIn { personality, wire } => {
+                format!("the built-in backend ({personality}) over {}", wire_text(*wire))
+            }
+            Backend::Server(Server::Url(u)) => format!("the server at {u}"),
+            Backend::Server(Server::Ota(u)) => format!("the server the OTA at {u} names"),
+            Backend::Server(Server::Mqtt { endpoint, .. }) => format!("the MQTT gateway at {endpoint} (UDP audio)"),
+        }
+    }
+
     /// The backend as the page shows it.
     pub fn json(&self) -> Value {
         match self {
             Backend::BuiltIn { personality, wire } => json!({
-                "kind": "built-in", "personality": personality, "wire": wire.name(),
-                "text": format!("the built-in backend ({personality}) over {}", wire_text(*wire)),
+                "kind": "built-in", "personality": personality, "wire": wire.name(), "text": self.text(),
             }),
-            Backend::Url(u) => json!({"kind": "server", "text": format!("the server at {u}")}),
-            Backend::Ota(u) => json!({"kind": "server", "text": format!("the server the OTA at {u} names")}),
-            Backend::Mqtt { endpoint, .. } => {
-                json!({"kind": "server", "text": format!("the MQTT gateway at {endpoint} (UDP audio)")})
-            }
+            Backend::Server(_) => json!({"kind": "server", "text": self.text()}),
         }
     }
 }
@@ -74,17 +89,21 @@ fn wire_text(wire: Wire) -> &'static str {
     }
 }
 
-/// Where a freshly flashed device goes.
-pub(super) enum Dial {
-    Url(String),
-    Ota(String),
-    Mqtt { endpoint: String, key: Option<String> },
+impl Server {
+    /// Where the device goes, in words.
+    pub(super) fn text(&self) -> String {
+        match self {
+            Server::Url(u) => u.clone(),
+            Server::Ota(u) => format!("what the OTA at {u} answers"),
+            Server::Mqtt { endpoint, .. } => format!("mqtt://{endpoint} (UDP audio)"),
+        }
+    }
 }
 
 /// A backend in use: where the device dials it, and what stops the built-in one.
 pub(super) struct Running {
     pub(super) backend: Backend,
-    pub(super) dial: Dial,
+    pub(super) dial: Server,
     stop: Option<watch::Sender<bool>>,
 }
 
@@ -93,14 +112,12 @@ impl Running {
     /// a real server is only named). `stop` ends the built-in one too.
     pub(super) async fn start(backend: Backend, script: &Script, stop: &watch::Receiver<bool>) -> Result<Running> {
         let (personality, wire) = match &backend {
-            Backend::Url(u) => return Ok(Running::named(&backend, Dial::Url(u.clone()))),
-            Backend::Ota(u) => return Ok(Running::named(&backend, Dial::Ota(u.clone()))),
-            Backend::Mqtt { endpoint, key } => {
-                let dial = Dial::Mqtt {
-                    endpoint: endpoint.clone(),
-                    key: key.clone(),
-                };
-                return Ok(Running::named(&backend, dial));
+            Backend::Server(server) => {
+                return Ok(Running {
+                    dial: server.clone(),
+                    backend,
+                    stop: None,
+                });
             }
             Backend::BuiltIn { personality, wire } => (personality, *wire),
         };
@@ -122,7 +139,7 @@ impl Running {
         let server = crate::server::Server::new(spec, script.clone(), false, false);
         tokio::spawn(crate::server::serve(listener, server.clone(), own_rx.clone()));
         let dial = match wire {
-            Wire::Websocket => Dial::Url(ws),
+            Wire::Websocket => Server::Url(ws),
             Wire::Mqtt => {
                 let sockets = MqttSockets::loopback().await.context("the gateway's ports")?;
                 let endpoint = sockets.endpoint()?;
@@ -134,7 +151,7 @@ impl Running {
                     server,
                     own_rx,
                 ));
-                Dial::Mqtt { endpoint, key: None }
+                Server::Mqtt { endpoint, key: None }
             }
         };
         Ok(Running {
@@ -142,23 +159,6 @@ impl Running {
             dial,
             stop: Some(own_tx),
         })
-    }
-
-    fn named(backend: &Backend, dial: Dial) -> Running {
-        Running {
-            backend: backend.clone(),
-            dial,
-            stop: None,
-        }
-    }
-
-    /// Where the device goes, in words.
-    pub(super) fn dial_text(&self) -> String {
-        match &self.dial {
-            Dial::Url(u) => u.clone(),
-            Dial::Ota(u) => format!("what the OTA at {u} answers"),
-            Dial::Mqtt { endpoint, .. } => format!("mqtt://{endpoint} (UDP audio)"),
-        }
     }
 }
 

@@ -66,6 +66,8 @@ pub enum Msg {
 pub struct View {
     /// The board: name, display, buttons.
     pub board: Value,
+    /// The backend the device dials (as the page shows it: `board.backend`).
+    pub backend: Option<Backend>,
     /// The latest state, volume, brightness, faults.
     pub status: Value,
     /// The screen as PNG, and how many times it changed.
@@ -138,13 +140,15 @@ impl Hub {
         })
     }
 
-    /// A new device runs `board`: the view starts over (the lines stay), every page is told.
-    pub(super) fn reflashed(&self, board: Value, stop: watch::Sender<bool>) {
+    /// A new device runs `board` against `backend`: the view starts over (the lines stay), every
+    /// page is told.
+    pub(super) fn reflashed(&self, board: Value, backend: &Backend, stop: watch::Sender<bool>) {
         let hello = {
             let mut view = self.view();
             let lines = std::mem::take(&mut view.lines);
             *view = View {
                 board,
+                backend: Some(backend.clone()),
                 lines,
                 ..View::default()
             };
@@ -256,7 +260,7 @@ impl Console {
                 Ok(spec) => {
                     let mut shown = format!("reflash: {} on firmware {}", spec.name, spec.firmware.version);
                     if let Some(b) = &backend {
-                        shown = format!("{shown}, against {}", b.json()["text"].as_str().unwrap_or_default());
+                        shown = format!("{shown}, against {}", b.text());
                     }
                     let mut reflash = self.hub.reflash.lock().unwrap_or_else(|e| e.into_inner());
                     reflash.next = Some((spec, backend));

@@ -21,8 +21,8 @@ use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 
 use crate::live::{LiveOptions, Wake, run_device};
-pub use backend::{Backend, Wire};
-use backend::{Dial, Running};
+use backend::Running;
+pub use backend::{Backend, Server, Wire};
 pub use companion::Choices;
 use companion::{Console, Hub};
 
@@ -74,9 +74,9 @@ fn board_json(spec: &BoardSpec, backend: &Backend) -> Value {
 
 /// A freshly flashed `board`, powered on, that dials the URL or what the OTA answer gives
 /// (`crate::activation::activate_device`: one HTTP request, the answer's NVS writes kept).
-fn flash(board: &std::sync::Arc<BoardSpec>, dial: &Dial, seed: u64) -> Result<Device> {
+fn flash(board: &std::sync::Arc<BoardSpec>, dial: &Server, seed: u64) -> Result<Device> {
     let (world, nvs) = match dial {
-        Dial::Url(url) => (
+        Server::Url(url) => (
             WorldSpec::dialling(WsConfig {
                 url: url.clone(),
                 token: String::new(),
@@ -84,11 +84,9 @@ fn flash(board: &std::sync::Arc<BoardSpec>, dial: &Dial, seed: u64) -> Result<De
             }),
             None,
         ),
-        Dial::Ota(url) => crate::activation::activate_device(&board.clone().into(), seed, url)?,
-        Dial::Mqtt { endpoint, key } => {
-            let (world, nvs) =
-                crate::activation::gateway_device(&board.clone().into(), seed, endpoint, key.as_deref())?;
-            (world, nvs)
+        Server::Ota(url) => crate::activation::activate_device(&board.clone().into(), seed, url)?,
+        Server::Mqtt { endpoint, key } => {
+            crate::activation::gateway_device(&board.clone().into(), seed, endpoint, key.as_deref())?
         }
     };
     let mut device = Device::new(board.clone(), world, seed);
@@ -119,7 +117,7 @@ pub async fn serve(setup: Setup) -> Result<()> {
             })
             .await;
     });
-    let url = running.dial_text();
+    let url = running.dial.text();
     crate::errln!("console: {page} (the device dials {url}; Ctrl-C stops)");
     let devices = async {
         let mut board = setup.board.clone();
@@ -128,7 +126,7 @@ pub async fn serve(setup: Setup) -> Result<()> {
             let started = std::time::Instant::now();
             let device = tokio::task::block_in_place(|| flash(&board, &running.dial, setup.seed))?;
             let (stop_device, stopped) = watch::channel(false);
-            hub.reflashed(board_json(&board, &running.backend), stop_device);
+            hub.reflashed(board_json(&board, &running.backend), &running.backend, stop_device);
             let live = LiveOptions {
                 wake: Wake::Manual,
                 duration: left,
@@ -153,7 +151,7 @@ pub async fn serve(setup: Setup) -> Result<()> {
                 match Running::start(b, &setup.script, &stop_rx).await {
                     Ok(r) => {
                         running = r;
-                        hub.note(&format!("the device dials {}", running.dial_text()));
+                        hub.note(&format!("the device dials {}", running.dial.text()));
                     }
                     Err(e) => hub.note(&format!("the backend did not start: {e:#}")),
                 }

@@ -186,24 +186,22 @@ fn backend_asked(hub: &Hub, q: &BoardQuery) -> Result<Option<Backend>, String> {
             "backend `server`: the console was started without one (--url, --ota or --mqtt)".to_string()
         });
     }
-    let now = hub.view().board["backend"].clone();
-    let field = |asked: &Option<String>, key: &str| {
-        asked
-            .clone()
-            .filter(|s| !s.is_empty())
-            .or_else(|| now[key].as_str().map(str::to_string))
+    let (now_personality, now_wire) = match hub.view().backend.clone() {
+        Some(Backend::BuiltIn { personality, wire }) => (Some(personality), wire),
+        _ => (hub.choices.personalities.first().cloned(), Wire::Websocket),
     };
-    let personality = field(&q.personality, "personality")
-        .or_else(|| hub.choices.personalities.first().cloned())
-        .unwrap_or_default();
+    let asked = |field: &Option<String>| field.clone().filter(|s| !s.is_empty());
+    let personality = asked(&q.personality).or(now_personality).unwrap_or_default();
     if !hub.choices.personalities.contains(&personality) {
         return Err(format!(
             "personality `{personality}`: {}",
             hub.choices.personalities.join(", ")
         ));
     }
-    let wire = field(&q.wire, "wire").unwrap_or_else(|| Wire::Websocket.name().to_string());
-    let wire = Wire::named(&wire).ok_or_else(|| format!("wire `{wire}`: websocket or mqtt"))?;
+    let wire = match asked(&q.wire) {
+        Some(w) => Wire::named(&w).ok_or_else(|| format!("wire `{w}`: websocket or mqtt"))?,
+        None => now_wire,
+    };
     Ok(Some(Backend::BuiltIn { personality, wire }))
 }
 
