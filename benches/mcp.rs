@@ -1,5 +1,5 @@
 //! The MCP core speed targets (issue 7; BENCHMARKS.md): one request from inbound bytes to reply
-//! bytes, through the receive task (`Device::handle_mcp`), the main-task batches
+//! bytes, through the receive task (`Device::handle` with `Input::Mcp`), the main-task batches
 //! (`Device::run_until`) and the send queue (`Device::poll_output`).
 //!
 //! | bench | request | target |
@@ -14,6 +14,7 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
+use xiaozhi_sim::device::Input;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use xiaozhi_sim::board::BoardSpec;
@@ -42,7 +43,7 @@ fn booted_device() -> Device {
 /// exactly one reply).
 fn round_trip(device: &mut Device, payload: &[u8]) -> usize {
     let now = device.now();
-    black_box(device.handle_mcp(now, payload));
+    black_box(device.handle(now, Input::Mcp(payload)));
     device.run_until(now);
     let mut len = 0;
     while let Some(out) = device.poll_output() {

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use xiaozhi_sim::device::{Board, Device};
 use xiaozhi_sim::hw::nvs::{Nvs, names};
-use xiaozhi_sim::mqtt::{Choice, MqttBlock};
+use xiaozhi_sim::provisioning::{Choice, MqttBlock};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::{WorldSpec, WsConfig};
 

@@ -48,7 +48,7 @@
 //!   * `fleet::think`: `--think`, the wait before each turn (fixed, or exponential: `exp:MEAN`);
 //!   * `fleet::turns`: the talking user of one voice-fleet device, how it hears (`--decode`) and
 //!     the fleet's metrics;
-//!   * `fleet::voice`: the voice fleet, one thread per core, whole or one shard;
+//!   * `fleet::talking`: the voice fleet, one thread per core, whole or one shard;
 //!   * `fleet::web`: `--web`, the live dashboard of a voice fleet (axum) and its saved report.
 //! * `html`: the self-contained HTML report (`--html`); `html::screen` draws the screen in it;
 //!   `html::audit` is `audit --html`'s page.
@@ -56,7 +56,7 @@
 //! * `live`: the real-time driver of one device on real sockets, in short drive functions:
 //!   * `live::companion`: the `Companion` trait, the simulated users and the observers;
 //!   * `live::lenient`: the device's WebSocket reads text frames as bytes, as the firmware does;
-//!   * `live::mqtt`: the second wire: the MQTT client (rumqttc) and the audio's UDP socket;
+//!   * `live::mqtt_client`: the second wire: the MQTT client (rumqttc) and the audio's UDP socket;
 //!   * `live::net`: the wall clock as virtual time, the firmware's handshake, socket settings;
 //!   * `live::stats`: what a run leaves (`DeviceStats`: counts, the record, the user's actions).
 //! * `lines`: lines from a stream, each at most a stated size (stdin of `stdio` and `backend`).
@@ -69,7 +69,7 @@
 //! * `over_wire`: scenarios over real sockets, judged from the backend's side.
 //! * `scenarios`: scenario files found, loaded, run in virtual time, their WAV evidence.
 //! * `server`: the backend server (a personality) of `backend`, fleets and `--wire`:
-//!   * `server::mqtt`: xiaozhi-mqtt-gateway's stand-in on real sockets (MQTT server, UDP);
+//!   * `server::mqtt_gateway`: xiaozhi-mqtt-gateway's stand-in on real sockets (MQTT server, UDP);
 //!   * `server::ota`: the OTA endpoint of `backend --ota`.
 //! * `user`: the simulated user's script of `connect --script`.
 //! * `wav`: WAV evidence and optional playback.

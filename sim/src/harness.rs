@@ -2,6 +2,7 @@
 //! it powers the device, delivers payloads, and jumps the clock straight to the next deadline.
 //! The conformance replay (`replay.rs`) runs on it. Knows nothing about the wall clock.
 
+use crate::device::Input;
 use crate::device::{Device, Output, Receipt, Sent};
 use crate::time::{SimDuration, SimTime};
 use crate::voice::speak::{Agenda, Said};
@@ -76,9 +77,11 @@ impl Harness {
             let at = at.max(self.now());
             match said {
                 Said::Json(text) => {
-                    self.device.handle_json(at, text.as_bytes());
+                    self.device.handle(at, Input::Json(text.as_bytes()));
                 }
-                Said::Audio(packet) => self.device.handle_audio(at, &packet),
+                Said::Audio(packet) => {
+                    self.device.handle(at, Input::Audio(&packet));
+                }
             }
         }
         self.device.run_until(t);
@@ -102,7 +105,9 @@ impl Harness {
     /// Delivers one payload on the receive task at the current time (the main task does not run).
     pub fn deliver(&mut self, payload: &[u8]) -> Receipt {
         let now = self.now();
-        self.device.handle_mcp(now, payload)
+        // An MCP payload always has a receipt; none would mean nobody received it.
+        let read = self.device.handle(now, Input::Mcp(payload));
+        read.receipt.unwrap_or(Receipt::NotRunning)
     }
 
     /// Lets virtual time pass.

@@ -29,10 +29,10 @@
 //!     what a generated board records of its upstream build; `board::validate`: what serde
 //!     cannot check (every physical quantity finite and in range).
 //!   * `firmware`: the upstream tags and their behaviour switches (`firmware::state`: the
-//!     device states and their transition table; `firmware::mqtt`: where the
+//!     device states and their transition table; `firmware::mqtt_rules`: where the
 //!     MQTT + UDP protocol differs by tag); `world`: Wi-Fi, HTTP hosts,
-//!     OTA, room, WebSocket config; `fault`: faults as data; `mqtt`: the MQTT protocol's
-//!     data (the protocol an OTA answer leads to, its NVS writes, the client settings).
+//!     OTA, room, WebSocket config; `fault`: faults as data; `provisioning`: what an OTA
+//!     answer sets up (the protocol it leads to, its NVS writes, the MQTT client's settings).
 //!   * `mcp`: the MCP tool layer: `mcp::server` (`McpServer`, `ParseMessage`'s receive half,
 //!     paging), `mcp::tool` (`McpTool`), `mcp::property` (`Property`, coercion),
 //!     `mcp::strings` (every firmware string that reaches the wire).
@@ -74,7 +74,7 @@
 //!   * `device::peripherals` (the board's objects and their tool callbacks), `device::builtin`
 //!     (the built-in behaviours' callbacks), `device::upgrade` (the firmware upgrade flow);
 //!   * `device::application` (`Application`, the hub of one boot),
-//!     `device::application::voice` (its voice interaction) and
+//!     `device::application::conversation` (its voice interaction) and
 //!     `device::application::inbound` (the receive tasks and `OnIncomingJson`); its buttons'
 //!     callbacks are `device::button`'s.
 //! * **Drivers** (on the device)
@@ -82,7 +82,7 @@
 //!     format and its runner; `loopback`: a device and a backend connection in one clock.
 //!   * `scenario`: scenario files (`scenario::step_kind`: a step's kind); `scenario::runner`
 //!     and `scenario::steps` (running them in virtual time; `scenario::press`: the button
-//!     steps), `scenario::voice` (the runner's voice bookkeeping), `scenario::expect`
+//!     steps), `scenario::runner_voice` (the runner's voice bookkeeping), `scenario::expect`
 //!     (the `expect:` data), `scenario::limits` (what a step may ask of the sound: length, tone),
 //!     `scenario::check` (the one expectation checker; its sound, voice and frames in
 //!     `scenario::sound_checks`),
@@ -91,7 +91,7 @@
 //!     `tools/list` page), `scenario::over_wire` (plans and judgements over real sockets).
 //!   * `backend`: a backend as MCP client, one sans-IO `Session` per connection;
 //!     `backend::spec` (personalities as data), `backend::script` (the script language),
-//!     `backend::scripted` (a script and its faults run sans-IO), `backend::voice` (its ear and
+//!     `backend::scripted` (a script and its faults run sans-IO), `backend::voice_side` (its ear and
 //!     voice), `backend::vad` (the server's end-of-utterance rule and text rules),
 //!     `backend::gateway` (xiaozhi-mqtt-gateway's MQTT + UDP side in front of a backend),
 //!     `backend::ota` (the OTA answer of xiaozhi-esp32-server: `mqtt` or `websocket` block),
@@ -124,7 +124,7 @@ pub mod hw;
 pub mod loopback;
 pub mod lvgl;
 pub mod mcp;
-pub mod mqtt;
+pub mod provisioning;
 pub mod replay;
 pub mod scenario;
 pub mod spec;

@@ -13,6 +13,7 @@
 //! sees of the backend's `garbage` and `vanish` is what a TCP close without a close frame is to
 //! it: the connection breaking (at the garbage, which its WebSocket client cannot parse).
 
+use crate::device::Input;
 use std::sync::Arc;
 
 use crate::backend::gateway::{GatewayAction, GatewayConfig, GatewayConn, connection_id, route};
@@ -253,7 +254,7 @@ impl Loopback {
                 Output::WsOpen { request, .. } => {
                     self.finish(now);
                     self.backend = Some(self.accept(now, &request_headers(&request)));
-                    self.device.handle_ws_open_result(now, true);
+                    self.device.handle(now, Input::WsOpened { ok: true });
                     self.apply();
                 }
                 Output::WsText { text, .. } => {
@@ -340,20 +341,22 @@ impl Loopback {
         while let Some(a) = self.gateway.as_mut().and_then(GatewayConn::poll_action) {
             any = true;
             match a {
-                GatewayAction::ConnAck(code) => self.device.handle_mqtt_connack(now, code == 0),
+                GatewayAction::ConnAck(code) => {
+                    self.device.handle(now, Input::MqttConnack { accepted: code == 0 });
+                }
                 GatewayAction::Publish { payload, .. } => {
-                    self.device.handle_mqtt_message(now, payload.as_bytes());
+                    self.device.handle(now, Input::MqttMessage(payload.as_bytes()));
                 }
                 GatewayAction::Datagram { bytes, to } => {
                     if to == DEVICE_UDP && self.udp_open {
                         for d in self.downlink.carry(bytes) {
-                            self.device.handle_udp(now, &d);
+                            self.device.handle(now, Input::Udp(&d));
                         }
                     }
                 }
                 GatewayAction::Close => {
                     self.gateway = None;
-                    self.device.handle_mqtt_closed(now);
+                    self.device.handle(now, Input::MqttClosed);
                 }
                 GatewayAction::BridgeOpen { url, headers } => {
                     self.finish(now);
@@ -412,17 +415,19 @@ impl Loopback {
             }
             match a {
                 ScriptedAction::Text(text) => {
-                    self.device.handle_ws_text(now, text.as_bytes());
+                    self.device.handle(now, Input::WsText(text.as_bytes()));
                 }
-                ScriptedAction::Binary(frame) => self.device.handle_ws_binary(now, &frame),
+                ScriptedAction::Binary(frame) => {
+                    self.device.handle(now, Input::WsBinary(&frame));
+                }
                 ScriptedAction::Raw(_) => {
                     // Not a frame: the device's WebSocket client gives up on the connection.
-                    self.device.handle_ws_closed(now);
+                    self.device.handle(now, Input::WsClosed);
                     self.device_told = true;
                 }
                 ScriptedAction::Close | ScriptedAction::Vanish | ScriptedAction::Disconnect => {
                     if !self.device_told {
-                        self.device.handle_ws_closed(now);
+                        self.device.handle(now, Input::WsClosed);
                     }
                     self.finish(now);
                 }

@@ -32,7 +32,7 @@ pub struct WorldSpec {
     pub websocket: Option<WsConfig>,
     /// The `mqtt` block of the OTA answer: when present the device uses MQTT + UDP, even beside
     /// a `websocket` block (`application.cc:502-508`; docs/reference/mqtt.md §1).
-    pub mqtt: Option<crate::mqtt::MqttBlock>,
+    pub mqtt: Option<crate::provisioning::MqttBlock>,
     /// The display of the conformance recorder: a host build whose `SnapshotToJpeg` stub made
     /// `16 + quality × 7 / 80` bytes (the transcripts log that size). Only
     /// [`WorldSpec::conformance`] has it; every other world snapshots the drawn screen.
@@ -247,7 +247,7 @@ impl WorldSpec {
 
     /// The world of a device an OTA answer sent to MQTT: [`WorldSpec::with_board_tasks`] with
     /// this `mqtt` block.
-    pub fn over_mqtt(block: crate::mqtt::MqttBlock) -> Self {
+    pub fn over_mqtt(block: crate::provisioning::MqttBlock) -> Self {
         WorldSpec {
             mqtt: Some(block),
             ..WorldSpec::with_board_tasks()

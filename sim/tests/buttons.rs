@@ -3,6 +3,7 @@
 //! bread board's touch button is push-to-talk, its BOOT button only clicks.
 
 use std::sync::Arc;
+use xiaozhi_sim::device::Input;
 
 use serde_json::Value;
 use xiaozhi_sim::board::{BoardSpec, ButtonAction, Gesture};
@@ -121,14 +122,11 @@ fn texts(d: &mut Device) -> Vec<Value> {
 
 /// Lets the channel the device is dialling open at `at` (the socket is the test's).
 fn open_channel(d: &mut Device, at: SimTime) {
-    d.handle_ws_open_result(at, true);
+    d.handle(at, Input::WsOpened { ok: true });
     d.run_until(at);
     let hello = texts(d);
     assert!(hello.iter().any(|v| v["type"] == "hello"), "{hello:?}");
-    d.handle_ws_text(
-        at,
-        br#"{"type":"hello","transport":"websocket","session_id":"s1","audio_params":{"sample_rate":16000,"frame_duration":60}}"#,
-    );
+    d.handle(at, Input::WsText(br#"{"type":"hello","transport":"websocket","session_id":"s1","audio_params":{"sample_rate":16000,"frame_duration":60}}"#));
 }
 
 /// The `listen` messages among `sent`, as "state mode".

@@ -4,6 +4,7 @@
 //! quieter after `set_volume 40`, goodbye both ways, a bad password, a forged datagram.
 
 use std::sync::Arc;
+use xiaozhi_sim::device::Input;
 
 mod common;
 
@@ -16,7 +17,7 @@ use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Device, DeviceState};
 use xiaozhi_sim::fault::UdpFaults;
 use xiaozhi_sim::loopback::Loopback;
-use xiaozhi_sim::mqtt::MqttBlock;
+use xiaozhi_sim::provisioning::MqttBlock;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::voice::speak::Timbre;
 use xiaozhi_sim::world::WorldSpec;
@@ -203,7 +204,8 @@ fn a_chat_server_url_without_from_mqtt_gateway_turns_the_reply_into_noise() {
     lb.device.toggle_chat(now);
     lb.run_until(now + SimDuration::from_secs(3)).unwrap();
     let now = lb.now();
-    lb.device.handle_mqtt_message(now, br#"{"type":"tts","state":"start"}"#);
+    lb.device
+        .handle(now, Input::MqttMessage(br#"{"type":"tts","state":"start"}"#));
     let s = lb.session().unwrap();
     s.speak(now, "好的", &Timbre::default(), SimDuration::from_secs(2));
     s.end_turn(now);

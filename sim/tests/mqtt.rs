@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::Device;
-use xiaozhi_sim::mqtt::{Broker, Choice, MqttSettings};
+use xiaozhi_sim::provisioning::{Broker, Choice, MqttSettings};
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::trace::Event;
 use xiaozhi_sim::world::WorldSpec;

@@ -4,10 +4,11 @@
 //! that fails, and the reconnect timers (esp-mqtt's 10 s, the firmware's 60 s while idle).
 
 use std::sync::Arc;
+use xiaozhi_sim::device::Input;
 
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
-use xiaozhi_sim::mqtt::MqttBlock;
+use xiaozhi_sim::provisioning::MqttBlock;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::voice::codec::Encoder;
 use xiaozhi_sim::voice::udp::{UdpChannel, UdpParams};
@@ -70,7 +71,7 @@ fn connected() -> Device {
         Some(DeviceState::Activating),
         "activation waits in Connect()"
     );
-    d.handle_mqtt_connack(ms(50), true);
+    d.handle(ms(50), Input::MqttConnack { accepted: true });
     d.run_until(ms(50));
     assert_eq!(d.state(), Some(DeviceState::Idle));
     let _ = outputs(&mut d);
@@ -110,7 +111,7 @@ fn open(d: &mut Device, t: SimTime) -> Vec<Output> {
         ]
     );
     let at = t + SimDuration::from_millis(20);
-    d.handle_mqtt_message(at, hello("s-1").as_bytes());
+    d.handle(at, Input::MqttMessage(hello("s-1").as_bytes()));
     d.run_until(at);
     out.extend(outputs(d));
     out
@@ -141,7 +142,7 @@ fn a_refused_connect_ends_activation_with_the_error_and_esp_mqtt_retries_after_t
     let mut d = booted();
     d.run_until(ms(10));
     let _ = outputs(&mut d);
-    d.handle_mqtt_connack(ms(200), false);
+    d.handle(ms(200), Input::MqttConnack { accepted: false });
     d.run_until(ms(200));
     assert_eq!(
         d.state(),
@@ -179,7 +180,7 @@ fn mcp_before_any_hello_is_answered_with_an_empty_session_id() {
     let mut d = connected();
     let init =
         r#"{"type":"mcp","payload":{"jsonrpc":"2.0","method":"initialize","id":10000,"params":{"capabilities":{}}}}"#;
-    d.handle_mqtt_message(ms(100), init.as_bytes());
+    d.handle(ms(100), Input::MqttMessage(init.as_bytes()));
     d.run_until(ms(200));
     let replies = published(&outputs(&mut d));
     assert_eq!(replies.len(), 1, "{replies:?}");
@@ -227,14 +228,17 @@ fn a_turn_goes_over_udp_both_ways() {
     assert!(seqs.len() >= 5, "{seqs:?}");
     assert_eq!(seqs, (1..=seqs.len() as u32).collect::<Vec<_>>());
     // The reply: tts start over MQTT, Opus over UDP, decoded at the hello's 24 kHz.
-    d.handle_mqtt_message(ms(1700), br#"{"session_id":"s-1","type":"tts","state":"start"}"#);
+    d.handle(
+        ms(1700),
+        Input::MqttMessage(br#"{"session_id":"s-1","type":"tts","state":"start"}"#),
+    );
     d.run_until(ms(1710));
     assert_eq!(d.state(), Some(DeviceState::Speaking));
     let packet = tts_packet();
     let mut t = 1720;
     for _ in 0..5 {
         let dg = server.seal(&packet, 0).unwrap();
-        d.handle_udp(ms(t), &dg);
+        d.handle(ms(t), Input::Udp(&dg));
         t += 60;
     }
     d.run_until(ms(t));
@@ -267,7 +271,7 @@ fn each_refusal_of_the_server_hello_lets_the_open_time_out() {
         let mut d = connected();
         let _ = logs(&mut d);
         d.toggle_chat(ms(1000));
-        d.handle_mqtt_message(ms(1100), hello.as_bytes());
+        d.handle(ms(1100), Input::MqttMessage(hello.as_bytes()));
         d.run_until(ms(10_999));
         assert_eq!(d.state(), Some(DeviceState::Connecting), "{hello}");
         d.run_until(ms(11_000));
@@ -286,7 +290,10 @@ fn each_refusal_of_the_server_hello_lets_the_open_time_out() {
 fn udp_datagrams_are_dropped_by_the_firmware_rules() {
     let mut d = connected();
     open(&mut d, ms(1000));
-    d.handle_mqtt_message(ms(1100), br#"{"session_id":"s-1","type":"tts","state":"start"}"#);
+    d.handle(
+        ms(1100),
+        Input::MqttMessage(br#"{"session_id":"s-1","type":"tts","state":"start"}"#),
+    );
     d.run_until(ms(1110));
     let _ = logs(&mut d);
     let mut server = server_channel();
@@ -294,14 +301,14 @@ fn udp_datagrams_are_dropped_by_the_firmware_rules() {
     let first = server.seal(&packet, 0).unwrap();
     let _lost = server.seal(&packet, 0).unwrap();
     let third = server.seal(&packet, 0).unwrap();
-    d.handle_udp(ms(1120), &first);
-    d.handle_udp(ms(1130), &first); // duplicate
-    d.handle_udp(ms(1140), &third); // after a gap
-    d.handle_udp(ms(1150), &first[..10]); // short
+    d.handle(ms(1120), Input::Udp(&first));
+    d.handle(ms(1130), Input::Udp(&first)); // duplicate
+    d.handle(ms(1140), Input::Udp(&third)); // after a gap
+    d.handle(ms(1150), Input::Udp(&first[..10])); // short
     let mut wrong_type = third.clone();
     wrong_type[0] = 2;
-    d.handle_udp(ms(1160), &wrong_type);
-    d.handle_udp(ms(1170), &third[..third.len() - 1]); // length mismatch
+    d.handle(ms(1160), Input::Udp(&wrong_type));
+    d.handle(ms(1170), Input::Udp(&third[..third.len() - 1])); // length mismatch
     d.run_until(ms(1500));
     let lines = logs(&mut d);
     for want in [
@@ -364,14 +371,20 @@ fn goodbye_goes_both_ways() {
     // The server closes: the socket goes, nothing is published back.
     let mut d = connected();
     open(&mut d, ms(1000));
-    d.handle_mqtt_message(ms(2000), br#"{"type":"goodbye","session_id":"other"}"#);
+    d.handle(
+        ms(2000),
+        Input::MqttMessage(br#"{"type":"goodbye","session_id":"other"}"#),
+    );
     d.run_until(ms(2100));
     assert!(
         outputs(&mut d).iter().all(|o| !matches!(o, Output::UdpClose { .. })),
         "another session's goodbye is ignored"
     );
     assert_eq!(d.state(), Some(DeviceState::Listening));
-    d.handle_mqtt_message(ms(2200), br#"{"type":"goodbye","session_id":"s-1"}"#);
+    d.handle(
+        ms(2200),
+        Input::MqttMessage(br#"{"type":"goodbye","session_id":"s-1"}"#),
+    );
     d.run_until(ms(2300));
     let out = outputs(&mut d);
     assert!(out.iter().any(|o| matches!(o, Output::UdpClose { .. })), "{out:?}");
@@ -392,7 +405,7 @@ fn goodbye_goes_both_ways() {
 fn a_publish_on_a_broken_connection_is_a_server_error() {
     let mut d = connected();
     open(&mut d, ms(1000));
-    d.handle_mqtt_closed(ms(1500));
+    d.handle(ms(1500), Input::MqttClosed);
     // The UDP channel stays: the device keeps listening until something fails.
     assert_eq!(d.state(), Some(DeviceState::Listening));
     let _ = logs(&mut d);
@@ -414,7 +427,7 @@ fn a_publish_on_a_broken_connection_is_a_server_error() {
 fn a_broken_connection_is_retried_by_esp_mqtt_and_by_the_firmware_timer_when_idle() {
     let mut d = connected();
     let _ = logs(&mut d);
-    d.handle_mqtt_closed(ms(1000));
+    d.handle(ms(1000), Input::MqttClosed);
     d.run_until(ms(1000));
     assert!(logs(&mut d).contains(&"I MQTT: MQTT disconnected, schedule reconnect in 60 seconds".to_string()));
     // esp-mqtt: 10 s later, with the same settings; the broker refuses again.
@@ -422,7 +435,7 @@ fn a_broken_connection_is_retried_by_esp_mqtt_and_by_the_firmware_timer_when_idl
     assert!(outputs(&mut d).is_empty());
     d.run_until(ms(11_000));
     assert!(matches!(outputs(&mut d).as_slice(), [Output::MqttConnect { .. }]));
-    d.handle_mqtt_connack(ms(11_100), false);
+    d.handle(ms(11_100), Input::MqttConnack { accepted: false });
     // The firmware's timer at 61 s: idle, so the client is made anew.
     d.run_until(ms(60_999));
     let _ = outputs(&mut d);
@@ -451,7 +464,7 @@ fn a_broken_connection_is_retried_by_esp_mqtt_and_by_the_firmware_timer_when_idl
 fn the_reconnect_timer_does_nothing_unless_idle() {
     let mut d = connected();
     open(&mut d, ms(1000));
-    d.handle_mqtt_closed(ms(1500));
+    d.handle(ms(1500), Input::MqttClosed);
     d.run_until(ms(30_000));
     let _ = logs(&mut d);
     d.run_until(ms(61_500));

@@ -4,10 +4,11 @@
 //! 2.4.0 (and where they crash), and the server goodbye's three rules (≤ 2.1.0, 2.2.x, 2.3.0+).
 
 use std::sync::Arc;
+use xiaozhi_sim::device::Input;
 
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
-use xiaozhi_sim::mqtt::MqttBlock;
+use xiaozhi_sim::provisioning::MqttBlock;
 use xiaozhi_sim::time::{SimDuration, SimTime};
 use xiaozhi_sim::voice::codec::Encoder;
 use xiaozhi_sim::voice::udp::{UdpChannel, UdpParams};
@@ -53,7 +54,7 @@ fn connected(firmware: &str) -> (Device, i32) {
             _ => None,
         })
         .expect("the activation task connects");
-    d.handle_mqtt_connack(ms(50), true);
+    d.handle(ms(50), Input::MqttConnack { accepted: true });
     d.run_until(ms(60));
     assert_eq!(d.state(), Some(DeviceState::Idle));
     let _ = outputs(&mut d);
@@ -78,7 +79,7 @@ fn open_with(d: &mut Device, t: SimTime, server_hello: &str) -> Vec<String> {
     d.run_until(t);
     let sent = published(&outputs(d));
     let at = t + SimDuration::from_millis(20);
-    d.handle_mqtt_message(at, server_hello.as_bytes());
+    d.handle(at, Input::MqttMessage(server_hello.as_bytes()));
     d.run_until(at + SimDuration::from_millis(10));
     sent
 }
@@ -110,7 +111,7 @@ fn keepalive_and_the_connect_failure_line_follow_the_tag() {
     ] {
         let mut d = booted(tag);
         d.run_until(ms(10));
-        d.handle_mqtt_connack(ms(50), false);
+        d.handle(ms(50), Input::MqttConnack { accepted: false });
         d.run_until(ms(100));
         let lines = logs(&mut d);
         assert!(lines.contains(&line.to_string()), "{tag}: {lines:?}");
@@ -121,7 +122,7 @@ fn keepalive_and_the_connect_failure_line_follow_the_tag() {
 fn the_sixty_second_reconnect_timer_comes_with_1_9_0() {
     for (tag, timer) in [("1.8.9", false), ("1.9.0", true), ("2.4.2", true)] {
         let (mut d, _) = connected(tag);
-        d.handle_mqtt_closed(ms(1000));
+        d.handle(ms(1000), Input::MqttClosed);
         d.run_until(ms(1100));
         let lines = logs(&mut d);
         let line = if timer {
@@ -132,7 +133,7 @@ fn the_sixty_second_reconnect_timer_comes_with_1_9_0() {
         assert!(lines.contains(&line.to_string()), "{tag}: {lines:?}");
         // esp-mqtt retries at +10 s either way; refuse it, so only the firmware's timer is left.
         d.run_until(ms(11_000));
-        d.handle_mqtt_connack(ms(11_050), false);
+        d.handle(ms(11_050), Input::MqttConnack { accepted: false });
         d.run_until(ms(61_500));
         let restarted = logs(&mut d).contains(&"I MQTT: Reconnecting to MQTT server".to_string());
         assert_eq!(restarted, timer, "{tag}");
@@ -207,15 +208,18 @@ fn before_2_4_0_a_duplicate_datagram_plays_again_and_a_short_one_is_dropped() {
     for tag in ["2.2.6", "2.4.2"] {
         let (mut d, _) = connected(tag);
         open_with(&mut d, ms(1000), &hello("s-1", &good_udp()));
-        d.handle_mqtt_message(ms(1100), br#"{"session_id":"s-1","type":"tts","state":"start"}"#);
+        d.handle(
+            ms(1100),
+            Input::MqttMessage(br#"{"session_id":"s-1","type":"tts","state":"start"}"#),
+        );
         d.run_until(ms(1110));
         let _ = logs(&mut d);
         let mut server = server_channel();
         let first = server.seal(&packet, 0).unwrap();
         let tiny = server.seal(&[0xf8, 0xff, 0xfe], 0).unwrap(); // a 19-byte datagram (DTX-sized)
-        d.handle_udp(ms(1120), &first);
-        d.handle_udp(ms(1130), &first);
-        d.handle_udp(ms(1140), &tiny);
+        d.handle(ms(1120), Input::Udp(&first));
+        d.handle(ms(1130), Input::Udp(&first));
+        d.handle(ms(1140), Input::Udp(&tiny));
         d.run_until(ms(1500));
         let lines = logs(&mut d);
         let c = d.speech_log().sessions[0].counts.clone();
@@ -257,7 +261,7 @@ fn the_server_goodbye_has_three_rules_across_versions() {
         open_with(&mut d, ms(1000), &hello("s-1", &good_udp()));
         let _ = outputs(&mut d);
         let _ = logs(&mut d);
-        d.handle_mqtt_message(ms(2000), br#"{"type":"goodbye"}"#);
+        d.handle(ms(2000), Input::MqttMessage(br#"{"type":"goodbye"}"#));
         d.run_until(ms(2100));
         let out = outputs(&mut d);
         let lines = logs(&mut d);
@@ -285,7 +289,7 @@ fn the_server_goodbye_has_three_rules_across_versions() {
     for (tag, crashes) in [("2.2.6", true), ("2.3.0", false)] {
         let (mut d, _) = connected(tag);
         open_with(&mut d, ms(1000), &hello("s-1", &good_udp()));
-        d.handle_mqtt_message(ms(2000), br#"{"type":"goodbye","session_id":7}"#);
+        d.handle(ms(2000), Input::MqttMessage(br#"{"type":"goodbye","session_id":7}"#));
         d.run_until(ms(2100));
         assert_eq!(d.boots() == 2, crashes, "{tag}");
     }

@@ -3,6 +3,7 @@
 //! volume buttons and for `set_theme`, and what the screen shows at any instant.
 
 use xiaozhi_sim::device::DeviceState;
+use xiaozhi_sim::device::Input;
 use xiaozhi_sim::hw::screen::ScreenState;
 use xiaozhi_sim::loopback::Loopback;
 use xiaozhi_sim::time::{SimDuration, SimTime};
@@ -27,7 +28,7 @@ fn screen(lb: &Loopback) -> ScreenState {
 
 fn server(lb: &mut Loopback, json: &str) {
     let now = lb.now();
-    lb.device.handle_ws_text(now, json.as_bytes());
+    lb.device.handle(now, Input::WsText(json.as_bytes()));
 }
 
 #[test]
@@ -124,7 +125,7 @@ fn set_theme_changes_the_lcd_and_leaves_the_oled_dark() {
         let call = format!(
             r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"self.screen.set_theme","arguments":{{"theme":"{theme}"}}}}}}"#
         );
-        lb.device.handle_mcp(now, call.as_bytes());
+        lb.device.handle(now, Input::Mcp(call.as_bytes()));
         run(&mut lb, 200);
         assert_eq!(screen(&lb).theme.as_deref(), Some(expect), "{theme}");
     }

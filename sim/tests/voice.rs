@@ -3,6 +3,7 @@
 //! after `set_volume`, and how the device's state machine answers `tts` messages.
 
 use std::sync::Arc;
+use xiaozhi_sim::device::Input;
 
 mod common;
 
@@ -118,7 +119,8 @@ fn listen_start_follows_tts_stop_only_after_playback_drained() {
     let stop_at = t0 + SimDuration::from_millis(1000);
     h.run_until(stop_at);
     h.agenda = xiaozhi_sim::voice::speak::Agenda::new("direct");
-    h.device.handle_json(stop_at, br#"{"type":"tts","state":"stop"}"#);
+    h.device
+        .handle(stop_at, Input::Json(br#"{"type":"tts","state":"stop"}"#));
     h.run_until(t0 + SimDuration::from_millis(1100));
     assert_eq!(h.device.snapshot().state, Some(DeviceState::Listening));
     let early: Vec<Output> = h.take_outputs();
@@ -172,7 +174,7 @@ fn audio_outside_speaking_is_dropped_and_counted() {
     let mut h = booted(BREAD);
     let now = h.now();
     for p in synthesize(&Timbre::default(), SimDuration::from_millis(600), 24_000) {
-        h.device.handle_audio(now, &p);
+        h.device.handle(now, Input::Audio(&p));
     }
     let log = h.device.speech_log();
     assert_eq!(log.outside.received, 10);
@@ -191,13 +193,13 @@ fn audio_outside_speaking_is_dropped_and_counted() {
 fn a_flood_of_frames_fills_the_decode_queue_and_the_rest_is_dropped() {
     let mut h = booted(BREAD);
     let now = h.now();
-    h.device.handle_json(now, br#"{"type":"tts","state":"start"}"#);
+    h.device.handle(now, Input::Json(br#"{"type":"tts","state":"start"}"#));
     h.run_until(now);
     let packets = synthesize(&Timbre::default(), SimDuration::from_secs(6), 24_000);
     // 100 packets at once: 42 fit (40 waiting for the decoder, 2 in the playback queue) behind
     // the one that starts playing now.
     for p in &packets {
-        h.device.handle_audio(now, p);
+        h.device.handle(now, Input::Audio(p));
     }
     let s = &h.device.speech_log().sessions[0];
     assert_eq!(s.counts.received, 100);
@@ -209,10 +211,10 @@ fn a_flood_of_frames_fills_the_decode_queue_and_the_rest_is_dropped() {
 fn undecodable_packets_are_dropped_without_sound_or_panic() {
     let mut h = booted(BREAD);
     let now = h.now();
-    h.device.handle_json(now, br#"{"type":"tts","state":"start"}"#);
+    h.device.handle(now, Input::Json(br#"{"type":"tts","state":"start"}"#));
     h.run_until(now);
     for junk in [&b""[..], &[0xff; 7], &[0x08, 0x00], &[0xfc; 1275]] {
-        h.device.handle_audio(now, junk);
+        h.device.handle(now, Input::Audio(junk));
     }
     let s = &h.device.speech_log().sessions[0];
     assert_eq!(s.counts.received, 4);
@@ -224,11 +226,12 @@ fn undecodable_packets_are_dropped_without_sound_or_panic() {
 fn tts_stop_without_start_and_sentence_without_text_change_nothing() {
     let mut h = booted(BREAD);
     let now = h.now();
-    h.device.handle_json(now, br#"{"type":"tts","state":"stop"}"#);
-    h.device.handle_json(now, br#"{"type":"tts","state":"sentence_start"}"#);
+    h.device.handle(now, Input::Json(br#"{"type":"tts","state":"stop"}"#));
     h.device
-        .handle_json(now, br#"{"type":"tts","state":"sentence_start","text":7}"#);
-    h.device.handle_json(now, br#"{"type":"tts"}"#);
+        .handle(now, Input::Json(br#"{"type":"tts","state":"sentence_start"}"#));
+    h.device
+        .handle(now, Input::Json(br#"{"type":"tts","state":"sentence_start","text":7}"#));
+    h.device.handle(now, Input::Json(br#"{"type":"tts"}"#));
     h.run_until_idle().unwrap();
     assert_eq!(h.device.snapshot().state, Some(DeviceState::Idle));
     assert!(h.device.speech_log().sessions.is_empty());
@@ -309,7 +312,7 @@ mod hostile_frames {
         let mut d = ws_device(1);
         let p = synthesize(&Timbre::default(), SimDuration::from_millis(120), 24_000);
         for f in &p {
-            d.handle_ws_binary(SimTime::from_millis(1000), f);
+            d.handle(SimTime::from_millis(1000), Input::WsBinary(f));
         }
         assert_eq!(d.speech_log().outside.dropped_wrong_state, 2);
         assert_eq!(d.boots(), 1);
@@ -321,15 +324,15 @@ mod hostile_frames {
         let now = SimTime::from_millis(1000);
         let mut f = pack(2, b"abc", 0);
         f[15] = 40; // announces 40 bytes, carries 3
-        d.handle_ws_binary(now, &f);
+        d.handle(now, Input::WsBinary(&f));
         assert_eq!(d.speech_log().outside.overread, 1);
         assert_eq!(d.boots(), 1, "an over-read is not a crash");
         let mut v3 = pack(3, b"abc", 0);
         v3[2] = 0xff; // v3 size field on a v2 device: read as part of a v2 header
-        d.handle_ws_binary(now, &v3);
+        d.handle(now, Input::WsBinary(&v3));
         assert_eq!(d.boots(), 1);
         f[12..16].copy_from_slice(&u32::MAX.to_be_bytes());
-        d.handle_ws_binary(now, &f);
+        d.handle(now, Input::WsBinary(&f));
         let events = d.drain_events();
         assert!(
             events.iter().any(

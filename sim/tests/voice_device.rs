@@ -3,6 +3,7 @@
 //! the microphone's warm-up after `listen start`, and when a wake word is detected at all.
 
 use std::sync::Arc;
+use xiaozhi_sim::device::Input;
 
 use serde_json::Value;
 use xiaozhi_sim::board::BoardSpec;
@@ -219,7 +220,7 @@ fn a_missing_server_hello_alerts_at_10_s_and_the_exclamation_is_heard() {
         d.run_until(t);
         while let Some(o) = d.poll_output() {
             if matches!(o, xiaozhi_sim::device::Output::WsOpen { .. }) {
-                d.handle_ws_open_result(t, true);
+                d.handle(t, Input::WsOpened { ok: true });
                 opened = true;
             }
         }
@@ -253,12 +254,12 @@ fn a_server_alert_is_logged_and_sounded_and_an_incomplete_one_is_refused() {
     listening(&mut lb);
     lb.device.drain_events();
     let now = lb.now();
-    lb.device.handle_ws_text(
+    lb.device.handle(
         now,
-        r#"{"type":"alert","status":"提示","message":"电量低","emotion":"sad"}"#.as_bytes(),
+        Input::WsText(r#"{"type":"alert","status":"提示","message":"电量低","emotion":"sad"}"#.as_bytes()),
     );
     lb.device
-        .handle_ws_text(now, br#"{"type":"alert","status":"x","message":"y"}"#);
+        .handle(now, Input::WsText(br#"{"type":"alert","status":"x","message":"y"}"#));
     run(&mut lb, 600);
     let lines: Vec<String> = lb.device.drain_events().iter().map(|e| e.to_string()).collect();
     let alert = lines.iter().any(|l| l.contains("Alert [sad] 提示: 电量低"));
@@ -419,8 +420,10 @@ fn a_packet_longer_than_the_announced_frame_is_dropped_with_the_decoders_error()
     let mut lb = pair(BREAD, 1);
     listening(&mut lb);
     let now = lb.now();
-    lb.device
-        .handle_ws_text(now, br#"{"type":"tts","state":"start","session_id":"s"}"#);
+    lb.device.handle(
+        now,
+        Input::WsText(br#"{"type":"tts","state":"start","session_id":"s"}"#),
+    );
     run(&mut lb, 100);
     let _ = lb.device.drain_events();
     let now = lb.now();
@@ -429,8 +432,8 @@ fn a_packet_longer_than_the_announced_frame_is_dropped_with_the_decoders_error()
     long.extend([0u8; 12]);
     let mut fits = vec![(31 << 3) | 3, 3];
     fits.extend([0u8; 6]);
-    lb.device.handle_ws_binary(now, &long);
-    lb.device.handle_ws_binary(now, &fits);
+    lb.device.handle(now, Input::WsBinary(&long));
+    lb.device.handle(now, Input::WsBinary(&fits));
     let log: Vec<String> = lb.device.drain_events().iter().map(|e| e.to_string()).collect();
     let errors: Vec<&String> = log.iter().filter(|l| l.contains("error code: -8")).collect();
     assert_eq!(errors.len(), 1, "{log:?}");
@@ -451,13 +454,17 @@ fn with_device_aec_the_device_listens_in_realtime_and_keeps_listening_through_sp
     lb.tap();
     listening(&mut lb);
     let started = lb.now();
-    lb.device
-        .handle_ws_text(started, br#"{"type":"tts","state":"start","session_id":"s"}"#);
+    lb.device.handle(
+        started,
+        Input::WsText(br#"{"type":"tts","state":"start","session_id":"s"}"#),
+    );
     run(&mut lb, 1000);
     assert_eq!(lb.device.snapshot().state, Some(DeviceState::Speaking));
     let stopped = lb.now();
-    lb.device
-        .handle_ws_text(stopped, br#"{"type":"tts","state":"stop","session_id":"s"}"#);
+    lb.device.handle(
+        stopped,
+        Input::WsText(br#"{"type":"tts","state":"stop","session_id":"s"}"#),
+    );
     run(&mut lb, 1000);
     let frames = lb.tapped();
     let sent = texts(&frames);

@@ -4,6 +4,7 @@
 //! on a server hello without `transport`.
 
 use std::sync::Arc;
+use xiaozhi_sim::device::Input;
 
 use xiaozhi_sim::board::BoardSpec;
 use xiaozhi_sim::device::{Device, DeviceState, Output};
@@ -54,16 +55,18 @@ fn open(d: &mut Device, t: SimTime) -> SimTime {
         ),
         "{req}"
     );
-    d.handle_ws_open_result(t, true);
+    d.handle(t, Input::WsOpened { ok: true });
     d.run_until(t);
     let hello = texts(&outputs(d));
     assert!(
         hello[0].starts_with(r#"{"type":"hello","version":1,"features":{"mcp":true"#),
         "{hello:?}"
     );
-    d.handle_ws_text(
+    d.handle(
         t,
-        br#"{"type":"hello","transport":"websocket","session_id":"s-1","audio_params":{"sample_rate":24000}}"#,
+        Input::WsText(
+            br#"{"type":"hello","transport":"websocket","session_id":"s-1","audio_params":{"sample_rate":24000}}"#,
+        ),
     );
     d.run_until(t);
     let listen = texts(&outputs(d));
@@ -79,9 +82,9 @@ fn open(d: &mut Device, t: SimTime) -> SimTime {
 fn mcp_travels_in_the_session_envelope() {
     let mut d = device();
     let t = open(&mut d, SimTime::from_millis(1000));
-    d.handle_ws_text(
+    d.handle(
         t,
-        br#"{"session_id":"ignored","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+        Input::WsText(br#"{"session_id":"ignored","type":"mcp","payload":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#),
     );
     d.run_until(t);
     assert_eq!(
@@ -91,9 +94,9 @@ fn mcp_travels_in_the_session_envelope() {
         ]
     );
     // A payload given as a string (JSON inside a string) is not accepted.
-    d.handle_ws_text(
+    d.handle(
         t,
-        br#"{"type":"mcp","payload":"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"}"#,
+        Input::WsText(br#"{"type":"mcp","payload":"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"}"#),
     );
     d.run_until(t);
     assert!(outputs(&mut d).is_empty());
@@ -106,8 +109,8 @@ fn no_server_hello_within_ten_seconds_fails_the_open() {
     d.toggle_chat(t);
     d.run_until(t);
     outputs(&mut d);
-    d.handle_ws_open_result(t, true);
-    d.handle_ws_text(t, br#"{"type":"hello","transport":"udp"}"#);
+    d.handle(t, Input::WsOpened { ok: true });
+    d.handle(t, Input::WsText(br#"{"type":"hello","transport":"udp"}"#));
     d.run_until(t + SimDuration::from_millis(9_999));
     assert_eq!(d.snapshot().state.unwrap(), DeviceState::Connecting);
     d.run_until(t + SimDuration::from_millis(10_000));
@@ -128,13 +131,13 @@ fn a_refused_handshake_still_waits_ten_seconds_for_the_hello() {
     d.toggle_chat(t);
     d.run_until(t);
     outputs(&mut d);
-    d.handle_ws_open_result(t, true);
+    d.handle(t, Input::WsOpened { ok: true });
     d.run_until(t);
     let sent = texts(&outputs(&mut d));
     assert!(sent[0].starts_with(r#"{"type":"hello""#), "{sent:?}");
     let t1 = t + SimDuration::from_millis(1);
-    d.handle_ws_text(t1, "认证失败".as_bytes());
-    d.handle_ws_closed(t1);
+    d.handle(t1, Input::WsText("认证失败".as_bytes()));
+    d.handle(t1, Input::WsClosed);
     let failed_at = |d: &mut Device| {
         d.drain_events().into_iter().find_map(|e| match &e.kind {
             Event::Logged { text, .. } if text.to_string() == "Failed to receive server hello" => Some(e.at),
@@ -156,9 +159,9 @@ fn a_server_hello_without_transport_crashes_the_device() {
     let t = SimTime::from_millis(1000);
     d.toggle_chat(t);
     d.run_until(t);
-    d.handle_ws_open_result(t, true);
+    d.handle(t, Input::WsOpened { ok: true });
     d.run_until(t);
-    d.handle_ws_text(t, br#"{"type":"hello","session_id":"x"}"#);
+    d.handle(t, Input::WsText(br#"{"type":"hello","session_id":"x"}"#));
     assert_eq!(d.boots(), 2, "panic, reboot");
 }
 
@@ -166,10 +169,7 @@ fn a_server_hello_without_transport_crashes_the_device() {
 fn reboot_closes_tcp_without_a_reply_and_the_device_comes_back_silent() {
     let mut d = device();
     let t = open(&mut d, SimTime::from_millis(1000));
-    d.handle_ws_text(
-        t,
-        br#"{"type":"mcp","payload":{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"self.reboot"}}}"#,
-    );
+    d.handle(t, Input::WsText(br#"{"type":"mcp","payload":{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"self.reboot"}}}"#));
     d.run_until(t + SimDuration::from_secs(5));
     let out = outputs(&mut d);
     assert!(texts(&out).is_empty(), "no reply: {out:?}");
@@ -189,8 +189,8 @@ fn reboot_closes_tcp_without_a_reply_and_the_device_comes_back_silent() {
 fn replies_to_a_closed_socket_are_lost_but_effects_stay() {
     let mut d = device();
     let t = open(&mut d, SimTime::from_millis(1000));
-    d.handle_ws_text(t, br#"{"type":"mcp","payload":{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":20}}}}"#);
-    d.handle_ws_closed(t);
+    d.handle(t, Input::WsText(br#"{"type":"mcp","payload":{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":20}}}}"#));
+    d.handle(t, Input::WsClosed);
     d.run_until(t + SimDuration::from_millis(10));
     assert!(texts(&outputs(&mut d)).is_empty());
     assert_eq!(d.snapshot().volume.unwrap(), 20);
@@ -201,7 +201,7 @@ fn replies_to_a_closed_socket_are_lost_but_effects_stay() {
 fn the_system_reboot_command_skips_the_first_second() {
     let mut d = device();
     let t = open(&mut d, SimTime::from_millis(1000));
-    d.handle_ws_text(t, br#"{"type":"system","command":"reboot"}"#);
+    d.handle(t, Input::WsText(br#"{"type":"system","command":"reboot"}"#));
     d.run_until(t + SimDuration::from_millis(1500));
     assert_eq!(d.boots(), 2, "Reboot() waits 1000 ms, not 2000");
 }
@@ -214,15 +214,15 @@ fn the_device_says_what_it_read_as_it_read_it() {
     use xiaozhi_sim::device::{Incoming, MessageType, Receipt, TtsState};
     let mut d = device();
     let t = open(&mut d, SimTime::from_millis(1000));
-    let read = d.handle_ws_text(
+    let read = d.handle(
         t,
-        br#"{"type":"tts","type":"hello","state":"sentence_start","text":"hi"}"#,
+        Input::WsText(br#"{"type":"tts","type":"hello","state":"sentence_start","text":"hi"}"#),
     );
     assert_eq!(read.message, MessageType::Tts(Some(TtsState::SentenceStart)));
-    let read = d.handle_ws_text(t, br#"{"TYPE":"tts","State":"stop"}"#);
+    let read = d.handle(t, Input::WsText(br#"{"TYPE":"tts","State":"stop"}"#));
     assert_eq!(read.message, MessageType::Tts(Some(TtsState::Stop)));
     let call = br#"{"type":"mcp","payload":{"jsonrpc":"2.0","id":7.9,"method":"tools/call","params":{"name":"self.audio_speaker.set_volume","arguments":{"volume":2e1}}}}"#;
-    let read = d.handle_ws_text(t, call);
+    let read = d.handle(t, Input::WsText(call));
     assert_eq!(read.message, MessageType::Mcp);
     let request = read.request.clone().unwrap();
     assert_eq!(
@@ -242,16 +242,19 @@ fn the_device_says_what_it_read_as_it_read_it() {
         matches!(read.receipt, Some(Receipt::Scheduled { id: 7, .. })),
         "{read:?}"
     );
-    let note = d.handle_ws_text(
+    let note = d.handle(
         t,
-        br#"{"type":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/initialized"}}"#,
+        Input::WsText(br#"{"type":"mcp","payload":{"jsonrpc":"2.0","method":"notifications/initialized"}}"#),
     );
     assert_eq!(note.reply_id(), None);
     assert_eq!(note.request.unwrap().method, "notifications/initialized");
-    assert_eq!(d.handle_ws_text(t, "认证失败".as_bytes()).message, MessageType::Untyped);
+    assert_eq!(
+        d.handle(t, Input::WsText("认证失败".as_bytes())).message,
+        MessageType::Untyped
+    );
     d.cut_power(t);
     assert_eq!(
-        d.handle_ws_text(t, call),
+        d.handle(t, Input::WsText(call)),
         Incoming::default(),
         "an unpowered device reads nothing"
     );

@@ -263,7 +263,7 @@ pub fn run(opts: &Args) -> Result<bool> {
         None if spec.voice.is_some() => (
             Script::parse(
                 "the default turn",
-                &format!("{}repeat\n", crate::fleet::voice::VOICE_SCRIPT),
+                &format!("{}repeat\n", crate::fleet::talking::VOICE_SCRIPT),
             )?,
             false,
         ),

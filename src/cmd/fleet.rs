@@ -3,7 +3,7 @@
 //!
 //! With `--voice` the devices talk: each runs voice turns (wake, an utterance, the reply heard)
 //! and the summary gives turns, failures by reason, latencies per phase as mergeable
-//! histograms, TTS pacing and the twin's own costs (`crate::fleet::voice`); `--find-capacity`
+//! histograms, TTS pacing and the twin's own costs (`crate::fleet::talking`); `--find-capacity`
 //! ramps the count until an SLO breaks (`crate::fleet::capacity`); `--shard i/N` runs one part of
 //! a run and `fleet merge` adds the parts up (`crate::fleet::summary`).
 //!
@@ -25,9 +25,9 @@ use xiaozhi_sim::backend::script::Script;
 use crate::args::{BoardArgs, parse_std_duration};
 use crate::fleet::mcp::{self, McpRun};
 use crate::fleet::summary::{Shard, merge_files};
+use crate::fleet::talking::{self, VoiceRun, load_utterance, turn_script};
 use crate::fleet::think::Think;
 use crate::fleet::turns::{Plan, voiced_end};
-use crate::fleet::voice::{self, VoiceRun, load_utterance, turn_script};
 use crate::fleet::{GatewayNet, Target, Transport, capacity, open_files_for};
 use crate::server::{BackendFault, load_personality};
 
@@ -150,7 +150,7 @@ pub struct Args {
     /// decode and measure, the others time from TOC bytes (the loudness figures are those of
     /// the sample, and the summary says `decode sample:N`).
     #[arg(long, default_value = "full", value_name = "full|none|sample:N", requires = "voice")]
-    pub decode: crate::fleet::voice::Decode,
+    pub decode: crate::fleet::talking::Decode,
     /// Devices started per second by this process (default: one per --stagger; N shards
     /// started together dial N times as fast).
     #[arg(long, value_name = "DEVICES_PER_S", requires = "voice", value_parser = parse_ramp, allow_negative_numbers = true)]
@@ -336,7 +336,7 @@ fn run_voice(opts: &Args) -> Result<bool> {
     }
     let measure = |r: &VoiceRun| match opts.backend_process {
         true => crate::fleet::child::run(r, &opts.personality),
-        false => voice::run(r),
+        false => talking::run(r),
     };
     if opts.find_capacity {
         let slo = capacity::Slo::parse(opts.slo.as_deref().unwrap_or_default())?;

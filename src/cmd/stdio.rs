@@ -9,6 +9,7 @@
 //! seconds); logs go to stderr, never stdout.
 
 use std::io::Write;
+use xiaozhi_sim::device::Input;
 
 use anyhow::Result;
 use xiaozhi_sim::device::{Device, Output, Receipt};
@@ -205,8 +206,8 @@ pub fn run(opts: &Args) -> Result<bool> {
                             io.write_line(&reply)?;
                             continue;
                         }
-                    let receipt = io.device.handle_mcp(clock.now(), &line);
-                    if matches!(receipt, Receipt::NotRunning) {
+                    let read = io.device.handle(clock.now(), Input::Mcp(&line));
+                    if matches!(read.receipt, Some(Receipt::NotRunning)) {
                         crate::errln!("xiaozhi-twin stdio: the device is rebooting; the message was lost (as on the device)");
                     }
                 }

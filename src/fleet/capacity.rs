@@ -15,7 +15,7 @@ use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::fleet::summary::{Latency, VoiceSummary};
-use crate::fleet::voice::VoiceRun;
+use crate::fleet::talking::VoiceRun;
 use crate::server::BackendFault;
 
 /// The twin's own first-audio budget (the target), ms.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::fleet::Target;
 use crate::fleet::summary::{BackendCost, VoiceSummary};
-use crate::fleet::voice::{self, VoiceRun, run_length};
+use crate::fleet::talking::{self, VoiceRun, run_length};
 use anyhow::{Context, Result, bail};
 
 /// A backend process, stopped when dropped.
@@ -98,7 +98,7 @@ pub fn run(base: &VoiceRun, personality: &str) -> Result<VoiceSummary> {
     let mut run = base.clone();
     run.external = Some(Target::WebSocket(child.url.clone()));
     let before = child.cost();
-    let mut summary = voice::run(&run)?;
+    let mut summary = talking::run(&run)?;
     let after = child.cost();
     summary.backend_process = Some(BackendCost {
         cpu_s: after.cpu_s - before.cpu_s,

@@ -17,9 +17,9 @@ pub mod child;
 pub mod hist;
 pub mod mcp;
 pub mod summary;
+pub mod talking;
 pub mod think;
 pub mod turns;
-pub mod voice;
 pub mod web;
 
 use std::sync::Arc;

@@ -572,7 +572,7 @@ pub fn variation(plan: &Plan, voice_seed: u64, turn: u32) -> (Utterance, usize) 
 pub fn voiced_end(utterance: &[i16], voice_dbfs: f64) -> usize {
     let mut end = 0;
     for (i, f) in utterance.chunks(960).enumerate() {
-        if xiaozhi_sim::backend::voice::rms_dbfs(f) >= voice_dbfs {
+        if xiaozhi_sim::backend::voice_side::rms_dbfs(f) >= voice_dbfs {
             end = i * 960 + f.len();
         }
     }

@@ -14,15 +14,15 @@
 //! the driver and every companion read, and what it sends says what it is ([`Sent`]).
 //!
 //! A device an OTA answer sent to MQTT + UDP has an MQTT client and a UDP socket instead
-//! (`mqtt.rs`): its publishes are the text frames, its datagrams the binary ones, and the same
+//! (`mqtt_client.rs`): its publishes are the text frames, its datagrams the binary ones, and the same
 //! companions see them.
 //!
-//! Files: `net.rs` the clock and the sockets, `mqtt.rs` the second wire, `companion.rs` the
+//! Files: `net.rs` the clock and the sockets, `mqtt_client.rs` the second wire, `companion.rs` the
 //! trait, the users and the observers, `stats.rs` what a run leaves.
 
 mod companion;
 mod lenient;
-mod mqtt;
+mod mqtt_client;
 mod net;
 mod stats;
 
@@ -30,6 +30,7 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use xiaozhi_sim::device::Input;
 
 use anyhow::Result;
 use futures_util::{SinkExt, StreamExt};
@@ -42,7 +43,7 @@ use xiaozhi_sim::time::SimTime;
 
 pub use companion::{Companion, Counters, Forged, Recorder, Scripted, Seen, Turn, Wake, Waker, arguments};
 pub use lenient::{Kind, Lenient};
-pub use mqtt::{Arrived, MqttEvent, MqttLink};
+pub use mqtt_client::{Arrived, MqttEvent, MqttLink};
 pub use net::{Clock, MAX_DEVICE_FRAME, Ws, dial, raw_text, read_http_head, small_ws_config};
 pub use stats::{DeviceStats, Request};
 
@@ -309,7 +310,7 @@ impl Live {
     }
 
     /// Starts the MQTT client the device asked for.
-    fn mqtt_connect(&mut self, dial: &xiaozhi_sim::mqtt::MqttDial) {
+    fn mqtt_connect(&mut self, dial: &xiaozhi_sim::provisioning::MqttDial) {
         self.stats.connects += 1;
         if let Err(why) = self.mqtt.connect(dial) {
             self.mqtt_connected(false, &why);
@@ -322,7 +323,8 @@ impl Live {
         if !ok && self.verbose {
             crate::errln!("[{}] MQTT connect failed: {why}", self.label);
         }
-        self.device.handle_mqtt_connack(self.clock.now(), ok);
+        self.device
+            .handle(self.clock.now(), Input::MqttConnack { accepted: ok });
         self.tell(Seen::Dialled(ok));
     }
 
@@ -363,7 +365,7 @@ impl Live {
             Err(_) => false,
         };
         self.stats.connect_failures += u64::from(!ok);
-        self.device.handle_ws_open_result(self.clock.now(), ok);
+        self.device.handle(self.clock.now(), Input::WsOpened { ok });
         self.tell(Seen::Dialled(ok));
     }
 
@@ -406,7 +408,7 @@ impl Live {
                 Some(Kind::Text) => self.receive_text(now, &b, false),
                 _ => {
                     self.stats.binary_in += 1;
-                    self.device.handle_ws_binary(now, &b);
+                    self.device.handle(now, Input::WsBinary(&b));
                     self.tell(Seen::AudioIn);
                 }
             },
@@ -425,12 +427,12 @@ impl Live {
                 if self.verbose {
                     crate::errln!("[{}] MQTT connection lost: {why}", self.label);
                 }
-                self.device.handle_mqtt_closed(now);
+                self.device.handle(now, Input::MqttClosed);
                 self.tell(Seen::Dropped);
             }
             Arrived::Datagram(n) => {
                 self.stats.binary_in += 1;
-                self.device.handle_udp(now, self.mqtt.datagram(n));
+                self.device.handle(now, Input::Udp(self.mqtt.datagram(n)));
                 self.tell(Seen::AudioIn);
             }
         }
@@ -448,9 +450,9 @@ impl Live {
         }
         let arrived = Instant::now();
         let read: Incoming = if mqtt {
-            self.device.handle_mqtt_message(now, text)
+            self.device.handle(now, Input::MqttMessage(text))
         } else {
-            self.device.handle_ws_text(now, text)
+            self.device.handle(now, Input::WsText(text))
         };
         self.stats.hellos += u64::from(read.message == MessageType::Hello);
         if let Some(id) = read.reply_id() {
@@ -473,7 +475,7 @@ impl Live {
     /// The socket is gone under the device (the server closed it, or a read or write failed).
     fn lost(&mut self, now: SimTime) {
         self.drop_socket();
-        self.device.handle_ws_closed(now);
+        self.device.handle(now, Input::WsClosed);
         self.tell(Seen::Closed);
     }
 

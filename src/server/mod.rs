@@ -11,12 +11,12 @@
 //! stop signal, and hand it in.
 //!
 //! Devices on MQTT + UDP meet the same server through a stand-in of xiaozhi-mqtt-gateway
-//! (`mqtt.rs`), and `ota.rs` answers their activation requests as xiaozhi-esp32-server does.
+//! (`mqtt_gateway.rs`), and `ota.rs` answers their activation requests as xiaozhi-esp32-server does.
 
-mod mqtt;
+mod mqtt_gateway;
 mod ota;
 
-pub use mqtt::{MAX_MQTT_PACKET, MqttWire, bind_udp, serve_mqtt};
+pub use mqtt_gateway::{MAX_MQTT_PACKET, MqttWire, bind_udp, serve_mqtt};
 pub use ota::serve_ota;
 
 use std::collections::BTreeMap;

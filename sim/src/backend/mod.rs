@@ -13,7 +13,7 @@ pub mod script;
 pub mod scripted;
 pub mod spec;
 pub mod vad;
-pub mod voice;
+pub mod voice_side;
 pub mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -65,8 +65,8 @@ pub struct Session {
     notes: Vec<String>,
     /// Actions decided but not yet taken by the socket layer.
     outbox: VecDeque<Action>,
-    /// The ear and the voice (`backend::voice`).
-    voice: voice::VoiceSide,
+    /// The ear and the voice (`backend::voice_side`).
+    voice: voice_side::VoiceSide,
 }
 
 fn ms(t: SimTime) -> f64 {
@@ -121,10 +121,10 @@ impl Session {
             queued_calls: VecDeque::new(),
             notes: Vec::new(),
             outbox: VecDeque::new(),
-            voice: voice::VoiceSide::default(),
+            voice: voice_side::VoiceSide::default(),
             spec,
         };
-        s.voice = voice::VoiceSide::new(&s.session_id, version);
+        s.voice = voice_side::VoiceSide::new(&s.session_id, version);
         if s.spec.init_at == InitAt::Accept {
             let mut actions = Vec::new();
             s.send_initialize(now, &mut actions);

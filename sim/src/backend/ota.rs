@@ -7,7 +7,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::gateway::password_signature;
-use crate::mqtt::MqttBlock;
+use crate::provisioning::MqttBlock;
 
 /// What the server's config says about its endpoints.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::spec::Delivery;
-use crate::backend::{ms, voice};
+use crate::backend::{ms, voice_side};
 use crate::time::SimTime;
 
 /// How one request ended.
@@ -157,5 +157,5 @@ pub struct SessionReport {
     /// Things worth knowing in words (reused ids, late replies, discarded pages, closes).
     pub notes: Vec<String>,
     /// Microphone audio received, utterances found, `listen`/`abort` messages, speech sent.
-    pub voice: voice::VoiceReport,
+    pub voice: voice_side::VoiceReport,
 }

@@ -1,5 +1,6 @@
-//! What an incoming text frame or MQTT message was to the device, read off the device's own
-//! parse (the cJSON dialect, as the firmware reads it: the first of two `type` keys, keys
+//! What comes in: an [`Input`] is what a driver hands the device (one variant per thing a
+//! transport delivers, all taken by `Device::handle`); an [`Incoming`] is what an incoming text
+//! frame or MQTT message was to the device, read off the device's own parse (the cJSON dialect, as the firmware reads it: the first of two `type` keys, keys
 //! matched case-insensitively): the `type` it dispatched on, a `tts` state, an MCP request's
 //! method, tool and arguments, and the [`Receipt`] of what the MCP server did with it. Drivers
 //! and reports read this instead of parsing the frame a second time with another parser that
@@ -8,6 +9,54 @@
 use crate::cjson::Item;
 use crate::device::output::Receipt;
 
+/// What a driver hands the device: one event of a transport, or a payload for a receive task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input<'a> {
+    /// The driver finished the TCP connect + handshake of the last `Output::WsOpen` (`ok`: the
+    /// response contained `HTTP/1.1 101`).
+    WsOpened {
+        /// The handshake succeeded.
+        ok: bool,
+    },
+    /// The peer closed the WebSocket or the TCP connection broke.
+    WsClosed,
+    /// A text frame on the WebSocket receive task: envelope parse (length-bounded from 2.2.6),
+    /// then the server hello, the MCP server or the application dispatcher.
+    WsText(&'a [u8]),
+    /// A binary frame (audio) on the WebSocket: unpacked as the protocol version says (trusting
+    /// its size field, as the firmware does), then `OnIncomingAudio`.
+    WsBinary(&'a [u8]),
+    /// The last `Output::MqttConnect` ended: a CONNACK with return code 0 (`accepted`), or a
+    /// refusal or connection failure (esp-mqtt retries 10 s later).
+    MqttConnack {
+        /// Return code 0.
+        accepted: bool,
+    },
+    /// The MQTT connection broke (the broker closed it, TCP failed, no PINGRESP).
+    MqttClosed,
+    /// A PUBLISH the broker delivered (any topic: the client subscribed to nothing), on the
+    /// MQTT task: a server hello, a goodbye, or a message for `OnIncomingJson`.
+    MqttMessage(&'a [u8]),
+    /// A datagram on the audio channel's UDP socket.
+    Udp(&'a [u8]),
+    /// One audio packet on the direct link (an MQTT device's UDP audio, already decrypted):
+    /// the Opus packet itself, then `OnIncomingAudio`.
+    Audio(&'a [u8]),
+    /// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it: `tts`, `stt`,
+    /// `llm`, `system`, `mcp`).
+    Json(&'a [u8]),
+    /// One MCP payload straight to the MCP server (the conformance recorder's feed), processed
+    /// synchronously as `ParseMessage` does; work it schedules waits for the main task.
+    Mcp(&'a [u8]),
+}
+
+impl Input<'_> {
+    /// Audio for the speaker: counted as lost when no channel (no running application) takes it.
+    pub(crate) fn is_audio(&self) -> bool {
+        matches!(self, Input::WsBinary(_) | Input::Udp(_) | Input::Audio(_))
+    }
+}
+
 /// An incoming text, as the device read it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Incoming {
@@ -15,7 +64,7 @@ pub struct Incoming {
     pub message: MessageType,
     /// An MCP request (its payload has a string `method`), as the MCP server reads it.
     pub request: Option<Request>,
-    /// What the MCP server did with an `mcp` message.
+    /// What the MCP server did with an `mcp` message or an [`Input::Mcp`] payload.
     pub receipt: Option<Receipt>,
 }
 

@@ -1,9 +1,9 @@
 //! One simulated board: boot, the receive task, the main task, timers, reboot and power
 //! (`main/application.cc`, `main/boards/common/*`; docs/reference/firmware.md §4–§6, §9–§11).
 //!
-//! The device is **sans-IO** (quinn-proto style): it is handed `now` and inbound MCP payloads
-//! ([`Device::handle_mcp`]), WebSocket frames ([`Device::handle_ws_text`],
-//! [`Device::handle_ws_binary`]) and user actions, and hands back outbound frames
+//! The device is **sans-IO** (quinn-proto style): it is handed `now` and what a transport
+//! delivers, through one entry ([`Device::handle`] with an [`Input`]: MCP payloads, WebSocket
+//! and MQTT frames, datagrams, connection events), and user actions, and hands back outbound frames
 //! ([`Device::poll_output`]), trace events ([`Device::drain_events`]) and its next deadline
 //! ([`Device::poll_timeout`]). It never reads a clock and never sleeps; whoever drives it owns
 //! time. [`Device`] is the only public face of the folder; every `impl Device` is here, but for
@@ -21,7 +21,8 @@
 //!   microphone), `peripherals` + `builtin` (the board's objects and their tool callbacks),
 //!   `upgrade` (the firmware upgrade flow), `task` (what the main task runs);
 //! * the hub — `application` (what `Application` holds, with its voice interaction in
-//!   `application/voice.rs` and its buttons' callbacks in `application/buttons.rs`), called
+//!   `application/conversation.rs`, its receive tasks in `application/inbound.rs`; the buttons'
+//!   polling and callbacks are `button.rs`), called
 //!   from here and from `user.rs`.
 
 mod application;
@@ -61,13 +62,12 @@ use crate::trace::{BootReason, Event, TraceEvent};
 use crate::world::WorldSpec;
 use application::{Application, inbound};
 use platform::{Platform, Power};
-use protocol::websocket::HelloCrash;
 use task::TaskEnd;
 
 pub use crate::firmware::state::DeviceState;
 pub use button::NoSuchButton;
 pub use heard::AsPlayed;
-pub use incoming::{Incoming, MessageType, Request, TtsState};
+pub use incoming::{Incoming, Input, MessageType, Request, TtsState};
 pub use listening::{AbortReason, ListeningMode};
 pub use mic::Utterance;
 pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, HttpUpload, Output, Receipt, Sent};
@@ -430,20 +430,84 @@ impl Device {
         self.start_boot(reason);
     }
 
-    /// The receive task: one inbound MCP payload, processed synchronously as `ParseMessage`
-    /// does. Work it schedules waits for the main task (see [`Device::run_until`]).
-    pub fn handle_mcp(&mut self, now: SimTime, payload: &[u8]) -> Receipt {
+    /// Everything a driver delivers, one entry: runs what is due before `now`, then hands
+    /// `input` to the receive task or the protocol it belongs to. Work it schedules waits for
+    /// the main task (see [`Device::run_until`]). What the device read of a text frame, an MQTT
+    /// message or an MCP payload; `Incoming::default()` (not read) for the rest and whenever
+    /// no application runs (audio then counts as lost for want of a channel).
+    pub fn handle(&mut self, now: SimTime, input: Input<'_>) -> Incoming {
         self.run_before(now);
-        if !self.is_running() {
+        let Some(app) = self.app.as_deref_mut() else {
+            return self.not_running(input);
+        };
+        let p = &mut self.platform;
+        // `None`: a delivery that reads no message (and needs no after-care).
+        let handled = match input {
+            Input::WsOpened { ok } => {
+                app.ws_open_result(p, ok);
+                None
+            }
+            Input::WsClosed => {
+                app.ws_closed(p);
+                None
+            }
+            Input::MqttConnack { accepted } => {
+                app.mqtt_link(p, Some(accepted));
+                None
+            }
+            Input::MqttClosed => {
+                app.mqtt_link(p, None);
+                None
+            }
+            Input::Udp(datagram) => {
+                inbound::udp_datagram(app, p, datagram);
+                None
+            }
+            Input::Audio(packet) => {
+                app.incoming_audio(p, packet, false);
+                None
+            }
+            Input::WsBinary(frame) => inbound::ws_binary(app, p, frame).err().map(|announced| {
+                let reason = format!(
+                    "std::bad_alloc: a binary frame's header announced {announced} payload bytes (more than the heap)"
+                );
+                (Incoming::default(), Err(reason))
+            }),
+            Input::WsText(frame) => Some(crashed(inbound::ws_text(app, p, &mut self.parser, frame))),
+            Input::MqttMessage(payload) => Some(crashed(inbound::mqtt_message(app, p, &mut self.parser, payload))),
+            Input::Json(frame) => Some((inbound::json(app, p, &mut self.parser, frame), Ok(()))),
+            Input::Mcp(payload) => {
+                let receipt = app.receive_mcp(p, &mut self.parser, self.terminator, payload);
+                let read = Incoming {
+                    message: MessageType::Mcp,
+                    request: None,
+                    receipt: Some(receipt),
+                };
+                Some((read, Ok(())))
+            }
+        };
+        match handled {
+            Some(handled) => self.after_receive(handled),
+            None => Incoming::default(),
+        }
+    }
+
+    /// `input` found no application (the board is off or booting): an MCP payload is dropped
+    /// unread, audio is lost for want of a channel, the rest is not read.
+    fn not_running(&mut self, input: Input<'_>) -> Incoming {
+        if let Input::Mcp(_) = input {
             self.platform.emit(|| Event::MessageDropped {
                 reason: crate::mcp::DropReason::NotRunning,
             });
-            return Receipt::NotRunning;
+            return Incoming {
+                receipt: Some(Receipt::NotRunning),
+                ..Incoming::default()
+            };
         }
-        let app = self.app.as_deref_mut().expect("running");
-        let receipt = app.receive_mcp(&mut self.platform, &mut self.parser, self.terminator, payload);
-        self.after_thread();
-        receipt
+        if input.is_audio() {
+            self.platform.speech.no_channel();
+        }
+        Incoming::default()
     }
 
     /// A `tool_call` thread (1.7.5–1.9.1) or a receive path that aborted takes the device down.
@@ -455,79 +519,17 @@ impl Device {
         }
     }
 
-    /// Runs what is due before `now`, then `f` on the running application (if any).
-    fn on_app(&mut self, now: SimTime, f: impl FnOnce(&mut Application, &mut Platform)) {
-        self.run_before(now);
-        if let Some(app) = self.app.as_deref_mut() {
-            f(app, &mut self.platform);
-        }
-    }
-
-    /// The driver finished the TCP connect + handshake of the last [`Output::WsOpen`]
-    /// (`ok`: the response contained `HTTP/1.1 101`).
-    pub fn handle_ws_open_result(&mut self, now: SimTime, ok: bool) {
-        self.on_app(now, |app, p| app.ws_open_result(p, ok));
-    }
-
-    /// The peer closed the WebSocket or the TCP connection broke.
-    pub fn handle_ws_closed(&mut self, now: SimTime) {
-        self.on_app(now, |app, p| app.ws_closed(p));
-    }
-
-    /// The last [`Output::MqttConnect`] ended: a CONNACK with return code 0 (`accepted`), or a
-    /// refusal or connection failure (esp-mqtt retries 10 s later).
-    pub fn handle_mqtt_connack(&mut self, now: SimTime, accepted: bool) {
-        self.on_app(now, |app, p| app.mqtt_link(p, Some(accepted)));
-    }
-
-    /// The MQTT connection broke (the broker closed it, TCP failed, no PINGRESP).
-    pub fn handle_mqtt_closed(&mut self, now: SimTime) {
-        self.on_app(now, |app, p| app.mqtt_link(p, None));
-    }
-
-    /// A PUBLISH the broker delivered (any topic: the client subscribed to nothing), on the MQTT
-    /// task: a server hello, a goodbye, or a message for `OnIncomingJson`.
-    pub fn handle_mqtt_message(&mut self, now: SimTime, payload: &[u8]) -> Incoming {
-        self.run_before(now);
-        let Some(app) = self.app.as_deref_mut() else {
-            return Incoming::default();
-        };
-        let handled = inbound::mqtt_message(app, &mut self.platform, &mut self.parser, payload);
-        self.after_receive(handled)
-    }
-
     /// After a receive task handled a message: the work it scheduled, or the firmware's crash
     /// (a panic, and the device boots again).
-    fn after_receive(&mut self, (read, handled): (Incoming, Result<(), HelloCrash>)) -> Incoming {
+    fn after_receive(&mut self, (read, handled): (Incoming, Result<(), String>)) -> Incoming {
         match handled {
             Ok(()) => self.after_thread(),
-            Err(crash) => {
-                let reason = crash.to_string();
+            Err(reason) => {
                 self.platform.emit(|| Event::Panicked { reason });
                 self.restart(BootReason::Panic);
             }
         }
         read
-    }
-
-    /// A datagram on the audio channel's UDP socket.
-    pub fn handle_udp(&mut self, now: SimTime, datagram: &[u8]) {
-        self.run_before(now);
-        match self.app.as_deref_mut() {
-            Some(app) => inbound::udp_datagram(app, &mut self.platform, datagram),
-            None => self.platform.speech.no_channel(),
-        }
-    }
-
-    /// A text frame on the WebSocket receive task: envelope parse (length-bounded), then the
-    /// server hello, the MCP server or the application dispatcher.
-    pub fn handle_ws_text(&mut self, now: SimTime, frame: &[u8]) -> Incoming {
-        self.run_before(now);
-        let Some(app) = self.app.as_deref_mut() else {
-            return Incoming::default();
-        };
-        let handled = inbound::ws_text(app, &mut self.platform, &mut self.parser, frame);
-        self.after_receive(handled)
     }
 
     /// Everything scheduled but not yet run, described (for evidence).
@@ -595,10 +597,10 @@ impl Device {
 
     /// The OTA server's answer, as `Ota::CheckVersion` takes it (`ota.cc:116-185`; the driver
     /// made the request): parsed as a C string, its `mqtt` and `websocket` blocks written to NVS
-    /// (`mqtt::ota_blocks`, docs/reference/mqtt.md §3). A write NVS refuses aborts the device
+    /// (`provisioning::ota_blocks`, docs/reference/mqtt.md §3). A write NVS refuses aborts the device
     /// (`ESP_ERROR_CHECK`) and it restarts. The protocol the answer leads to, or `None` when the
     /// device is not running, the answer is not JSON, or the device aborted.
-    pub fn apply_ota_answer(&mut self, now: SimTime, body: &[u8]) -> Option<crate::mqtt::Choice> {
+    pub fn apply_ota_answer(&mut self, now: SimTime, body: &[u8]) -> Option<crate::provisioning::Choice> {
         self.run_until(now);
         if !self.is_running() {
             return None;
@@ -607,7 +609,7 @@ impl Device {
             .parser
             .parse(body, Terminator::Nul, crate::cjson::Limits::default())
         {
-            Ok(doc) => Some(crate::mqtt::ota_blocks(doc.root(), &self.platform.nvs)),
+            Ok(doc) => Some(crate::provisioning::ota_blocks(doc.root(), &self.platform.nvs)),
             Err(_) => None,
         };
         let Some((has_mqtt, has_websocket, writes)) = parsed else {
@@ -624,7 +626,7 @@ impl Device {
                 return None;
             }
         }
-        Some(crate::mqtt::Choice::of(has_mqtt, has_websocket))
+        Some(crate::provisioning::Choice::of(has_mqtt, has_websocket))
     }
 
     /// Hardware reset (EN pin): `esp_restart` now; queued work is lost, NVS kept.
@@ -643,46 +645,6 @@ impl Device {
 
 /// The voice path, seen from outside: frames from a backend, what the user does and says.
 impl Device {
-    /// A binary frame (audio) arrived on the WebSocket: unpacked as the protocol version says
-    /// (trusting its size field as the firmware does), then `OnIncomingAudio`.
-    pub fn handle_ws_binary(&mut self, now: SimTime, frame: &[u8]) {
-        self.run_before(now);
-        let Some(app) = self.app.as_deref_mut() else {
-            self.platform.speech.no_channel();
-            return;
-        };
-        if let Err(announced) = inbound::ws_binary(app, &mut self.platform, frame) {
-            self.platform.emit(|| Event::Panicked {
-                reason: format!(
-                    "std::bad_alloc: a binary frame's header announced {announced} payload bytes (more than the heap)"
-                ),
-            });
-            self.restart(BootReason::Panic);
-        }
-    }
-
-    /// One audio packet on the direct link (an MQTT device's UDP audio, already decrypted): the
-    /// Opus packet itself, then `OnIncomingAudio`.
-    pub fn handle_audio(&mut self, now: SimTime, packet: &[u8]) {
-        self.run_before(now);
-        match self.app.as_deref_mut() {
-            Some(app) => app.incoming_audio(&mut self.platform, packet, false),
-            None => self.platform.speech.no_channel(),
-        }
-    }
-
-    /// A JSON message on the direct link (`OnIncomingJson` as MQTT delivers it: `tts`, `stt`,
-    /// `llm`, `system`, `mcp`). A reply it causes leaves as [`Output::Mcp`].
-    pub fn handle_json(&mut self, now: SimTime, frame: &[u8]) -> Incoming {
-        self.run_before(now);
-        let Some(app) = self.app.as_deref_mut() else {
-            return Incoming::default();
-        };
-        let read = inbound::json(app, &mut self.platform, &mut self.parser, frame);
-        self.after_thread();
-        read
-    }
-
     /// Runs to `now`, then queues `task` for the main task (nothing when the board is off).
     fn schedule(&mut self, now: SimTime, task: task::Task) {
         self.run_until(now);
@@ -690,6 +652,12 @@ impl Device {
             app.main.schedule(task);
         }
     }
+}
+
+/// A receive task's result, its crash (a server hello the firmware dereferences without a
+/// check) as the panic's reason.
+fn crashed((read, handled): (Incoming, Result<(), protocol::websocket::HelloCrash>)) -> (Incoming, Result<(), String>) {
+    (read, handled.map_err(|crash| crash.to_string()))
 }
 
 #[cfg(test)]

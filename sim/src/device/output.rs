@@ -61,7 +61,7 @@ pub enum Output {
         at: SimTime,
     },
     /// Dial `endpoint` and write `request` (the exact handshake bytes); report with
-    /// [`Device::handle_ws_open_result`](crate::device::Device::handle_ws_open_result).
+    /// [`Input::WsOpened`](crate::device::Input::WsOpened).
     WsOpen {
         /// Where to dial (split from `websocket/url`).
         endpoint: Endpoint,
@@ -101,13 +101,12 @@ pub enum Output {
         at: SimTime,
     },
     /// Connect an MQTT 3.1.1 client (clean session, this keepalive) and report the CONNACK with
-    /// [`Device::handle_mqtt_connack`](crate::device::Device::handle_mqtt_connack); a connection
-    /// that breaks later, with
-    /// [`Device::handle_mqtt_closed`](crate::device::Device::handle_mqtt_closed). The client
+    /// [`Input::MqttConnack`](crate::device::Input::MqttConnack); a connection that breaks
+    /// later, with [`Input::MqttClosed`](crate::device::Input::MqttClosed). The client
     /// subscribes to nothing (the broker delivers to the device's own topic, or nothing comes).
     MqttConnect {
         /// Where and as whom.
-        dial: crate::mqtt::MqttDial,
+        dial: crate::provisioning::MqttDial,
         /// When the client started connecting.
         at: SimTime,
     },

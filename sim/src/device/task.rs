@@ -54,7 +54,7 @@ pub(crate) enum Task {
     PlayPrompt(Prompt),
     /// Work elsewhere that keeps the main task busy (e.g. opening the audio channel).
     Busy(SimDuration),
-    /// The voice interaction's lambdas and events (`application/voice.rs` runs them).
+    /// The voice interaction's lambdas and events (`application/conversation.rs` runs them).
     Voice(VoiceTask),
     /// `ContinueOpenAudioChannel(mode)` (or `ContinueWakeWordInvoke(word)`) and its waits.
     OpenChannel {

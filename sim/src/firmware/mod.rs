@@ -9,10 +9,10 @@
 //! [`FirmwareSpec`] is a board file's `firmware:` section; [`state`] the device state machine's
 //! states and transition table. Knows nothing about devices or runtime state.
 
-mod mqtt;
+mod mqtt_rules;
 pub mod state;
 
-pub use mqtt::{MqttRules, ServerGoodbye};
+pub use mqtt_rules::{MqttRules, ServerGoodbye};
 
 use std::fmt;
 

@@ -18,7 +18,7 @@ use crate::scenario::check::{ReplyLatency, level};
 use crate::scenario::expect::EventName;
 use crate::scenario::record::{Claim, Record};
 use crate::scenario::reply::{coerced, is_valid_json, lossy, reply_error, reply_id, reply_text};
-use crate::scenario::voice::PendingClaim;
+use crate::scenario::runner_voice::PendingClaim;
 use crate::time::SimTime;
 use crate::trace::{Event, TraceEvent};
 

@@ -31,10 +31,10 @@ mod press;
 pub mod record;
 pub mod reply;
 pub mod runner;
+pub mod runner_voice;
 mod sound_checks;
 mod step_kind;
 mod steps;
-pub mod voice;
 
 pub use expect::{Approx, ClaimExpect, EventName, Expect, FramesExpect, HeardExpect};
 pub use step_kind::StepKind;

@@ -20,7 +20,7 @@ use crate::scenario::discovery::Discovery;
 use crate::scenario::expect::Expect;
 use crate::scenario::record::{Check, Record, ScenarioReport, StepReport, Timeline, Trace};
 use crate::scenario::reply::{coerced, reply_id};
-use crate::scenario::voice::RunnerVoice;
+use crate::scenario::runner_voice::RunnerVoice;
 use crate::time::{SimDuration, SimTime};
 use crate::trace::TraceEvent;
 

@@ -18,7 +18,7 @@ use crate::scenario::press;
 use crate::scenario::record::{Check, Expectation, StepReport};
 use crate::scenario::reply::{call_request, lossy, reply_id, reply_text};
 use crate::scenario::runner::{Runner, StepOutcome};
-use crate::scenario::voice::{FIRST_AUDIO_AFTER, TTS_RATE};
+use crate::scenario::runner_voice::{FIRST_AUDIO_AFTER, TTS_RATE};
 use crate::scenario::{
     AbortStep, BurstStep, CallStep, FaultStep, InitializeStep, ListStep, ListenStep, PlayStep, ReadbackStep, SayStep,
     SendStep, SpeakStep, Step, Tone, WakeStep, step_key,

@@ -2,18 +2,18 @@
 //! what `Application` holds between boots, its construction at boot, the receive path's
 //! hand-over, the main task's dispatch of every [`Task`], the `tool_call` threads of 1.x,
 //! timers, state transitions and the tool-call dispatcher. The channel's events (open, close,
-//! the server hello, incoming JSON) are with the voice interaction in `voice.rs`.
+//! the server hello, incoming JSON) are with the voice interaction in `conversation.rs`.
 //!
 //! The application is the hub that owns the subsystems and calls each with the pieces it needs:
 //! the protocol object ([`Protocol`]), the audio service ([`AudioService`], [`Playback`],
 //! [`Microphone`]), the board's objects ([`Peripherals`]), the conversation's members
 //! ([`Listening`]) and the upgrade flow ([`Upgrade`]). Its voice interaction (toggle chat, opening
-//! the channel, listening, speaking, abort) is the second file of its impl, `voice.rs`; the
+//! the channel, listening, speaking, abort) is the second file of its impl, `conversation.rs`; the
 //! buttons ([`Buttons`], polled on the timer task) hand it their callbacks' effects. Volatile:
 //! rebuilt at every boot from the board spec and NVS.
 
+mod conversation;
 pub(crate) mod inbound;
-mod voice;
 
 use std::sync::Arc;
 

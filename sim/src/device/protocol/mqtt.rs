@@ -20,7 +20,7 @@ use crate::device::protocol::base::{
 use crate::device::protocol::websocket::HelloCrash;
 use crate::device::protocol::websocket::text_font_capabilities;
 use crate::firmware::ServerGoodbye;
-use crate::mqtt::{Broker, MqttDial, MqttSettings};
+use crate::provisioning::{Broker, MqttDial, MqttSettings};
 use crate::time::{SimDuration, SimTime};
 use crate::trace::{ChannelFailure, Event, LogLevel};
 use crate::voice::udp::{OldUdp, Refused, UdpChannel, parse_udp, parse_udp_old};

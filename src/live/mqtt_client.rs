@@ -10,7 +10,7 @@ use rumqttc::{AsyncClient, ConnectReturnCode, Event, EventLoop, MqttOptions, Out
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use xiaozhi_sim::mqtt::MqttDial;
+use xiaozhi_sim::provisioning::MqttDial;
 
 /// esp-ml307's `Connect()` waits this long for the CONNACK (`MQTT_CONNECT_TIMEOUT_MS`); the
 /// model gives up at the same time, this only ends the attempt on the socket.
