@@ -55,11 +55,11 @@
 //!     (Opus, resampling), `voice::memo` (codec work shared by many devices), `voice::stream`
 //!     (a device's codec stream, own or pooled), `voice::log` (what became of the speech),
 //!     `voice::speak` (a backend's speaking side as data).
-//! * **The device**: `device` (`Device`: `handle_*` in, `poll_*` out), and inside it:
+//! * **The device**: `device` (`Device`: `handle(now, Input)` in, `poll_*` out), and inside it:
 //!   * `device::platform` (what survives a reboot, the outputs, `Board`), `device::incoming`
-//!     (what an incoming text was to the device, as its own parser read it), `device::io`
-//!     (narrow views of the platform: the trace, what the playback and the MQTT transport
-//!     touch), `device::output` (what leaves the device, the receipt of a payload), `device::url`,
+//!     (what a driver delivers, and what an incoming text was to the device, as its own parser
+//!     read it), `device::io` (narrow views of the platform: the trace, what the playback, a
+//!     transport and the board's objects touch), `device::output` (what leaves the device, the receipt of a payload), `device::url`,
 //!     `device::listening`, `device::main_loop`, `device::task` (what the main
 //!     task runs), `device::status` (status and system-info JSON), `device::catalogue` (tool
 //!     registration), `device::otto` (otto-robot's controller), `device::button` (a button as

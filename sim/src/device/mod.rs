@@ -68,9 +68,10 @@ pub use crate::firmware::state::DeviceState;
 pub use button::NoSuchButton;
 pub use heard::AsPlayed;
 pub use incoming::{Incoming, Input, MessageType, Request, TtsState};
+pub use io::HttpUpload;
 pub use listening::{AbortReason, ListeningMode};
 pub use mic::Utterance;
-pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, HttpUpload, Output, Receipt, Sent};
+pub use platform::{BadMac, Board, DeviceSnapshot, Faults, Fired, Output, Receipt, Sent};
 
 /// A simulated board.
 pub struct Device {

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use crate::board::DisplayKind;
 use crate::board::{Behavior, BoardTool, ReturnSpec};
+use crate::device::io::BoardIo;
 use crate::device::otto::{self, Otto, needs_otto};
-use crate::device::platform::Platform;
+use crate::device::platform::Faults;
 use crate::firmware::ThemeTool;
 use crate::hw::backlight::{Backlight, SetOutcome};
 use crate::hw::camera::Camera;
@@ -51,31 +52,23 @@ impl Peripherals {
     /// The board constructor's objects, in its order: display (with the stored theme), camera,
     /// GPIOs, otto's controller (trims from NVS), the backlight (brightness restored), the
     /// board's forced theme.
-    pub(crate) fn construct(platform: &mut Platform) -> Peripherals {
-        let spec = platform.spec.clone();
-        let stored_theme = platform
+    pub(crate) fn construct(io: &mut BoardIo<'_>, faults: &Faults) -> Peripherals {
+        let spec = io.spec.clone();
+        let stored_theme = io
             .nvs
             .get_str(names::DISPLAY, names::THEME)
             .map(|t| String::from_utf8_lossy(t).into_owned());
-        let named = platform.firmware.theme_tool == ThemeTool::Named;
-        let display = Display::new(
-            &spec.display,
-            platform.faults.display_init_fails,
-            stored_theme.as_deref(),
-            named,
-        );
-        let camera = spec
-            .camera
-            .as_ref()
-            .map(|c| Camera::new(c, platform.faults.camera_init_fails));
+        let named = io.firmware.theme_tool == ThemeTool::Named;
+        let display = Display::new(&spec.display, faults.display_init_fails, stored_theme.as_deref(), named);
+        let camera = spec.camera.as_ref().map(|c| Camera::new(c, faults.camera_init_fails));
         let mut gpio_flags = BTreeMap::new();
         for gpio in spec.lamp_gpios().chain(spec.board_tools.iter().filter_map(|t| match t {
             BoardTool::Tool(t) => t.behavior.gpio(),
             BoardTool::Lamp { .. } => None,
         })) {
             if gpio_flags.insert(gpio, false).is_none() {
-                platform.emit(|| Event::GpioConfigured { gpio });
-                platform.emit(|| Event::GpioSet { gpio, level: 0 });
+                io.emit(|| Event::GpioConfigured { gpio });
+                io.emit(|| Event::GpioSet { gpio, level: 0 });
             }
         }
         let mut board = Peripherals {
@@ -83,31 +76,30 @@ impl Peripherals {
             backlight: None,
             camera,
             gpio_flags,
-            otto: needs_otto(&spec).then(|| construct_otto(platform)),
+            otto: needs_otto(&spec).then(|| construct_otto(io)),
         };
         if let Some(bl) = spec.backlight.as_ref() {
             board.backlight = Some(Backlight::new());
             let stored = if bl.restore {
-                platform
-                    .nvs
+                io.nvs
                     .get_i32(names::DISPLAY, names::BRIGHTNESS, i32::from(bl.default_brightness))
             } else {
                 i32::from(bl.boot_brightness)
             };
             let restored = if stored <= 0 {
-                platform.log(LogLevel::Warn, "Backlight", || {
+                io.log(LogLevel::Warn, "Backlight", || {
                     format!("Brightness value ({stored}) is too small, setting to default (10)")
                 });
                 10
             } else {
                 stored
             };
-            board.set_brightness(platform, restored.clamp(0, 255) as u8, false);
+            board.set_brightness(io, restored.clamp(0, 255) as u8, false);
         }
         if let Some(theme) = spec.display.boot_theme.as_deref() {
             // A failed NVS write here would abort the boot; the board's own theme write is
             // never refused by a healthy partition, so the outcome is not modelled further.
-            let _ = board.apply_theme(platform, theme.as_bytes());
+            let _ = board.apply_theme(io, theme.as_bytes());
         }
         board
     }
@@ -119,69 +111,62 @@ impl Peripherals {
         earliest(backlight, self.otto.as_ref().and_then(Otto::deadline))
     }
 
-    /// Fires the board objects' timers due at `platform.now`.
+    /// Fires the board objects' timers due at `io.now`.
     #[inline]
-    pub(crate) fn fire_timers(&mut self, platform: &mut Platform) {
-        let now = platform.now;
+    pub(crate) fn fire_timers(&mut self, io: &mut BoardIo<'_>) {
+        let now = io.now;
         if let Some(b) = self.backlight.as_mut() {
             while let Some(step) = b.on_tick(now) {
-                platform.emit(|| Event::BacklightStep {
+                io.emit(|| Event::BacklightStep {
                     brightness: step.brightness,
                     duty: step.duty,
                 });
             }
         }
         if let Some(note) = self.otto.as_mut().and_then(|o| o.on_tick(now)) {
-            platform.log(LogLevel::Info, "OttoController", || note);
+            io.log(LogLevel::Info, "OttoController", || note);
         }
     }
 
     /// `Backlight::SetBrightness(b, permanent)`.
-    pub(crate) fn set_brightness(
-        &mut self,
-        platform: &mut Platform,
-        brightness: u8,
-        permanent: bool,
-    ) -> Option<EspErr> {
-        let now = platform.now;
+    pub(crate) fn set_brightness(&mut self, io: &mut BoardIo<'_>, brightness: u8, permanent: bool) -> Option<EspErr> {
+        let now = io.now;
         let backlight = self.backlight.as_mut()?;
         let clamped = brightness.min(100);
         if clamped == backlight.brightness() {
             return None;
         }
-        if permanent
-            && let Err(e) = platform.nvs_set(names::DISPLAY, names::BRIGHTNESS, NvsValue::I32(i32::from(clamped)))
-        {
+        if permanent && let Err(e) = io.nvs_set(names::DISPLAY, names::BRIGHTNESS, NvsValue::I32(i32::from(clamped))) {
             return Some(e);
         }
         if let SetOutcome::Fading { target, .. } = backlight.set_brightness(now, clamped) {
-            platform.emit(|| Event::BacklightTarget { target });
-            platform.log(LogLevel::Info, "Backlight", || format!("Set brightness to {target}"));
+            io.emit(|| Event::BacklightTarget { target });
+            io.log(LogLevel::Info, "Backlight", || format!("Set brightness to {target}"));
         }
         None
     }
 
     /// `display->SetTheme(theme)` for a registered name; persists on LCD. Returns whether the
     /// name was found, or the NVS error that aborts.
-    pub(crate) fn apply_theme(&mut self, platform: &mut Platform, name: &[u8]) -> Result<bool, EspErr> {
+    pub(crate) fn apply_theme(&mut self, io: &mut BoardIo<'_>, name: &[u8]) -> Result<bool, EspErr> {
         let Some(theme) = self.display.set_theme(name) else {
             if self.display.is_named() {
                 let shown = String::from_utf8_lossy(name).into_owned();
-                platform.log(LogLevel::Error, "LcdDisplay", || format!("Invalid theme name: {shown}"));
+                io.log(LogLevel::Error, "LcdDisplay", || format!("Invalid theme name: {shown}"));
             }
             return Ok(false);
         };
-        platform.emit(|| Event::ThemeApplied { theme: theme.clone() });
+        io.emit(|| Event::ThemeApplied { theme: theme.clone() });
         if self.display.persists_theme() {
-            platform.nvs_set(names::DISPLAY, names::THEME, NvsValue::Str(theme.into_bytes()))?;
+            io.nvs_set(names::DISPLAY, names::THEME, NvsValue::Str(theme.into_bytes()))?;
         }
         Ok(true)
     }
 
     /// Drives a lamp's or a board tool's GPIO and keeps its software flag.
-    pub(crate) fn drive_gpio(&mut self, platform: &mut Platform, gpio: u32, on: bool) {
+    pub(crate) fn drive_gpio(&mut self, io: &mut BoardIo<'_>, gpio: u32, on: bool) {
         self.gpio_flags.insert(gpio, on);
-        platform.emit(|| Event::GpioSet {
+        io.emit(|| Event::GpioSet {
             gpio,
             level: u8::from(on),
         });
@@ -189,9 +174,9 @@ impl Peripherals {
 
     /// `self.camera.take_photo`: capture, then `Explain` (POST to the vision URL); 1.x returns
     /// its failures as ordinary text instead of throwing.
-    pub(crate) fn take_photo(&mut self, platform: &mut Platform, question: &[u8]) -> Callback {
-        let outcome = self.capture_and_explain(platform, question);
-        if platform.firmware.camera_failures_thrown {
+    pub(crate) fn take_photo(&mut self, io: &mut BoardIo<'_>, question: &[u8]) -> Callback {
+        let outcome = self.capture_and_explain(io, question);
+        if io.firmware.camera_failures_thrown {
             outcome
         } else {
             failures_as_text(outcome)
@@ -227,7 +212,7 @@ impl Peripherals {
         Callback::Return(ReturnValue::Json(json))
     }
 
-    fn capture_and_explain(&mut self, platform: &mut Platform, question: &[u8]) -> Callback {
+    fn capture_and_explain(&mut self, io: &mut BoardIo<'_>, question: &[u8]) -> Callback {
         let Some(camera) = self.camera.as_mut() else {
             return Callback::Throw(strings::ERR_FAILED_TO_CAPTURE_PHOTO.into());
         };
@@ -235,8 +220,8 @@ impl Peripherals {
             return Callback::Throw(strings::ERR_FAILED_TO_CAPTURE_PHOTO.into());
         }
         let (w, h, len) = (camera.width, camera.height, camera.frame_len());
-        platform.emit(|| Event::CameraCaptured { width: w, height: h });
-        platform.log(LogLevel::Info, "Esp32Camera", || {
+        io.emit(|| Event::CameraCaptured { width: w, height: h });
+        io.log(LogLevel::Info, "Esp32Camera", || {
             format!("Captured frame: {w}x{h}, len={len}, format=0")
         });
         if camera.explain_url.is_empty() {
@@ -244,15 +229,15 @@ impl Peripherals {
         }
         let url = camera.explain_url.clone();
         let asked = String::from_utf8_lossy(question).into_owned();
-        platform.emit(|| Event::CameraExplained { question: asked });
-        match platform.http("POST", &url) {
+        io.emit(|| Event::CameraExplained { question: asked });
+        match io.http("POST", &url) {
             HttpOutcome::Unreachable { after } => {
-                platform.log(LogLevel::Error, "Esp32Camera", || strings::ERR_CONNECT_EXPLAIN_URL);
+                io.log(LogLevel::Error, "Esp32Camera", || strings::ERR_CONNECT_EXPLAIN_URL);
                 Callback::Blocked(after, Err(strings::ERR_CONNECT_EXPLAIN_URL.into()))
             }
             HttpOutcome::Answered { status, body, latency } => {
                 if status != 200 {
-                    platform.log(LogLevel::Error, "Esp32Camera", || {
+                    io.log(LogLevel::Error, "Esp32Camera", || {
                         format!("Failed to upload photo, status code: {status}")
                     });
                     Callback::Blocked(latency, Err(strings::ERR_UPLOAD_PHOTO.into()))
@@ -265,8 +250,8 @@ impl Peripherals {
 
     /// `self.screen.snapshot` (`mcp_server.cc:190-242`): the screen as LVGL holds it, as a JPEG
     /// (`LvglDisplay::SnapshotToJpeg`), POSTed as `multipart/form-data` to `url`.
-    pub(crate) fn snapshot(&mut self, platform: &mut Platform, url: &[u8], quality: i32) -> Callback {
-        let jpeg = if platform.world.snapshot_stub {
+    pub(crate) fn snapshot(&mut self, io: &mut BoardIo<'_>, url: &[u8], quality: i32) -> Callback {
+        let jpeg = if io.world.snapshot_stub {
             // The conformance recorder's stub display: a fixed-size blob, never decoded.
             let mut blob = vec![0u8; 16 + (quality.max(0) as usize) * 7 / 80];
             blob[..2].copy_from_slice(&[0xFF, 0xD8]);
@@ -274,13 +259,13 @@ impl Peripherals {
             blob[n - 2..].copy_from_slice(&[0xFF, 0xD9]);
             blob
         } else {
-            let state = platform.screen.at(platform.now);
+            let state = io.screen.at(io.now);
             // lv_snapshot_take allocates the whole screen in RGB565.
-            let fits = |w: u32, h: u32| (w as usize) * (h as usize) * 2 <= platform.spec.target.free_heap;
-            match crate::hw::picture::framebuffer(&platform.spec, &state, platform.now) {
+            let fits = |w: u32, h: u32| (w as usize) * (h as usize) * 2 <= io.spec.target.free_heap;
+            match crate::hw::picture::framebuffer(io.spec, &state, io.now) {
                 Some(fb) if fits(fb.width(), fb.height()) => fb.jpeg(quality),
                 _ => {
-                    platform.log(
+                    io.log(
                         LogLevel::Error,
                         "Display",
                         || "Failed to take snapshot, draw_buffer is nullptr",
@@ -290,8 +275,8 @@ impl Peripherals {
             }
         };
         let bytes = jpeg.len();
-        platform.emit(|| Event::SnapshotTaken { quality, bytes });
-        platform.log(LogLevel::Info, "MCP", || {
+        io.emit(|| Event::SnapshotTaken { quality, bytes });
+        io.log(LogLevel::Info, "MCP", || {
             format!("Upload snapshot {bytes} bytes to {}", String::from_utf8_lossy(url))
         });
         let mut body = Vec::with_capacity(bytes + 200);
@@ -304,10 +289,10 @@ impl Peripherals {
         body.extend_from_slice(SNAPSHOT_BOUNDARY.as_bytes());
         body.extend_from_slice(b"--\r\n");
         let content_type = format!("multipart/form-data; boundary={SNAPSHOT_BOUNDARY}");
-        let outcome = platform.http_upload("POST", url, content_type, body);
+        let outcome = io.http_upload("POST", url, content_type, body);
         match answered(outcome, url) {
             Ok((latency, result)) => {
-                platform.log(LogLevel::Info, "MCP", || {
+                io.log(LogLevel::Info, "MCP", || {
                     format!("Snapshot screen result: {}", String::from_utf8_lossy(&result))
                 });
                 Callback::Blocked(latency, Ok(ReturnValue::Bool(true)))
@@ -320,16 +305,16 @@ impl Peripherals {
     /// `LvglAllocatedImage` (whose constructor throws when no LVGL decoder reads its header: only
     /// PNG is enabled, `sdkconfig.defaults` `CONFIG_LV_USE_LODEPNG=y`), shown by an LCD over the
     /// emoji for 5 s (`lcd_display.cc:1018-1052`); the OLED's `SetPreviewImage` does nothing.
-    pub(crate) fn preview_image(&mut self, platform: &mut Platform, url: &[u8]) -> Callback {
-        match http_ok(platform, "GET", url) {
+    pub(crate) fn preview_image(&mut self, io: &mut BoardIo<'_>, url: &[u8]) -> Callback {
+        match http_ok(io, "GET", url) {
             // heap_caps_malloc(0) returns NULL; so does a body larger than the free heap.
-            Ok((latency, body)) if body.is_empty() || body.len() > platform.spec.target.free_heap => {
+            Ok((latency, body)) if body.is_empty() || body.len() > io.spec.target.free_heap => {
                 Callback::Blocked(latency, Err(strings::concat(strings::ERR_ALLOCATE_IMAGE, url)))
             }
             Ok((latency, body)) => {
                 if body.len() < PNG_MAGIC.len() || body[..PNG_MAGIC.len()] != PNG_MAGIC {
                     // The bytes leak: the throw skips their heap_caps_free.
-                    platform.log(LogLevel::Error, "LvglImage", || {
+                    io.log(LogLevel::Error, "LvglImage", || {
                         format!("Failed to get image info, data: {IMAGE_BUFFER_AT} size: {}", body.len())
                     });
                     return Callback::Blocked(latency, Err(strings::ERR_IMAGE_INFO.into()));
@@ -340,7 +325,7 @@ impl Peripherals {
                         image: std::sync::Arc::new(image),
                         duration_ms: crate::hw::screen::PREVIEW_MS,
                     };
-                    platform.screen.record(platform.now, call);
+                    io.screen.record(io.now, call);
                 }
                 Callback::Blocked(latency, Ok(ReturnValue::Bool(true)))
             }
@@ -351,12 +336,12 @@ impl Peripherals {
     /// A board-file tool's behaviour.
     pub(crate) fn board_tool(
         &mut self,
-        platform: &mut Platform,
+        io: &mut BoardIo<'_>,
         index: usize,
         tool: &McpTool,
         args: &[PropertyValue],
     ) -> Callback {
-        let spec = platform.spec.clone();
+        let spec = io.spec.clone();
         let BoardTool::Tool(t) = &spec.board_tools[index] else {
             return Callback::Throw(b"not a board tool".to_vec());
         };
@@ -373,7 +358,7 @@ impl Peripherals {
                     },
                     (None, None) => false,
                 };
-                self.drive_gpio(platform, *gpio, on);
+                self.drive_gpio(io, *gpio, on);
                 Callback::Return(ReturnValue::Bool(true))
             }
             Behavior::GpioState { gpio, key } => {
@@ -387,7 +372,7 @@ impl Peripherals {
                     Some(PropertyValue::Str(s)) => NvsValue::Str(s),
                     None => NvsValue::I32(0),
                 };
-                match platform.nvs_set(namespace, key, value) {
+                match io.nvs_set(namespace, key, value) {
                     Ok(()) => Callback::Return(ReturnValue::Bool(true)),
                     Err(e) => panic(e),
                 }
@@ -397,9 +382,9 @@ impl Peripherals {
                 ReturnSpec::Int(i) => ReturnValue::Int(*i),
                 ReturnSpec::Text(s) => ReturnValue::Text(s.as_bytes().to_vec()),
             }),
-            Behavior::Builtin { name, motion } => self.builtin(platform, *name, motion.as_deref(), &arg_named),
+            Behavior::Builtin { name, motion } => self.builtin(io, *name, motion.as_deref(), &arg_named),
             Behavior::Unmodelled { returns, .. } => {
-                platform.emit(|| Event::NoEffectModelled {
+                io.emit(|| Event::NoEffectModelled {
                     tool: t.name.to_string(),
                 });
                 Callback::Return(match returns {
@@ -416,8 +401,8 @@ impl Peripherals {
 /// An HTTP request as the screen tools make it: the answer's latency and body on status 200;
 /// otherwise the callback's failure, thrown after the wait (`Failed to open URL: <url>`,
 /// `Unexpected status code: <status>`).
-fn http_ok(platform: &mut Platform, method: &'static str, url: &[u8]) -> Result<(SimDuration, Vec<u8>), Callback> {
-    let outcome = platform.http(method, url);
+fn http_ok(io: &mut BoardIo<'_>, method: &'static str, url: &[u8]) -> Result<(SimDuration, Vec<u8>), Callback> {
+    let outcome = io.http(method, url);
     answered(outcome, url)
 }
 
@@ -450,16 +435,16 @@ const PNG_MAGIC: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
 const IMAGE_BUFFER_AT: &str = "0x3c0a0000";
 
 /// `OttoController`'s constructor: trims from NVS, then the home move it queues.
-fn construct_otto(platform: &mut Platform) -> Otto {
-    let trims = otto::TRIM_KEYS.map(|k| platform.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
-    platform.log(LogLevel::Info, "OttoController", || {
+fn construct_otto(io: &mut BoardIo<'_>) -> Otto {
+    let trims = otto::TRIM_KEYS.map(|k| io.nvs.get_i32(otto::TRIM_NAMESPACE, k, 0));
+    io.log(LogLevel::Info, "OttoController", || {
         format!(
             "从NVS加载微调设置: 左腿={}, 右腿={}, 左脚={}, 右脚={}, 左手={}, 右手={}",
             trims[0], trims[1], trims[2], trims[3], trims[4], trims[5]
         )
     });
-    let o = Otto::new(trims, platform.world.board_tasks_run, platform.now);
-    platform.log(LogLevel::Info, "OttoController", || {
+    let o = Otto::new(trims, io.world.board_tasks_run, io.now);
+    io.log(LogLevel::Info, "OttoController", || {
         otto::Motion::new(otto::kind::HOME, 1, 1000, 1, 0).log_line()
     });
     o

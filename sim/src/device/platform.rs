@@ -16,7 +16,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::audio::AudioLog;
 use crate::board::BoardSpec;
 use crate::device::catalogue::CatalogueCache;
-use crate::device::io::{PlaybackIo, Trace, WireIo};
+use crate::device::io::{BoardIo, HttpUpload, PlaybackIo, Trace, WireIo};
 pub use crate::device::output::{Output, Receipt, Sent};
 use crate::firmware::state::DeviceState;
 use crate::hw::nvs::{EspErr, Nvs};
@@ -167,28 +167,8 @@ pub(crate) struct Platform {
     /// Every button gesture the board's callbacks were asked about (evidence; survives reboots).
     pub(crate) gestures: Vec<Fired>,
     /// The newest HTTP request bodies the device sent (evidence; survives reboots; the last
-    /// [`UPLOADS_KEPT`]).
+    /// `io::UPLOADS_KEPT`).
     pub(crate) uploads: VecDeque<HttpUpload>,
-}
-
-/// How many uploads a device keeps.
-pub(crate) const UPLOADS_KEPT: usize = 8;
-
-/// An HTTP request with a body the device sent (`self.screen.snapshot`'s multipart POST).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HttpUpload {
-    /// When it was sent.
-    pub at: SimTime,
-    /// The method.
-    pub method: &'static str,
-    /// The URL.
-    pub url: Vec<u8>,
-    /// The `Content-Type` header.
-    pub content_type: String,
-    /// The body as written.
-    pub body: Vec<u8>,
-    /// The answer's status (a request whose open failed sent nothing and is not kept).
-    pub status: i32,
 }
 
 /// A button gesture the button component found, and what the board's callback did with it.
@@ -275,6 +255,20 @@ impl Platform {
         }
     }
 
+    /// The view the board's objects and the firmware's services (NVS, HTTP) take.
+    pub(crate) fn board_io(&mut self) -> BoardIo<'_> {
+        BoardIo {
+            now: self.now,
+            trace: Trace::new(self.now, self.trace, &mut self.events),
+            spec: &self.spec,
+            firmware: &self.firmware,
+            nvs: &mut self.nvs,
+            world: &self.world,
+            screen: &mut self.screen,
+            uploads: &mut self.uploads,
+        }
+    }
+
     /// What the playback of received speech reads and writes of the platform.
     pub(crate) fn playback_io(&mut self) -> PlaybackIo<'_> {
         PlaybackIo {
@@ -300,28 +294,7 @@ impl Platform {
 
     /// A `Settings::Set*` write with its event; the error name when NVS refuses it.
     pub(crate) fn nvs_set(&mut self, namespace: &str, key: &str, value: NvsValue) -> Result<(), EspErr> {
-        let trace = self.trace;
-        let shown = trace.then(|| value.clone());
-        match self.nvs.set(namespace, key, value) {
-            Ok(()) => {
-                if let Some(value) = shown {
-                    self.emit(|| Event::NvsSet {
-                        namespace: namespace.to_string(),
-                        key: key.to_string(),
-                        value,
-                    });
-                }
-                Ok(())
-            }
-            Err(error) => {
-                self.emit(|| Event::NvsFailed {
-                    namespace: namespace.to_string(),
-                    key: key.to_string(),
-                    error,
-                });
-                Err(error)
-            }
-        }
+        self.board_io().nvs_set(namespace, key, value)
     }
 
     pub(crate) fn push_output(&mut self, output: Output) {
@@ -340,42 +313,7 @@ impl Platform {
 
     /// An HTTP request to `url` in this world (`http->Open`), with its trace event.
     pub(crate) fn http(&mut self, method: &'static str, url: &[u8]) -> HttpOutcome {
-        let outcome = self.world.http_open(url);
-        self.emit(|| Event::HttpOpened {
-            method,
-            url: url.to_vec(),
-            outcome: match &outcome {
-                HttpOutcome::Unreachable { .. } => "fail".to_string(),
-                HttpOutcome::Answered { status, .. } => format!("status {status}"),
-            },
-        });
-        outcome
-    }
-
-    /// An HTTP request with a body (`http->Open` then `Write`s): what [`Platform::http`] gives,
-    /// and the request kept as evidence when the host answered.
-    pub(crate) fn http_upload(
-        &mut self,
-        method: &'static str,
-        url: &[u8],
-        content_type: String,
-        body: Vec<u8>,
-    ) -> HttpOutcome {
-        let outcome = self.http(method, url);
-        if let HttpOutcome::Answered { status, .. } = &outcome {
-            if self.uploads.len() == UPLOADS_KEPT {
-                self.uploads.pop_front();
-            }
-            self.uploads.push_back(HttpUpload {
-                at: self.now,
-                method,
-                url: url.to_vec(),
-                content_type,
-                body,
-                status: *status,
-            });
-        }
-        outcome
+        self.board_io().http(method, url)
     }
 
     /// A version-4 UUID from the seeded generator (`Board::GenerateUuid`), lowercase.

@@ -92,7 +92,8 @@ impl Application {
             }
         };
         platform.log(LogLevel::Info, "Board", || format!("UUID={uuid} SKU={}", spec.name));
-        let board = Peripherals::construct(platform);
+        let faults = platform.faults.clone();
+        let board = Peripherals::construct(&mut platform.board_io(), &faults);
         if board.display.kind() != DisplayKind::None {
             let theme = board.display.current_theme().map(str::to_string);
             platform.screen.record(platform.now, ScreenCall::Constructed { theme });
@@ -475,7 +476,7 @@ impl Application {
             let (_, id, outcome) = self.threads.remove(i);
             self.reply_later(platform, id, outcome);
         }
-        self.board.fire_timers(platform);
+        self.board.fire_timers(&mut platform.board_io());
         for effect in self.buttons.fire(platform) {
             match effect {
                 Effect::Signal(bit) => self.main.signal(bit),
@@ -576,13 +577,13 @@ impl Application {
             ToolAction::SetBrightness => {
                 // `static_cast<uint8_t>(value)`.
                 let b = arg(0).as_int() as u8;
-                match board.set_brightness(platform, b, true) {
+                match board.set_brightness(&mut platform.board_io(), b, true) {
                     None => Callback::Return(ReturnValue::Bool(true)),
                     Some(e) => panic(e),
                 }
             }
             // 1.x ignores what `SetTheme` did and answers `true`.
-            ToolAction::SetTheme => match board.apply_theme(platform, arg(0).as_bytes()) {
+            ToolAction::SetTheme => match board.apply_theme(&mut platform.board_io(), arg(0).as_bytes()) {
                 Ok(found) => {
                     if found && let Some(t) = board.display.current_theme() {
                         let call = ScreenCall::SetTheme(t.to_string());
@@ -592,14 +593,14 @@ impl Application {
                 }
                 Err(e) => panic(e),
             },
-            ToolAction::TakePhoto => board.take_photo(platform, arg(0).as_bytes()),
+            ToolAction::TakePhoto => board.take_photo(&mut platform.board_io(), arg(0).as_bytes()),
             ToolAction::LampGetState { gpio } => board.lamp_state(gpio),
             ToolAction::LampTurnOn { gpio } => {
-                board.drive_gpio(platform, gpio, true);
+                board.drive_gpio(&mut platform.board_io(), gpio, true);
                 Callback::Return(ReturnValue::Bool(true))
             }
             ToolAction::LampTurnOff { gpio } => {
-                board.drive_gpio(platform, gpio, false);
+                board.drive_gpio(&mut platform.board_io(), gpio, false);
                 Callback::Return(ReturnValue::Bool(true))
             }
             ToolAction::GetSystemInfo => Callback::Return(ReturnValue::Text(self.system_info(platform))),
@@ -619,8 +620,8 @@ impl Application {
                 Callback::Return(ReturnValue::Bool(true))
             }
             ToolAction::ScreenGetInfo => board.screen_info(),
-            ToolAction::ScreenSnapshot => board.snapshot(platform, arg(0).as_bytes(), arg(1).as_int()),
-            ToolAction::ScreenPreviewImage => board.preview_image(platform, arg(0).as_bytes()),
+            ToolAction::ScreenSnapshot => board.snapshot(&mut platform.board_io(), arg(0).as_bytes(), arg(1).as_int()),
+            ToolAction::ScreenPreviewImage => board.preview_image(&mut platform.board_io(), arg(0).as_bytes()),
             ToolAction::AssetsSetDownloadUrl => {
                 match platform.nvs_set(
                     names::ASSETS,
@@ -631,7 +632,7 @@ impl Application {
                     Err(e) => panic(e),
                 }
             }
-            ToolAction::Board(index) => board.board_tool(platform, index, self.mcp.tool(tool), args),
+            ToolAction::Board(index) => board.board_tool(&mut platform.board_io(), index, self.mcp.tool(tool), args),
         }
     }
 
