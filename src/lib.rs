@@ -41,6 +41,7 @@
 //! * `fleet`: many devices against one backend; what both kinds of fleet share (limits, costs,
 //!   the loopback backend, the start of a device):
 //!   * `fleet::capacity`: `--find-capacity`, the knee search under an SLO;
+//!   * `fleet::slo`: `--slo EXPR`, terms over the summary's figures, parsed and judged;
 //!   * `fleet::child`: `--backend-process`, the built-in backend in a child process and its cost;
 //!   * `fleet::hist`: the latency histogram and its checked text form;
 //!   * `fleet::mcp`: the MCP fleet, its summary (`McpSummary`) and percentile;

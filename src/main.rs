@@ -5,8 +5,8 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use clap::error::ErrorKind;
-use clap::{Parser, Subcommand};
 use xiaozhi_twin::cmd;
 
 /// A digital twin of the xiaozhi-esp32 voice assistant, seen from its MCP tool layer.
@@ -17,25 +17,7 @@ use xiaozhi_twin::cmd;
 #[command(name = "xiaozhi-twin", version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
-}
-
-/// The subcommands, in the order `--help` lists them; each module owns its arguments and help.
-#[derive(Subcommand)]
-enum Command {
-    Demo(cmd::demo::Args),
-    Replay(cmd::replay::Args),
-    Tools(cmd::tools::Args),
-    Render(cmd::render::Args),
-    Run(cmd::run::Args),
-    Audit(cmd::audit::Args),
-    Connect(cmd::connect::Args),
-    Console(cmd::console::Args),
-    Backend(cmd::backend::Args),
-    Stdio(cmd::stdio::Args),
-    Fleet(cmd::fleet::Args),
-    CheckBounds(cmd::check_bounds::Args),
-    Boards(cmd::boards::Args),
+    command: cmd::Command,
 }
 
 fn main() -> ExitCode {
@@ -43,29 +25,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
-    match dispatch(cli.command) {
+    match cmd::dispatch(cli.command) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => report_error(e),
-    }
-}
-
-/// Runs a command: `Ok(true)` success, `Ok(false)` an expectation failed, `Err` unusable input.
-fn dispatch(command: Command) -> anyhow::Result<bool> {
-    match command {
-        Command::Demo(a) => cmd::demo::run(&a),
-        Command::Replay(a) => cmd::replay::run(&a),
-        Command::Tools(a) => cmd::tools::run(&a),
-        Command::Render(a) => cmd::render::run(&a),
-        Command::Run(a) => cmd::run::run(&a),
-        Command::Audit(a) => cmd::audit::run(&a),
-        Command::Connect(a) => cmd::connect::run(&a),
-        Command::Console(a) => cmd::console::run(&a),
-        Command::Backend(a) => cmd::backend::run(&a),
-        Command::Stdio(a) => cmd::stdio::run(&a),
-        Command::Fleet(a) => cmd::fleet::run(&a),
-        Command::CheckBounds(a) => cmd::check_bounds::run(&a),
-        Command::Boards(a) => cmd::boards::run(&a),
     }
 }
 

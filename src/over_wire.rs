@@ -15,8 +15,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use xiaozhi_sim::backend::BackendSpec;
 use xiaozhi_sim::device::Device;
-use xiaozhi_sim::scenario::over_wire::{WireConnection, WirePlan, WireRun, judge};
+use xiaozhi_sim::scenario::over_wire::{WireConnection, WireRun, judge};
 use xiaozhi_sim::scenario::record::{Check, Expectation, ScenarioReport};
+use xiaozhi_sim::scenario::wire_plan::WirePlan;
 use xiaozhi_sim::time::SimTime;
 use xiaozhi_sim::world::WsConfig;
 

@@ -88,7 +88,8 @@
 //!     `scenario::sound_checks`),
 //!     `scenario::acceptance` (the one record builder), `scenario::record` (records, reports,
 //!     traces), `scenario::reply` (reading replies), `scenario::discovery` (every
-//!     `tools/list` page), `scenario::over_wire` (plans and judgements over real sockets).
+//!     `tools/list` page), `scenario::wire_plan` (a scenario as a backend's script),
+//!     `scenario::over_wire` (judgements from what the backend saw over real sockets).
 //!   * `backend`: a backend as MCP client, one sans-IO `Session` per connection;
 //!     `backend::spec` (personalities as data), `backend::script` (the script language),
 //!     `backend::scripted` (a script and its faults run sans-IO), `backend::voice_side` (its ear and
@@ -99,7 +100,8 @@
 //!     session records: exchanges, tools, phase), `backend::result` (what a tool result becomes
 //!     as the personality says).
 //!   * `audit`: what a backend said against what the device did; `audit::battery` (requests
-//!     and how to judge them, as data), `audit::clips` (the recordings that say them),
+//!     and how to judge them, as data), `audit::condition` (the quantities a battery watches
+//!     and its conditions on them), `audit::clips` (the recordings that say them),
 //!     `audit::llm` (the built-in backend's stand-in LLM and its behaviours, as data),
 //!     `audit::trial` (one trial in virtual time), `audit::verdict` (a request's facts and its
 //!     verdict), `audit::score` (the scorecard, Wilson intervals).

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use xiaozhi_sim::audit::battery::{self, Plan, Ready};
 use xiaozhi_sim::audit::clips::{self, Clips};
+use xiaozhi_sim::audit::condition;
 use xiaozhi_sim::audit::llm::{LlmSpec, Understanding, language};
 use xiaozhi_sim::audit::trial::{self, Setup, Trial};
 use xiaozhi_sim::audit::verdict::Verdict;
@@ -164,8 +165,8 @@ fn an_english_phrasing_is_judged_as_the_chinese_one_and_the_facts_say_why() {
     assert_eq!(f.calls.len(), 1);
     assert_eq!(f.calls[0].args, serde_json::json!({"volume": 40}));
     assert_eq!(f.calls[0].reply.as_deref(), Some("true"));
-    assert_eq!(f.before, Some(battery::Val::Num(70.0)));
-    assert_eq!(f.after, Some(battery::Val::Num(40.0)));
+    assert_eq!(f.before, Some(condition::Val::Num(70.0)));
+    assert_eq!(f.after, Some(condition::Val::Num(40.0)));
     assert!(f.perceived.yes(), "{:?}", f.perceived);
     let (l0, l1) = (f.level_before.unwrap().0.unwrap(), f.sentences[0].level_db.unwrap());
     assert!(l0 - l1 > 3.0, "70 → 40 is heard quieter: {l0} → {l1}");

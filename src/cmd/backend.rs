@@ -353,7 +353,7 @@ pub fn run(opts: &Args) -> Result<bool> {
 /// `backend --scenario`: serve one scenario to the first device that connects, then judge it.
 fn run_scenario(opts: &Args, spec: BackendSpec, path: &std::path::Path) -> Result<bool> {
     let loaded = crate::scenarios::load(path)?;
-    let plan = xiaozhi_sim::scenario::over_wire::WirePlan::of(&loaded.spec, &loaded.origin, &loaded.text)?;
+    let plan = xiaozhi_sim::scenario::wire_plan::WirePlan::of(&loaded.spec, &loaded.origin, &loaded.text)?;
     let limit = opts.duration.unwrap_or(Duration::from_secs(60));
     let name = spec.name.clone();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

@@ -339,7 +339,7 @@ fn run_voice(opts: &Args) -> Result<bool> {
         false => talking::run(r),
     };
     if opts.find_capacity {
-        let slo = capacity::Slo::parse(opts.slo.as_deref().unwrap_or_default())?;
+        let slo = crate::fleet::slo::Slo::parse(opts.slo.as_deref().unwrap_or_default())?;
         let out = (opts.out.as_deref(), opts.json.as_deref());
         return capacity::find(&run, &slo, opts.max_devices, out, &measure);
     }

@@ -69,7 +69,6 @@ pub struct Args {
     /// error (exit 2), except that a one-version run skips such scenarios found in directories.
     #[arg(long, value_name = "VERSIONS", value_delimiter = ',')]
     pub firmware: Vec<String>,
-    /// With --wire: the wire the device uses (mqtt: MQTT + UDP through the gateway stand-in).
     /// Run every scenario on these boards instead of its own (board ids, comma-separated; `all`
     /// for the twin's boards and every upstream build): the board matrix, board × scenario →
     /// pass / FAIL / n/a, and the reason for each cell that is not a pass (its codec law for a
@@ -77,6 +76,7 @@ pub struct Args {
     /// data. Exit status 1 only when a scenario fails on the first listed board.
     #[arg(long, value_name = "BOARDS", value_delimiter = ',', conflicts_with_all = ["wire", "junit", "html", "out"])]
     pub board: Vec<String>,
+    /// With --wire: the wire the device uses (mqtt: MQTT + UDP through the gateway stand-in).
     #[arg(long, value_enum, default_value_t = Transport::Websocket, requires = "wire")]
     pub transport: Transport,
     /// With --wire: give up on a scenario after this long (real time).
@@ -220,7 +220,7 @@ fn load(opts: &Args, versions: &[Firmware]) -> Result<(Vec<Loaded>, usize)> {
 fn keep_what_runs_over_the_wire(loaded: &mut Vec<Loaded>) -> Result<usize> {
     let mut refusals = Vec::new();
     loaded.retain(
-        |l| match xiaozhi_sim::scenario::over_wire::WirePlan::of(&l.spec, &l.origin, &l.text) {
+        |l| match xiaozhi_sim::scenario::wire_plan::WirePlan::of(&l.spec, &l.origin, &l.text) {
             Ok(_) => true,
             Err(e) => {
                 refusals.push(e);

@@ -16,6 +16,7 @@ pub mod capacity;
 pub mod child;
 pub mod hist;
 pub mod mcp;
+pub mod slo;
 pub mod summary;
 pub mod talking;
 pub mod think;

@@ -228,7 +228,7 @@ fn record(out: &mut String, n: usize, turn: &Turn) {
         ),
         None => "no sentence claims success".to_string(),
     };
-    let shown = |v: &Option<xiaozhi_sim::audit::battery::Val>| v.as_ref().map_or("unknown".into(), |v| v.to_string());
+    let shown = |v: &Option<xiaozhi_sim::audit::condition::Val>| v.as_ref().map_or("unknown".into(), |v| v.to_string());
     let rows = [
         ("delivery", f.delivery.clone()),
         (

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::audit::battery::{Quantity, Val};
+use crate::audit::condition::{Quantity, Val};
 use crate::spec::{self, SpecError};
 
 /// The stand-in's understanding, as shipped.

@@ -1,7 +1,8 @@
 //! `xiaozhi-twin audit`'s model: put spoken requests to a backend and its LLM many times, and
 //! score what the stack *said* against what the device *did* (docs/audit.md).
 //!
-//! * [`battery`]: the requests and how to judge them, as data;
+//! * [`battery`]: the requests and how to judge them, as data; [`condition`]: the quantities
+//!   it watches and its conditions on them;
 //! * [`clips`]: the recordings that say them into the microphone;
 //! * [`llm`]: the built-in backend's stand-in LLM and its behaviours, as data;
 //! * [`trial`]: one trial in virtual time against the built-in backend;
@@ -14,6 +15,7 @@
 
 pub mod battery;
 pub mod clips;
+pub mod condition;
 pub mod llm;
 pub mod score;
 pub mod trial;

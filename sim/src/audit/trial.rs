@@ -9,8 +9,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::audit::battery::{Plan, Quantity, Val};
+use crate::audit::battery::Plan;
 use crate::audit::clips::{Clip, Clips};
+use crate::audit::condition::{Quantity, Val};
 use crate::audit::llm::{self, Backend, LlmSpec, Mind, Outcome, Understanding};
 use crate::audit::verdict::{self, Call, Facts, Judgement, Perceived, Sentence, Verdict};
 use crate::backend::{self, BackendSpec, Delivery};

@@ -6,7 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::audio::measure::JND_DB;
-use crate::audit::battery::{Plan, Quantity, Val};
+use crate::audit::battery::Plan;
+use crate::audit::condition::{Quantity, Val};
 use crate::mcp::strings::TOOL_GET_DEVICE_STATUS;
 
 /// One `tools/call` the device received in the turn.

@@ -35,6 +35,7 @@ pub mod runner_voice;
 mod sound_checks;
 mod step_kind;
 mod steps;
+pub mod wire_plan;
 
 pub use expect::{Approx, ClaimExpect, EventName, Expect, FramesExpect, HeardExpect};
 pub use step_kind::StepKind;
