@@ -1,10 +1,10 @@
 //! What comes in: an [`Input`] is what a driver hands the device (one variant per thing a
 //! transport delivers, all taken by `Device::handle`); an [`Incoming`] is what an incoming text
-//! frame or MQTT message was to the device, read off the device's own parse (the cJSON dialect, as the firmware reads it: the first of two `type` keys, keys
-//! matched case-insensitively): the `type` it dispatched on, a `tts` state, an MCP request's
-//! method, tool and arguments, and the [`Receipt`] of what the MCP server did with it. Drivers
-//! and reports read this instead of parsing the frame a second time with another parser that
-//! might read it otherwise.
+//! frame or MQTT message was to the device, read off the device's own parse (the cJSON dialect,
+//! as the firmware reads it: the first of two `type` keys, keys matched case-insensitively):
+//! the `type` it dispatched on, a `tts` state, an MCP request's method, tool and arguments, and
+//! the [`Receipt`] of what the MCP server did with it. Drivers and reports read this instead of
+//! parsing the frame a second time with another parser that might read it otherwise.
 
 use crate::cjson::Item;
 use crate::device::output::Receipt;

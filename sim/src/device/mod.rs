@@ -3,8 +3,8 @@
 //!
 //! The device is **sans-IO** (quinn-proto style): it is handed `now` and what a transport
 //! delivers, through one entry ([`Device::handle`] with an [`Input`]: MCP payloads, WebSocket
-//! and MQTT frames, datagrams, connection events), and user actions, and hands back outbound frames
-//! ([`Device::poll_output`]), trace events ([`Device::drain_events`]) and its next deadline
+//! and MQTT frames, datagrams, connection events), and user actions, and hands back outbound
+//! frames ([`Device::poll_output`]), trace events ([`Device::drain_events`]) and its next deadline
 //! ([`Device::poll_timeout`]). It never reads a clock and never sleeps; whoever drives it owns
 //! time. [`Device`] is the only public face of the folder; every `impl Device` is here, but for
 //! what the user does and hears (buttons, wake word, speech, the listener's measurements: `user.rs`).
@@ -22,8 +22,7 @@
 //!   `upgrade` (the firmware upgrade flow), `task` (what the main task runs);
 //! * the hub — `application` (what `Application` holds, with its voice interaction in
 //!   `application/conversation.rs`, its receive tasks in `application/inbound.rs`; the buttons'
-//!   polling and callbacks are `button.rs`), called
-//!   from here and from `user.rs`.
+//!   polling and callbacks are `button.rs`), called from here and from `user.rs`.
 
 mod application;
 mod audio;

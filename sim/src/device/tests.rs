@@ -208,3 +208,47 @@ fn a_speech_window_is_heard_from_the_start_up_guard_on() {
         "shorter than the guard: nothing is heard"
     );
 }
+
+/// The one entry's rule for a board with no application (off, or booting): an MCP payload is
+/// dropped with the `NotRunning` receipt and its event, audio from any transport is received
+/// and lost for want of a channel, and nothing else is read.
+#[test]
+fn with_no_application_the_one_entry_drops_each_input_by_its_kind() {
+    let mut d = Device::new(spec(), WorldSpec::conformance(), 1);
+    let now = SimTime::ZERO;
+    let read = d.handle(now, Input::Mcp(&call(1, "self.get_device_status", "{}")));
+    assert_eq!(read.receipt, Some(Receipt::NotRunning));
+    assert_eq!(read.message, MessageType::NotRead);
+    assert!(
+        d.drain_events().iter().any(|e| matches!(
+            e.kind,
+            Event::MessageDropped {
+                reason: crate::mcp::DropReason::NotRunning
+            }
+        )),
+        "the drop is traced"
+    );
+    let audio = [
+        Input::WsBinary(&[0u8; 8]),
+        Input::Udp(&[0u8; 16]),
+        Input::Audio(&[0u8; 4]),
+    ];
+    for input in audio {
+        assert_eq!(d.handle(now, input), Incoming::default());
+    }
+    let others = [
+        Input::WsText(br#"{"type":"tts","state":"start"}"#),
+        Input::MqttMessage(br#"{"type":"goodbye"}"#),
+        Input::Json(br#"{"type":"stt","text":"x"}"#),
+        Input::WsOpened { ok: true },
+        Input::WsClosed,
+        Input::MqttConnack { accepted: true },
+        Input::MqttClosed,
+    ];
+    for input in others {
+        assert_eq!(d.handle(now, input), Incoming::default(), "{input:?}");
+    }
+    let outside = &d.speech_log().outside;
+    assert_eq!((outside.received, outside.dropped_no_channel), (3, 3));
+    assert!(d.poll_output().is_none(), "nothing leaves a board that is off");
+}
