@@ -271,8 +271,15 @@ fn with_nagle_on_as_the_gateway_leaves_it_tts_start_waits_for_an_ack_and_the_fir
     let early = nagle["frames_outside_sessions"]["dropped_wrong_state"]
         .as_u64()
         .unwrap();
-    assert!((1..=10).contains(&early), "{:#}", nagle["frames_outside_sessions"]);
     let heard = |r: &Value| r["tts_sessions"][0]["frames"]["received"].as_u64().unwrap();
+    // The first audio is lost, not the reply: most of it still arrives inside the session
+    // (6 early frames on a quiet machine; 11 once, with a release build running beside the suite).
+    assert!(
+        early >= 1 && early < heard(nagle),
+        "{early} early, {} heard: {:#}",
+        heard(nagle),
+        nagle["frames_outside_sessions"]
+    );
     // With TCP_NODELAY the `tts start` goes out at once: fewer early frames (none on a quiet
     // machine; under load the two sockets' order is the scheduler's) and more of the reply heard.
     let early_nodelay = nodelay["frames_outside_sessions"]["dropped_wrong_state"]
