@@ -285,9 +285,8 @@ pub fn run(opts: &Args) -> Result<bool> {
         let mqtt = bind_mqtt(opts, addr).await?;
         let endpoint = mqtt.as_ref().map(|(m, _)| m.endpoint()).transpose()?;
         start_ota(opts, addr, endpoint, &stop_rx).await?;
-        if let Some((m, wire)) = mqtt {
-            tokio::spawn(serve_mqtt(m.mqtt, m.udp, wire, server.clone(), stop_rx.clone()));
-        }
+        let mqtt_serving =
+            mqtt.map(|(m, wire)| tokio::spawn(serve_mqtt(m.mqtt, m.udp, wire, server.clone(), stop_rx.clone())));
         let serving = tokio::spawn(serve(listener, server.clone(), stop_rx));
         if from_stdin {
             tokio::spawn(stdin_commands(server.clone()));
@@ -324,7 +323,15 @@ pub fn run(opts: &Args) -> Result<bool> {
             _ = tokio::signal::ctrl_c() => {}
         }
         let _ = stop_tx.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
+        // Both wires close their connections (ending `shutdown`) and write what they owe the
+        // devices before the reports are read and the process ends.
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let _ = serving.await;
+            if let Some(m) = mqtt_serving {
+                let _ = m.await;
+            }
+        })
+        .await;
         let reports = server.take_reports();
         let calls = reports
             .iter()

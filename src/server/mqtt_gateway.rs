@@ -155,6 +155,10 @@ struct Link {
     peer: SocketAddr,
     gateway: GatewayConn,
     bridge: Option<Open>,
+    /// Bridges that ended in this round, reported to the server once the round's packets are
+    /// written: the goodbye a closed bridge sends the device goes out before the connection
+    /// counts as ended (with `--connections N` the backend may stop on that count).
+    ended: Vec<(Open, Ending)>,
     /// The UDP addresses datagrams came from, as the gateway's address tokens (index + 1).
     addrs: Vec<SocketAddr>,
     /// The packet being written (each is written as soon as it is made, as the gateway's
@@ -195,6 +199,7 @@ impl Link {
             peer,
             gateway: GatewayConn::new(wire.gateway.clone(), id, n),
             bridge: None,
+            ended: Vec::new(),
             addrs: Vec::new(),
             out: BytesMut::with_capacity(1024),
             connected: false,
@@ -375,6 +380,9 @@ impl Link {
         if over.is_none() && self.gateway.is_closed() {
             over = Some(Over::Gone);
         }
+        for (open, ending) in std::mem::take(&mut self.ended) {
+            self.server.close(open, ending);
+        }
         over
     }
 
@@ -506,10 +514,10 @@ impl Link {
         any
     }
 
-    /// The bridge's session is over (its report goes out).
+    /// The bridge's session is over (its report goes out at the end of the round, `apply`).
     fn end_bridge(&mut self, ending: Ending) {
         if let Some(open) = self.bridge.take() {
-            self.server.close(open, ending);
+            self.ended.push((open, ending));
         }
     }
 }
