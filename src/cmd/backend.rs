@@ -235,12 +235,10 @@ async fn stdin_commands(server: Arc<Server>) {
     }
 }
 
-pub fn run(opts: &Args) -> Result<bool> {
-    let spec = load_personality(&opts.personality)?;
-    if let Some(path) = &opts.scenario {
-        return run_scenario(opts, spec, path);
-    }
-    let (script, from_stdin) = match &opts.script {
+/// The steps every connection runs: `--script FILE` (its WAVs checked now), `-` (steps from
+/// stdin: true), or with no script the fleet's default turn for a personality that speaks.
+fn load_script(opts: &Args, spec: &BackendSpec) -> Result<(Script, bool)> {
+    Ok(match &opts.script {
         Some(p) if p.as_os_str() == "-" => (Script::default(), true),
         Some(p) => {
             let text = xiaozhi_sim::spec::read_text(p)?;
@@ -268,7 +266,15 @@ pub fn run(opts: &Args) -> Result<bool> {
             false,
         ),
         None => (Script::default(), false),
-    };
+    })
+}
+
+pub fn run(opts: &Args) -> Result<bool> {
+    let spec = load_personality(&opts.personality)?;
+    if let Some(path) = &opts.scenario {
+        return run_scenario(opts, spec, path);
+    }
+    let (script, from_stdin) = load_script(opts, &spec)?;
     // One worker per core: a backend in its own process serves a whole fleet (docs/fleet.md).
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(async {
