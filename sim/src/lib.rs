@@ -6,7 +6,7 @@
 //! and seed give the same bytes out. Time is virtual ([`time::SimTime`]) and is handed in by
 //! whoever drives a [`device::Device`].
 //!
-//! **Start here**: [`device::Device`] is one board (`handle_*` in, `poll_*` out); a
+//! **Start here**: [`device::Device`] is one board (`handle(now, Input)` in, `poll_*` out); a
 //! [`harness::Harness`] drives one in virtual time; [`scenario::runner::run`] runs a scenario
 //! file and builds its acceptance records.
 //!

@@ -241,7 +241,7 @@ impl Device {
 
     /// The next output, oldest first (taking it out of the queue); `None` when there is none.
     ///
-    /// Its answer can change after every call that is handed a `now` (`handle_*`, `run_until`,
+    /// Its answer can change after every call that is handed a `now` (`handle`, `run_until`,
     /// `run_before`, `power_on`, `cut_power`, `reset`, `toggle_chat`, `button`,
     /// `press_volume`, `wake_word`, `type_text`, `say`, `play`, `busy`, `apply_ota_answer`,
     /// `set_fault`, `set_chain_fault`: each runs the work due by its `now` first), and after each
