@@ -63,7 +63,7 @@ pub struct Incoming {
     /// The message's `type`, as the dispatcher saw it.
     pub message: MessageType,
     /// An MCP request (its payload has a string `method`), as the MCP server reads it.
-    pub request: Option<Request>,
+    pub request: Option<Box<Request>>,
     /// What the MCP server did with an `mcp` message or an [`Input::Mcp`] payload.
     pub receipt: Option<Receipt>,
 }
@@ -133,7 +133,7 @@ pub struct Request {
 
 /// The `type` and, for `mcp`, the request of a parsed message `root` whose type the transport
 /// read as `kind` (`None`: no string type).
-pub(crate) fn read(root: Item<'_>, kind: Option<&[u8]>) -> (MessageType, Option<Request>) {
+pub(crate) fn read(root: Item<'_>, kind: Option<&[u8]>) -> (MessageType, Option<Box<Request>>) {
     let Some(kind) = kind else {
         return (MessageType::Untyped, None);
     };
@@ -156,7 +156,8 @@ pub(crate) fn read(root: Item<'_>, kind: Option<&[u8]>) -> (MessageType, Option<
     let request = (message == MessageType::Mcp)
         .then(|| root.get(b"payload").filter(Item::is_object))
         .flatten()
-        .and_then(request);
+        .and_then(request)
+        .map(Box::new);
     (message, request)
 }
 
